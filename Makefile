@@ -1,0 +1,30 @@
+# nidus: `make run` builds and starts the runtime with embedded defaults;
+# `make test` installs what the tests need and runs the whole suite (as root).
+
+CARGO ?= cargo
+# Integration tests each start a daemon; a few at a time suits a 2-core machine.
+TEST_THREADS ?= 4
+
+.PHONY: all build run test test-deps lint clean
+
+all: build
+
+build:
+	$(CARGO) build --release --bins
+
+run: build
+	./target/release/nidus serve
+
+test-deps:
+	./scripts/install-test-deps
+
+test: test-deps
+	$(CARGO) build --all-targets
+	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean

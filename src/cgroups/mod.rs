@@ -1,0 +1,444 @@
+//! Cgroup layout: which cgroup version the node runs (detected at start, like
+//! runc), where nidus's cgroup root is in each hierarchy, and creating,
+//! joining and removing the cgroups of pods and containers under it.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// v1 controllers nidus places its cgroups in (named hierarchies such as
+/// `name=systemd` are left alone).
+const V1_CONTROLLERS: &[&str] = &[
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "devices",
+    "freezer",
+    "blkio",
+    "pids",
+    "hugetlb",
+    "net_cls",
+    "net_prio",
+    "perf_event",
+    "rdma",
+    "misc",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("cannot read the cgroup setup ({what}): {source}")]
+    Detect { what: String, source: io::Error },
+    #[error("no cgroup hierarchy found (is /sys/fs/cgroup mounted?)")]
+    NoHierarchy,
+    #[error("invalid cgroup path {path:?}: {why}")]
+    InvalidPath { path: String, why: &'static str },
+    #[error("cannot create cgroup {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("cannot remove cgroup {path}: {source}")]
+    Remove { path: PathBuf, source: io::Error },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupVersion {
+    /// cgroup v1 controllers (legacy, or hybrid with an empty cgroup2 beside them).
+    V1,
+    /// The unified cgroup v2 hierarchy.
+    V2,
+}
+
+/// One mounted hierarchy and where nidus's root sits in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hierarchy {
+    pub controllers: Vec<String>,
+    pub mount_point: PathBuf,
+    /// nidus's cgroup root inside this hierarchy, as a directory.
+    pub root_dir: PathBuf,
+}
+
+/// A cgroup below nidus's root, as a relative path such as
+/// `kubepods/burstable/pod123/<sandbox id>`; the same path in every hierarchy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub struct CgroupPath(String);
+
+impl CgroupPath {
+    /// Validates a path given by a client (e.g. `cgroup_parent`): absolute or
+    /// relative, no `..`, no empty or odd segments.
+    pub fn parse(path: &str) -> Result<Self, CgroupError> {
+        let bad = |why| CgroupError::InvalidPath { path: path.to_string(), why };
+        if path.len() > 2048 {
+            return Err(bad("longer than 2048 bytes"));
+        }
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        if segments.is_empty() {
+            return Err(bad("empty"));
+        }
+        for segment in &segments {
+            if *segment == "." || *segment == ".." {
+                return Err(bad("'.' and '..' are not allowed"));
+            }
+            if segment.len() > 255 {
+                return Err(bad("a segment is longer than 255 bytes"));
+            }
+            if !segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:@+=".contains(&b)) {
+                return Err(bad("only letters, digits and _-.:@+= may name a cgroup"));
+            }
+        }
+        Ok(Self(segments.join("/")))
+    }
+
+    /// The parent cgroup; None at the top.
+    pub fn parent(&self) -> Option<Self> {
+        self.0.rsplit_once('/').map(|(parent, _)| Self(parent.to_string()))
+    }
+
+    /// The ancestor `levels` up (0: this path); None above the top.
+    pub fn ancestor(&self, levels: usize) -> Option<Self> {
+        (0..levels).try_fold(self.clone(), |p, _| p.parent())
+    }
+
+    /// True when `self` is `other` or below it.
+    pub fn is_within(&self, other: &CgroupPath) -> bool {
+        self.0 == other.0 || self.0.starts_with(&format!("{}/", other.0))
+    }
+
+    pub fn join(&self, child: &str) -> Result<Self, CgroupError> {
+        Self::parse(&format!("{}/{child}", self.0))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CgroupPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "/{}", self.0)
+    }
+}
+
+/// The node's cgroup setup with nidus's root resolved in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cgroups {
+    pub version: CgroupVersion,
+    pub hierarchies: Vec<Hierarchy>,
+}
+
+impl Cgroups {
+    /// Detects the cgroup version and resolves `cgroup_root` in every
+    /// hierarchy (relative: under this process's own cgroup), creating it.
+    pub fn detect(cgroup_root: &str) -> Result<Self, CgroupError> {
+        let detect_err = |what: &str| {
+            let what = what.to_string();
+            move |source| CgroupError::Detect { what, source }
+        };
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(detect_err("/proc/self/mountinfo"))?;
+        let own = fs::read_to_string("/proc/self/cgroup").map_err(detect_err("/proc/self/cgroup"))?;
+        let unified = nix::sys::statfs::statfs("/sys/fs/cgroup")
+            .map(|s| s.filesystem_type().0 == CGROUP2_SUPER_MAGIC)
+            .unwrap_or(false);
+        let version = if unified { CgroupVersion::V2 } else { CgroupVersion::V1 };
+        let mut hierarchies = Vec::new();
+        for mount in parse_cgroup_mounts(&mountinfo) {
+            let wanted = match version {
+                CgroupVersion::V2 => mount.fstype == "cgroup2",
+                CgroupVersion::V1 => mount.fstype == "cgroup" && !mount.controllers.is_empty(),
+            };
+            if !wanted || hierarchies.iter().any(|h: &Hierarchy| h.controllers == mount.controllers) {
+                continue;
+            }
+            let own_path = own_cgroup(&own, version, &mount.controllers).unwrap_or_else(|| "/".into());
+            let in_hierarchy = if cgroup_root.starts_with('/') {
+                cgroup_root.to_string()
+            } else {
+                format!("{}/{}", own_path.trim_end_matches('/'), cgroup_root)
+            };
+            let Some(rel) = strip_mount_root(&in_hierarchy, &mount.root) else {
+                continue;
+            };
+            let controllers = match version {
+                CgroupVersion::V2 => fs::read_to_string(mount.mount_point.join("cgroup.controllers"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect(),
+                CgroupVersion::V1 => mount.controllers.clone(),
+            };
+            hierarchies.push(Hierarchy {
+                controllers,
+                root_dir: mount.mount_point.join(rel),
+                mount_point: mount.mount_point,
+            });
+        }
+        if hierarchies.is_empty() {
+            return Err(CgroupError::NoHierarchy);
+        }
+        let cgroups = Self { version, hierarchies };
+        for h in &cgroups.hierarchies {
+            let mut created = Vec::new();
+            cgroups.make_dirs(h, &h.mount_point, &h.root_dir, &mut created)?;
+        }
+        Ok(cgroups)
+    }
+
+    /// The directory of `path` in every hierarchy.
+    pub fn dirs(&self, path: &CgroupPath) -> Vec<PathBuf> {
+        self.hierarchies.iter().map(|h| h.root_dir.join(path.as_str())).collect()
+    }
+
+    /// The `cgroup.procs` files a process writes itself into to join `path`.
+    pub fn procs_files(&self, path: &CgroupPath) -> Vec<PathBuf> {
+        self.dirs(path).into_iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// Creates `path` (and missing parents) in every hierarchy. Returns how
+    /// many trailing levels of `path` did not exist before, so removal can take
+    /// away exactly what nidus made. On failure nothing made here is left.
+    pub fn create(&self, path: &CgroupPath) -> Result<usize, CgroupError> {
+        let mut created_levels = 0;
+        let mut created_dirs = Vec::new();
+        for h in &self.hierarchies {
+            let target = h.root_dir.join(path.as_str());
+            let before = created_dirs.len();
+            if let Err(e) = self.make_dirs(h, &h.root_dir, &target, &mut created_dirs) {
+                for dir in created_dirs.iter().rev() {
+                    let _ = fs::remove_dir(dir);
+                }
+                return Err(e);
+            }
+            created_levels = created_levels.max(created_dirs.len() - before);
+        }
+        Ok(created_levels)
+    }
+
+    /// mkdir -p from `base` down to `target`, initialising each new level.
+    fn make_dirs(
+        &self,
+        h: &Hierarchy,
+        base: &Path,
+        target: &Path,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(), CgroupError> {
+        let rel = target.strip_prefix(base).unwrap_or(Path::new(""));
+        let mut dir = base.to_path_buf();
+        for segment in rel.components() {
+            let parent = dir.clone();
+            dir.push(segment);
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    created.push(dir.clone());
+                    self.init_level(h, &parent, &dir);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(source) => return Err(CgroupError::Create { path: dir, source }),
+            }
+        }
+        Ok(())
+    }
+
+    /// A new v1 cpuset cgroup starts with no cpus and no mems, which refuses
+    /// every task: copy the parent's. On v2, delegate the parent's controllers.
+    fn init_level(&self, h: &Hierarchy, parent: &Path, dir: &Path) {
+        match self.version {
+            CgroupVersion::V1 if h.controllers.iter().any(|c| c == "cpuset") => {
+                for file in ["cpuset.cpus", "cpuset.mems"] {
+                    let current = fs::read_to_string(dir.join(file)).unwrap_or_default();
+                    if current.trim().is_empty() {
+                        if let Ok(value) = fs::read_to_string(parent.join(file)) {
+                            let _ = fs::write(dir.join(file), value.trim());
+                        }
+                    }
+                }
+            }
+            CgroupVersion::V2 => {
+                let available = fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
+                for controller in available.split_whitespace() {
+                    if let Err(e) = fs::write(parent.join("cgroup.subtree_control"), format!("+{controller}")) {
+                        tracing::debug!(cgroup = %parent.display(), controller, error = %e, "cannot delegate controller");
+                    }
+                }
+            }
+            CgroupVersion::V1 => {}
+        }
+    }
+
+    /// Pids of every process in `path`, all hierarchies together.
+    pub fn pids(&self, path: &CgroupPath) -> Vec<i32> {
+        let mut pids: Vec<i32> = self
+            .procs_files(path)
+            .iter()
+            .filter_map(|f| fs::read_to_string(f).ok())
+            .flat_map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect::<Vec<i32>>())
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Removes `path` in every hierarchy, killing what still runs in it.
+    /// A missing cgroup is not an error.
+    pub fn remove(&self, path: &CgroupPath) -> Result<(), CgroupError> {
+        let mut first_error = None;
+        for dir in self.dirs(path) {
+            if let Err(e) = remove_with_retry(&dir) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Removes `path` where it is empty (no child cgroup, no process); true
+    /// when it is gone from every hierarchy.
+    pub fn remove_if_empty(&self, path: &CgroupPath) -> bool {
+        self.dirs(path)
+            .iter()
+            .map(|dir| match fs::remove_dir(dir) {
+                Ok(()) => true,
+                Err(e) => e.kind() == io::ErrorKind::NotFound,
+            })
+            // Try every hierarchy, even after one refuses.
+            .filter(|gone| !gone)
+            .count()
+            == 0
+    }
+
+    pub fn exists(&self, path: &CgroupPath) -> bool {
+        self.dirs(path).iter().any(|d| d.exists())
+    }
+}
+
+/// rmdir a cgroup, killing its processes and retrying while they exit.
+fn remove_with_retry(dir: &Path) -> Result<(), CgroupError> {
+    let mut last = None;
+    for attempt in 0..50 {
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                // Children first (a leftover nested cgroup), then processes.
+                if let Ok(entries) = fs::read_dir(dir) {
+                    for entry in entries.flatten() {
+                        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                            let _ = remove_with_retry(&entry.path());
+                        }
+                    }
+                }
+                if let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) {
+                    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        let _ =
+                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                    }
+                }
+                last = Some(e);
+                std::thread::sleep(Duration::from_millis(if attempt < 10 { 2 } else { 20 }));
+            }
+        }
+    }
+    Err(CgroupError::Remove { path: dir.to_path_buf(), source: last.unwrap_or_else(|| io::ErrorKind::Other.into()) })
+}
+
+struct CgroupMount {
+    fstype: String,
+    root: String,
+    mount_point: PathBuf,
+    controllers: Vec<String>,
+}
+
+fn parse_cgroup_mounts(mountinfo: &str) -> Vec<CgroupMount> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (pre, post) = line.split_once(" - ")?;
+            let pre: Vec<&str> = pre.split(' ').collect();
+            let post: Vec<&str> = post.split(' ').collect();
+            let fstype = *post.first()?;
+            if fstype != "cgroup" && fstype != "cgroup2" {
+                return None;
+            }
+            let controllers = post
+                .get(2)
+                .map(|opts| opts.split(',').filter(|o| V1_CONTROLLERS.contains(o)).map(String::from).collect())
+                .unwrap_or_default();
+            Some(CgroupMount {
+                fstype: fstype.to_string(),
+                root: pre.get(3)?.to_string(),
+                mount_point: PathBuf::from(pre.get(4)?),
+                controllers,
+            })
+        })
+        .collect()
+}
+
+/// This process's cgroup in the hierarchy holding `controllers`.
+fn own_cgroup(proc_self_cgroup: &str, version: CgroupVersion, controllers: &[String]) -> Option<String> {
+    proc_self_cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_id, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let matches = match version {
+            CgroupVersion::V2 => list.is_empty(),
+            CgroupVersion::V1 => {
+                let listed: Vec<&str> = list.split(',').collect();
+                !list.is_empty() && controllers.iter().all(|c| listed.contains(&c.as_str()))
+            }
+        };
+        matches.then(|| path.to_string())
+    })
+}
+
+/// The part of `path` (a path in the hierarchy) below the mount's root;
+/// None when the mount does not show that part of the hierarchy.
+fn strip_mount_root<'a>(path: &'a str, mount_root: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(mount_root.trim_end_matches('/'))?;
+    (rest.is_empty() || rest.starts_with('/')).then(|| rest.trim_start_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_paths_are_validated() {
+        assert_eq!(CgroupPath::parse("/kubepods/burstable/pod1").unwrap().as_str(), "kubepods/burstable/pod1");
+        assert_eq!(CgroupPath::parse("a//b/").unwrap().as_str(), "a/b");
+        assert!(CgroupPath::parse("/a/../b").is_err());
+        assert!(CgroupPath::parse("").is_err());
+        assert!(CgroupPath::parse("/").is_err());
+        assert!(CgroupPath::parse("a/b c").is_err());
+        let p = CgroupPath::parse("/a/b/c").unwrap();
+        assert_eq!(p.ancestor(2).unwrap().as_str(), "a");
+        assert!(p.ancestor(3).is_none());
+        assert!(p.is_within(&CgroupPath::parse("a/b").unwrap()));
+        assert!(!p.is_within(&CgroupPath::parse("a/bc").unwrap()));
+    }
+
+    #[test]
+    fn finds_hybrid_v1_mounts_and_own_cgroup() {
+        let mountinfo = "35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:1 - cgroup cgroup rw,memory\n\
+                         36 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                         37 25 0:32 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n\
+                         38 25 0:33 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n";
+        let mounts = parse_cgroup_mounts(mountinfo);
+        assert_eq!(mounts.len(), 4);
+        assert_eq!(mounts[0].controllers, vec!["memory"]);
+        assert!(mounts[2].controllers.is_empty());
+        assert_eq!(mounts[3].controllers, vec!["cpu", "cpuacct"]);
+        let own = "4:memory:/process_api/abc\n1:cpu,cpuacct:/\n0::/\n";
+        assert_eq!(own_cgroup(own, CgroupVersion::V1, &["memory".into()]).as_deref(), Some("/process_api/abc"));
+        assert_eq!(own_cgroup(own, CgroupVersion::V1, &["cpu".into(), "cpuacct".into()]).as_deref(), Some("/"));
+        assert_eq!(own_cgroup(own, CgroupVersion::V2, &[]).as_deref(), Some("/"));
+    }
+
+    #[test]
+    fn mount_roots_are_stripped() {
+        assert_eq!(strip_mount_root("/a/b", "/"), Some("a/b"));
+        assert_eq!(strip_mount_root("/a/b", "/a"), Some("b"));
+        assert_eq!(strip_mount_root("/ab", "/a"), None);
+        assert_eq!(strip_mount_root("/x", "/a"), None);
+    }
+}

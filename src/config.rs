@@ -1,0 +1,223 @@
+//! The one configuration of nidus: every path and knob, with embedded defaults,
+//! read from a TOML file (`/etc/nidus/config.toml` when present, or `--config`)
+//! and overridden by the command-line flags of `nidus serve`.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/nidus/config.toml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The CRI gRPC socket kubelet and crictl connect to.
+    pub socket: PathBuf,
+    /// Persistent state: images, sandbox and container metadata, upper dirs.
+    pub root: PathBuf,
+    /// Volatile state (gone at reboot): lock, pause records, /dev/shm mounts.
+    pub state: PathBuf,
+    /// Where every cgroup nidus makes is nested. Absolute: from the root of each
+    /// cgroup hierarchy. Relative: under the daemon's own cgroup in each hierarchy.
+    pub cgroup_root: String,
+    /// tracing filter, e.g. `info` or `nidus=debug`.
+    pub log_level: String,
+    /// `text` or `json`.
+    pub log_format: LogFormat,
+    pub grpc: GrpcConfig,
+    pub sandbox: SandboxConfig,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcConfig {
+    /// Largest request or response message, in bytes (ExecSync output can be 2 × 16 MiB).
+    pub max_message_bytes: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The program run as each pod's pause process; default: `nidus-pause`
+    /// beside the nidus binary, else nidus itself (`nidus pause`).
+    pub pause_binary: Option<PathBuf>,
+    /// Size of each pod's /dev/shm tmpfs, in bytes.
+    pub shm_size_bytes: u64,
+    /// Pod cgroup parent (under cgroup_root) when the request names none;
+    /// the pod then gets `<this>/<sandbox id>`.
+    pub default_cgroup_parent: String,
+    /// How long the pause process may take to set the sandbox up, in seconds.
+    pub pause_start_timeout_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/run/nidus/nidus.sock"),
+            root: PathBuf::from("/var/lib/nidus"),
+            state: PathBuf::from("/run/nidus"),
+            cgroup_root: "/".into(),
+            log_level: "info".into(),
+            log_format: LogFormat::Text,
+            grpc: GrpcConfig::default(),
+            sandbox: SandboxConfig::default(),
+        }
+    }
+}
+
+impl Default for GrpcConfig {
+    fn default() -> Self {
+        Self { max_message_bytes: 64 << 20 }
+    }
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            pause_binary: None,
+            shm_size_bytes: 64 << 20,
+            default_cgroup_parent: "nidus".into(),
+            pause_start_timeout_secs: 10,
+        }
+    }
+}
+
+/// Command-line values that override the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub socket: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub cgroup_root: Option<String>,
+    pub log_level: Option<String>,
+}
+
+impl Config {
+    /// Reads the config: `explicit` must exist when given; otherwise
+    /// /etc/nidus/config.toml is used when present, else the defaults.
+    pub fn load(explicit: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => Some(PathBuf::from(DEFAULT_CONFIG_PATH)).filter(|p| p.exists()),
+        };
+        let mut config = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                Self::parse(&text).map_err(|source| ConfigError::Parse { path, source })?
+            }
+            None => Self::default(),
+        };
+        config.apply(overrides);
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+
+    fn apply(&mut self, o: Overrides) {
+        if let Some(v) = o.socket {
+            self.socket = v;
+        }
+        if let Some(v) = o.root {
+            self.root = v;
+        }
+        if let Some(v) = o.state {
+            self.state = v;
+        }
+        if let Some(v) = o.cgroup_root {
+            self.cgroup_root = v;
+        }
+        if let Some(v) = o.log_level {
+            self.log_level = v;
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, path) in [("socket", &self.socket), ("root", &self.root), ("state", &self.state)] {
+            if !path.is_absolute() || has_dot_dot(path) {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be an absolute path without '..', got {}",
+                    path.display()
+                )));
+            }
+        }
+        if self.root == self.state {
+            return Err(ConfigError::Invalid("root and state must be different directories".into()));
+        }
+        if has_dot_dot(Path::new(&self.cgroup_root)) || self.cgroup_root.is_empty() {
+            return Err(ConfigError::Invalid(format!(
+                "cgroup_root must be a non-empty path without '..', got {:?}",
+                self.cgroup_root
+            )));
+        }
+        if has_dot_dot(Path::new(&self.sandbox.default_cgroup_parent)) {
+            return Err(ConfigError::Invalid("sandbox.default_cgroup_parent must not contain '..'".into()));
+        }
+        if self.sandbox.shm_size_bytes < 4096 {
+            return Err(ConfigError::Invalid("sandbox.shm_size_bytes must be at least 4096".into()));
+        }
+        if self.grpc.max_message_bytes < 4 << 20 {
+            return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
+        }
+        Ok(())
+    }
+}
+
+pub fn has_dot_dot(path: &Path) -> bool {
+    path.components().any(|c| c == Component::ParentDir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_through_toml() {
+        let text = Config::default().to_toml();
+        assert_eq!(Config::parse(&text).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn file_values_and_flags_combine() {
+        let mut config = Config::parse("root = \"/srv/nidus\"\n[sandbox]\nshm_size_bytes = 8192\n").unwrap();
+        assert_eq!(config.root, PathBuf::from("/srv/nidus"));
+        assert_eq!(config.sandbox.shm_size_bytes, 8192);
+        assert_eq!(config.state, PathBuf::from("/run/nidus"));
+        config.apply(Overrides { state: Some("/tmp/s".into()), ..Default::default() });
+        assert_eq!(config.state, PathBuf::from("/tmp/s"));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_paths_are_refused() {
+        assert!(Config::parse("sockett = \"/x\"").is_err());
+        let config = Config { root: "relative".into(), ..Default::default() };
+        assert!(config.validate().unwrap_err().to_string().contains("root"));
+        let config = Config { cgroup_root: "../escape".into(), ..Default::default() };
+        assert!(config.validate().is_err());
+    }
+}

@@ -1,0 +1,355 @@
+//! The CRI RuntimeService: version, status and runtime config, pod sandboxes;
+//! RPCs of later issues answer Unimplemented, naming themselves.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::api::runtime_service_server::RuntimeService;
+use crate::api::*;
+use crate::daemon::Daemon;
+
+use super::convert;
+use super::errors::unimplemented;
+use super::validate;
+
+/// Most items one message of a Stream* list RPC carries.
+const STREAM_CHUNK: usize = 256;
+
+pub struct RuntimeApi {
+    daemon: Arc<Daemon>,
+}
+
+impl RuntimeApi {
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+
+    fn list_sandboxes(&self, filter: Option<&PodSandboxFilter>) -> Vec<PodSandbox> {
+        self.daemon
+            .sandboxes
+            .list()
+            .iter()
+            .filter(|v| filter.is_none_or(|f| convert::sandbox_matches(f, v)))
+            .map(convert::pod_sandbox)
+            .collect()
+    }
+}
+
+type StreamOf<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+
+fn chunked<T: Send + 'static, M: Send + 'static>(items: Vec<T>, wrap: fn(Vec<T>) -> M) -> StreamOf<M> {
+    let mut chunks = Vec::new();
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        chunks.push(Ok(wrap(items.by_ref().take(STREAM_CHUNK).collect())));
+    }
+    Box::pin(tokio_stream::iter(chunks))
+}
+
+#[tonic::async_trait]
+impl RuntimeService for RuntimeApi {
+    async fn version(&self, _: Request<VersionRequest>) -> Result<Response<VersionResponse>, Status> {
+        Ok(Response::new(VersionResponse {
+            version: "0.1.0".into(),
+            runtime_name: "nidus".into(),
+            runtime_version: env!("CARGO_PKG_VERSION").into(),
+            runtime_api_version: super::CRI_API_VERSION.into(),
+        }))
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        request: Request<RunPodSandboxRequest>,
+    ) -> Result<Response<RunPodSandboxResponse>, Status> {
+        let request = request.into_inner();
+        let spec = validate::sandbox_spec(request.config, &request.runtime_handler)?;
+        let pod_sandbox_id = self.daemon.sandboxes.run(spec).await?;
+        Ok(Response::new(RunPodSandboxResponse { pod_sandbox_id }))
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        request: Request<StopPodSandboxRequest>,
+    ) -> Result<Response<StopPodSandboxResponse>, Status> {
+        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
+        self.daemon.sandboxes.stop(id).await?;
+        Ok(Response::new(StopPodSandboxResponse {}))
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        request: Request<RemovePodSandboxRequest>,
+    ) -> Result<Response<RemovePodSandboxResponse>, Status> {
+        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
+        self.daemon.sandboxes.remove(id).await?;
+        Ok(Response::new(RemovePodSandboxResponse {}))
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        request: Request<PodSandboxStatusRequest>,
+    ) -> Result<Response<PodSandboxStatusResponse>, Status> {
+        let request = request.into_inner();
+        let id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
+        let view = self.daemon.sandboxes.get(id)?;
+        Ok(Response::new(PodSandboxStatusResponse {
+            status: Some(convert::pod_sandbox_status(&view)),
+            info: if request.verbose { convert::sandbox_info(&view) } else { Default::default() },
+            containers_statuses: Vec::new(),
+            timestamp: crate::pod::manager::now_ns(),
+        }))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        request: Request<ListPodSandboxRequest>,
+    ) -> Result<Response<ListPodSandboxResponse>, Status> {
+        let items = self.list_sandboxes(request.get_ref().filter.as_ref());
+        Ok(Response::new(ListPodSandboxResponse { items }))
+    }
+
+    type StreamPodSandboxesStream = StreamOf<StreamPodSandboxesResponse>;
+
+    async fn stream_pod_sandboxes(
+        &self,
+        request: Request<StreamPodSandboxesRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
+        let items = self.list_sandboxes(request.get_ref().filter.as_ref());
+        Ok(Response::new(chunked(items, |pod_sandboxes| StreamPodSandboxesResponse { pod_sandboxes })))
+    }
+
+    async fn create_container(
+        &self,
+        _: Request<CreateContainerRequest>,
+    ) -> Result<Response<CreateContainerResponse>, Status> {
+        Err(unimplemented("CreateContainer"))
+    }
+
+    async fn start_container(
+        &self,
+        _: Request<StartContainerRequest>,
+    ) -> Result<Response<StartContainerResponse>, Status> {
+        Err(unimplemented("StartContainer"))
+    }
+
+    async fn stop_container(
+        &self,
+        _: Request<StopContainerRequest>,
+    ) -> Result<Response<StopContainerResponse>, Status> {
+        Err(unimplemented("StopContainer"))
+    }
+
+    async fn remove_container(
+        &self,
+        _: Request<RemoveContainerRequest>,
+    ) -> Result<Response<RemoveContainerResponse>, Status> {
+        Err(unimplemented("RemoveContainer"))
+    }
+
+    async fn list_containers(
+        &self,
+        _: Request<ListContainersRequest>,
+    ) -> Result<Response<ListContainersResponse>, Status> {
+        Err(unimplemented("ListContainers"))
+    }
+
+    type StreamContainersStream = StreamOf<StreamContainersResponse>;
+
+    async fn stream_containers(
+        &self,
+        _: Request<StreamContainersRequest>,
+    ) -> Result<Response<Self::StreamContainersStream>, Status> {
+        Err(unimplemented("StreamContainers"))
+    }
+
+    async fn container_status(
+        &self,
+        _: Request<ContainerStatusRequest>,
+    ) -> Result<Response<ContainerStatusResponse>, Status> {
+        Err(unimplemented("ContainerStatus"))
+    }
+
+    async fn update_container_resources(
+        &self,
+        _: Request<UpdateContainerResourcesRequest>,
+    ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
+        Err(unimplemented("UpdateContainerResources"))
+    }
+
+    async fn reopen_container_log(
+        &self,
+        _: Request<ReopenContainerLogRequest>,
+    ) -> Result<Response<ReopenContainerLogResponse>, Status> {
+        Err(unimplemented("ReopenContainerLog"))
+    }
+
+    async fn exec_sync(&self, _: Request<ExecSyncRequest>) -> Result<Response<ExecSyncResponse>, Status> {
+        Err(unimplemented("ExecSync"))
+    }
+
+    async fn exec(&self, _: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
+        Err(unimplemented("Exec"))
+    }
+
+    async fn attach(&self, _: Request<AttachRequest>) -> Result<Response<AttachResponse>, Status> {
+        Err(unimplemented("Attach"))
+    }
+
+    async fn port_forward(&self, _: Request<PortForwardRequest>) -> Result<Response<PortForwardResponse>, Status> {
+        Err(unimplemented("PortForward"))
+    }
+
+    async fn container_stats(
+        &self,
+        _: Request<ContainerStatsRequest>,
+    ) -> Result<Response<ContainerStatsResponse>, Status> {
+        Err(unimplemented("ContainerStats"))
+    }
+
+    async fn list_container_stats(
+        &self,
+        _: Request<ListContainerStatsRequest>,
+    ) -> Result<Response<ListContainerStatsResponse>, Status> {
+        Err(unimplemented("ListContainerStats"))
+    }
+
+    type StreamContainerStatsStream = StreamOf<StreamContainerStatsResponse>;
+
+    async fn stream_container_stats(
+        &self,
+        _: Request<StreamContainerStatsRequest>,
+    ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
+        Err(unimplemented("StreamContainerStats"))
+    }
+
+    async fn pod_sandbox_stats(
+        &self,
+        _: Request<PodSandboxStatsRequest>,
+    ) -> Result<Response<PodSandboxStatsResponse>, Status> {
+        Err(unimplemented("PodSandboxStats"))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _: Request<ListPodSandboxStatsRequest>,
+    ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
+        Err(unimplemented("ListPodSandboxStats"))
+    }
+
+    type StreamPodSandboxStatsStream = StreamOf<StreamPodSandboxStatsResponse>;
+
+    async fn stream_pod_sandbox_stats(
+        &self,
+        _: Request<StreamPodSandboxStatsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxStats"))
+    }
+
+    async fn update_runtime_config(
+        &self,
+        _: Request<UpdateRuntimeConfigRequest>,
+    ) -> Result<Response<UpdateRuntimeConfigResponse>, Status> {
+        Err(unimplemented("UpdateRuntimeConfig"))
+    }
+
+    async fn status(&self, request: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+        let health = self.daemon.health();
+        let conditions = vec![
+            RuntimeCondition {
+                r#type: "RuntimeReady".into(),
+                status: health.is_ok(),
+                reason: if health.is_ok() { String::new() } else { "RuntimeNotReady".into() },
+                message: health.err().unwrap_or_default(),
+            },
+            RuntimeCondition {
+                r#type: "NetworkReady".into(),
+                status: false,
+                reason: "NetworkPluginNotReady".into(),
+                message:
+                    "nidus has no pod network plugin yet: pods get an isolated network namespace with loopback only"
+                        .into(),
+            },
+        ];
+        let info = if request.get_ref().verbose {
+            [("config".to_string(), self.daemon.verbose_info().to_string())].into()
+        } else {
+            Default::default()
+        };
+        Ok(Response::new(StatusResponse {
+            status: Some(RuntimeStatus { conditions }),
+            info,
+            runtime_handlers: vec![RuntimeHandler {
+                name: String::new(),
+                features: Some(RuntimeHandlerFeatures { recursive_read_only_mounts: false, user_namespaces: false }),
+            }],
+            features: Some(RuntimeFeatures::default()),
+        }))
+    }
+
+    async fn checkpoint_container(
+        &self,
+        _: Request<CheckpointContainerRequest>,
+    ) -> Result<Response<CheckpointContainerResponse>, Status> {
+        Err(unimplemented("CheckpointContainer"))
+    }
+
+    async fn checkpoint_pod(
+        &self,
+        _: Request<CheckpointPodRequest>,
+    ) -> Result<Response<CheckpointPodResponse>, Status> {
+        Err(unimplemented("CheckpointPod"))
+    }
+
+    async fn restore_pod(&self, _: Request<RestorePodRequest>) -> Result<Response<RestorePodResponse>, Status> {
+        Err(unimplemented("RestorePod"))
+    }
+
+    type GetContainerEventsStream = StreamOf<ContainerEventResponse>;
+
+    async fn get_container_events(
+        &self,
+        _: Request<GetEventsRequest>,
+    ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
+        Err(unimplemented("GetContainerEvents"))
+    }
+
+    async fn list_metric_descriptors(
+        &self,
+        _: Request<ListMetricDescriptorsRequest>,
+    ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
+        Err(unimplemented("ListMetricDescriptors"))
+    }
+
+    async fn list_pod_sandbox_metrics(
+        &self,
+        _: Request<ListPodSandboxMetricsRequest>,
+    ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
+        Err(unimplemented("ListPodSandboxMetrics"))
+    }
+
+    type StreamPodSandboxMetricsStream = StreamOf<StreamPodSandboxMetricsResponse>;
+
+    async fn stream_pod_sandbox_metrics(
+        &self,
+        _: Request<StreamPodSandboxMetricsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxMetrics"))
+    }
+
+    async fn runtime_config(
+        &self,
+        _: Request<RuntimeConfigRequest>,
+    ) -> Result<Response<RuntimeConfigResponse>, Status> {
+        Ok(Response::new(RuntimeConfigResponse {
+            linux: Some(LinuxRuntimeConfiguration { cgroup_driver: CgroupDriver::Cgroupfs as i32 }),
+        }))
+    }
+
+    async fn update_pod_sandbox_resources(
+        &self,
+        _: Request<UpdatePodSandboxResourcesRequest>,
+    ) -> Result<Response<UpdatePodSandboxResourcesResponse>, Status> {
+        Err(unimplemented("UpdatePodSandboxResources"))
+    }
+}

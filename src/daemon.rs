@@ -1,0 +1,166 @@
+//! `nidus serve`: takes the state lock, prepares directories and cgroups,
+//! reloads and reconciles state, then serves the CRI on the Unix socket until
+//! SIGTERM/SIGINT. Pods and containers never depend on this process staying up.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::api::image_service_server::ImageServiceServer;
+use crate::api::runtime_service_server::RuntimeServiceServer;
+use crate::cgroups::Cgroups;
+use crate::config::Config;
+use crate::cri::{ImageApi, RuntimeApi};
+use crate::linux::lock::{self, LockFile};
+use crate::linux::process::set_child_subreaper;
+use crate::linux::reaper::Reaper;
+use crate::pod::Sandboxes;
+use crate::store;
+
+/// How long in-flight calls may finish after SIGTERM/SIGINT.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Everything the CRI services share.
+pub struct Daemon {
+    pub config: Arc<Config>,
+    pub cgroups: Arc<Cgroups>,
+    pub sandboxes: Sandboxes,
+    pub pause_binary: PathBuf,
+    _locks: Vec<LockFile>,
+}
+
+impl Daemon {
+    /// The RuntimeReady check: state directories writable, cgroup root
+    /// present, the pause program present.
+    pub fn health(&self) -> Result<(), String> {
+        for dir in [&self.config.root, &self.config.state] {
+            let probe = dir.join(".health");
+            store::write_atomic(&probe, b"ok", 0o600).map_err(|e| format!("state directory not writable: {e}"))?;
+            let _ = std::fs::remove_file(&probe);
+        }
+        for h in &self.cgroups.hierarchies {
+            if !h.root_dir.is_dir() {
+                return Err(format!("cgroup root {} is missing", h.root_dir.display()));
+            }
+        }
+        if !self.pause_binary.is_file() {
+            return Err(format!("pause program {} is missing", self.pause_binary.display()));
+        }
+        Ok(())
+    }
+
+    /// Status(verbose) info: versions, config, cgroup setup.
+    pub fn verbose_info(&self) -> serde_json::Value {
+        serde_json::json!({
+            "runtimeName": "nidus",
+            "runtimeVersion": env!("CARGO_PKG_VERSION"),
+            "runtimeApiVersion": crate::cri::CRI_API_VERSION,
+            "config": *self.config,
+            "cgroupVersion": self.cgroups.version,
+            "cgroupDriver": "cgroupfs",
+            "cgroupHierarchies": self.cgroups.hierarchies,
+            "pauseBinary": self.pause_binary,
+            "sandboxes": self.sandboxes.list().len(),
+        })
+    }
+}
+
+pub async fn serve(config: Config) -> Result<()> {
+    let config = Arc::new(config);
+    store::create_dir_all(&config.state, 0o700).with_context(|| format!("creating {}", config.state.display()))?;
+    std::fs::set_permissions(&config.state, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("chmod 0700 {}", config.state.display()))?;
+    store::create_dir_all(&config.root, 0o700).with_context(|| format!("creating {}", config.root.display()))?;
+    let locks = vec![lock::acquire(&config.state.join("nidus.lock"))?, lock::acquire(&config.root.join("nidus.lock"))?];
+
+    set_child_subreaper().context("becoming child subreaper")?;
+    let reaper = Reaper::start().context("starting the child reaper")?;
+    let cgroups = Arc::new(Cgroups::detect(&config.cgroup_root).context("setting up cgroups")?);
+    tracing::info!(version = ?cgroups.version, root = %config.cgroup_root, "cgroups detected");
+    let pause_binary = match &config.sandbox.pause_binary {
+        Some(path) => path.clone(),
+        None => default_pause_binary()?,
+    };
+
+    let sandboxes = Sandboxes::new(config.clone(), cgroups.clone(), reaper, pause_binary.clone());
+    sandboxes.load().await.context("reloading sandboxes")?;
+    let daemon = Arc::new(Daemon { config: config.clone(), cgroups, sandboxes, pause_binary, _locks: locks });
+
+    let listener = bind_socket(&config.socket).await?;
+    tracing::info!(socket = %config.socket.display(), root = %config.root.display(), state = %config.state.display(), "serving CRI runtime.v1");
+
+    let max = config.grpc.max_message_bytes;
+    let runtime = RuntimeServiceServer::new(RuntimeApi::new(daemon.clone()))
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max);
+    let images = ImageServiceServer::new(ImageApi::new(daemon.clone()))
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max);
+    // Stop accepting at SIGTERM/SIGINT; give in-flight calls a grace period,
+    // then stop regardless: kubelet keeps its connection open forever.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = tonic::transport::Server::builder()
+        .add_service(runtime)
+        .add_service(images)
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        });
+    let grace = async move {
+        let mut stop_rx = stop_rx;
+        let _ = stop_rx.wait_for(|stop| *stop).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let served = tokio::select! {
+        served = server => served,
+        () = grace => {
+            tracing::info!("grace period over; closing open connections");
+            Ok(())
+        }
+    };
+    let _ = std::fs::remove_file(&config.socket);
+    served.context("gRPC server")?;
+    tracing::info!("stopped serving; pods keep running");
+    Ok(())
+}
+
+/// `nidus-pause` beside this binary when it is there, else this binary
+/// (whose `pause` subcommand runs the same code).
+fn default_pause_binary() -> Result<PathBuf> {
+    let me = std::env::current_exe().context("finding the nidus binary")?;
+    let small = me.with_file_name("nidus-pause");
+    Ok(if small.is_file() { small } else { me })
+}
+
+/// Binds the CRI socket: its directory is created 0700 when missing, a stale
+/// socket left by a crash is replaced, a live one is refused; the socket is 0660.
+async fn bind_socket(path: &Path) -> Result<UnixListener> {
+    let dir = path.parent().context("socket path has no directory")?;
+    store::create_dir_all(dir, 0o700).with_context(|| format!("creating {}", dir.display()))?;
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            bail!("socket {} is in use by another process", path.display());
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing stale socket {}", path.display()))?;
+    }
+    let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .with_context(|| format!("chmod 0660 {}", path.display()))?;
+    Ok(listener)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}

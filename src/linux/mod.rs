@@ -1,0 +1,10 @@
+//! The Linux layer: every system call nidus makes below the std/nix safe surface.
+//! All `unsafe` code in nidus lives in this module tree, each block with a
+//! `// SAFETY:` line; callers above it see only safe functions.
+
+pub mod lock;
+pub mod mount;
+pub mod namespaces;
+pub mod net;
+pub mod process;
+pub mod reaper;

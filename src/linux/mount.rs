@@ -1,0 +1,91 @@
+//! Mounts made on the host side: the per-pod /dev/shm tmpfs, and their removal.
+
+use std::io;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+
+/// Mounts a fresh tmpfs at `target` (nosuid, nodev, noexec) with `options`
+/// such as `mode=1777,size=65536k`.
+pub fn mount_tmpfs(target: &Path, options: &str) -> io::Result<()> {
+    mount(
+        Some("shm"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some(options),
+    )
+    .map_err(io::Error::from)
+}
+
+/// Detaches whatever is mounted at `target`, all of it (a mount may be stacked).
+/// Succeeds when nothing is mounted there or the path is gone.
+pub fn unmount_all(target: &Path) -> io::Result<()> {
+    loop {
+        match umount2(target, MntFlags::MNT_DETACH) {
+            Ok(()) => continue,
+            Err(Errno::EINVAL) | Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(io::Error::from(e)),
+        }
+    }
+}
+
+/// True when `path` is the root of a mount (it sits on another device than its
+/// parent, or `/proc/self/mountinfo` lists it).
+pub fn is_mountpoint(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.as_os_str().as_encoded_bytes();
+    text.lines().any(|line| line.split(' ').nth(4).is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want))
+}
+
+/// Mount points of every mount under `prefix` (inclusive), deepest first.
+pub fn mounts_under(prefix: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    let mut found: Vec<std::path::PathBuf> = text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|mp| std::path::PathBuf::from(unescape_mountinfo(mp)))
+        .filter(|mp| mp.starts_with(prefix))
+        .collect();
+    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    found.dedup();
+    found
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (bytes[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape_mountinfo;
+
+    #[test]
+    fn unescapes_octal_sequences() {
+        assert_eq!(unescape_mountinfo(r"/a\040b"), "/a b");
+        assert_eq!(unescape_mountinfo(r"/plain"), "/plain");
+        assert_eq!(unescape_mountinfo(r"/end\\"), r"/end\\");
+    }
+}

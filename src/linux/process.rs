@@ -1,0 +1,289 @@
+//! Processes: identity that survives PID reuse (pid + start time + boot id),
+//! pidfds, the child-subreaper flag, fork, and the small process-hygiene calls
+//! a long-lived helper (pause, monitor) makes before settling down.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Who a process is, precisely enough that a reused PID is never mistaken for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: i32,
+    /// `starttime` from `/proc/PID/stat`, in clock ticks after boot.
+    pub start_time: u64,
+    /// `/proc/sys/kernel/random/boot_id` when the process was recorded.
+    pub boot_id: String,
+}
+
+/// The few fields of `/proc/PID/stat` nidus uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub state: char,
+    pub ppid: i32,
+    pub start_time: u64,
+}
+
+impl ProcStat {
+    /// A zombie or dead task is not running anymore, whatever its pid says.
+    pub fn is_running(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// The kernel's id of the current boot; it changes at every reboot.
+pub fn boot_id() -> io::Result<String> {
+    Ok(fs::read_to_string("/proc/sys/kernel/random/boot_id")?.trim().to_string())
+}
+
+pub fn read_stat(pid: i32) -> io::Result<ProcStat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat"))?)
+}
+
+/// Parses `/proc/PID/stat`; the command name may hold spaces and parentheses,
+/// so fields are counted from the last `)`.
+pub fn parse_stat(text: &str) -> io::Result<ProcStat> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/PID/stat");
+    let rest = &text[text.rfind(')').ok_or_else(bad)? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); starttime is field 22.
+    Ok(ProcStat {
+        state: fields.first().and_then(|s| s.chars().next()).ok_or_else(bad)?,
+        ppid: fields.get(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+        start_time: fields.get(19).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+    })
+}
+
+impl ProcessIdentity {
+    /// Records the identity of a live process.
+    pub fn of(pid: i32) -> io::Result<Self> {
+        Ok(Self { pid, start_time: read_stat(pid)?.start_time, boot_id: boot_id()? })
+    }
+
+    /// True when this exact process is still running (not a zombie, not a
+    /// newer process that reuses the pid, not a process of an earlier boot).
+    pub fn is_running(&self) -> bool {
+        match (boot_id(), read_stat(self.pid)) {
+            (Ok(boot), Ok(stat)) => boot == self.boot_id && stat.start_time == self.start_time && stat.is_running(),
+            _ => false,
+        }
+    }
+
+    /// Opens a pidfd for this process, verified after opening: a pidfd taken on
+    /// a reused pid would point at the wrong process, so the start time is read
+    /// again once the pidfd pins the task.
+    pub fn open_pidfd(&self) -> Option<Pidfd> {
+        let pidfd = Pidfd::open(self.pid).ok()?;
+        self.is_running().then_some(pidfd)
+    }
+}
+
+/// A pidfd: a stable handle on one process (Linux ≥ 5.3), usable for processes
+/// that are not our children.
+#[derive(Debug)]
+pub struct Pidfd(OwnedFd);
+
+impl Pidfd {
+    pub fn open(pid: i32) -> io::Result<Self> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1;
+        // no memory is passed.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the syscall returned a fresh fd that nothing else owns.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+    }
+
+    /// Sends `signal` to the process; a process that already exited is not an error.
+    pub fn send_signal(&self, signal: i32) -> io::Result<()> {
+        // SAFETY: pidfd_send_signal with a null siginfo and zero flags reads no
+        // memory of ours; the fd is owned by self.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ESRCH) {
+                return Ok(());
+            }
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// True once the process has exited (the pidfd turns readable at exit,
+    /// whether or not the process has been reaped).
+    pub fn has_exited(&self) -> bool {
+        self.wait_exit(Duration::ZERO)
+    }
+
+    /// Waits up to `timeout` for the process to exit; true when it did.
+    pub fn wait_exit(&self, timeout: Duration) -> bool {
+        let mut pfd = libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        loop {
+            // SAFETY: pfd is a valid pollfd on our stack and nfds is 1.
+            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return rc > 0;
+        }
+    }
+
+    /// Resolves once the process has exited, without blocking a thread.
+    pub async fn exited(&self) {
+        use std::os::fd::AsFd;
+        // SAFETY: the borrowed pidfd stays open and unchanged for as long as
+        // the AsyncFd lives: both end with this call, which borrows self.
+        let registered =
+            unsafe { tokio::io::unix::AsyncFd::register_with_interest(self.0.as_fd(), tokio::io::Interest::READABLE) };
+        let Ok(async_fd) = registered else {
+            // Not registrable (should not happen for a pidfd): poll slowly.
+            while !self.has_exited() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            return;
+        };
+        let _ = async_fd.readable().await;
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants, so helpers that
+/// detach (pause, monitors) are reaped here rather than left as zombies on a
+/// node whose PID 1 does not reap.
+pub fn set_child_subreaper() -> io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+}
+
+/// Sets no_new_privs for this process and its future children.
+pub fn set_no_new_privs() -> io::Result<()> {
+    nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
+}
+
+pub enum Forked {
+    Parent { child: i32 },
+    Child,
+}
+
+/// Forks. Only for single-threaded helper processes (pause, monitor): the
+/// daemon never forks itself.
+pub fn fork() -> io::Result<Forked> {
+    // SAFETY: callers are single-threaded helper processes, so the child may
+    // use any function, not only async-signal-safe ones.
+    match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
+        nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent { child: child.as_raw() }),
+        nix::unistd::ForkResult::Child => Ok(Forked::Child),
+    }
+}
+
+/// Closes every file descriptor from `first` upwards.
+pub fn close_fds_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range only closes descriptors; callers own every fd at or
+    // above `first` and hold no Rust object that wraps one of them.
+    let rc = unsafe { libc::close_range(first, u32::MAX, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Points stdin, stdout and stderr at /dev/null.
+pub fn stdio_to_devnull() -> io::Result<()> {
+    let null = fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
+    nix::unistd::dup2_stdout(&null).map_err(io::Error::from)?;
+    nix::unistd::dup2_stderr(&null).map_err(io::Error::from)?;
+    Ok(())
+}
+
+/// Drops every capability from all sets, the bounding set included.
+pub fn drop_all_capabilities() -> io::Result<()> {
+    use caps::CapSet;
+    let to_io = |e: caps::errors::CapsError| io::Error::other(e.to_string());
+    caps::clear(None, CapSet::Bounding).map_err(to_io)?;
+    caps::clear(None, CapSet::Ambient).map_err(to_io)?;
+    caps::clear(None, CapSet::Inheritable).map_err(to_io)?;
+    caps::clear(None, CapSet::Effective).map_err(to_io)?;
+    caps::clear(None, CapSet::Permitted).map_err(to_io)?;
+    Ok(())
+}
+
+extern "C" fn exit_on_signal(_: libc::c_int) {
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(0) }
+}
+
+/// Installs handlers that exit(0) on SIGTERM and SIGINT (an init process of a
+/// PID namespace ignores signals it has no handler for), and ignores SIGHUP and SIGPIPE.
+pub fn exit_on_term_signals() -> io::Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let exit = SigAction::new(SigHandler::Handler(exit_on_signal), SaFlags::empty(), SigSet::empty());
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    for (signal, action) in
+        [(Signal::SIGTERM, &exit), (Signal::SIGINT, &exit), (Signal::SIGHUP, &ignore), (Signal::SIGPIPE, &ignore)]
+    {
+        // SAFETY: the handler only calls _exit, which is async-signal-safe.
+        unsafe { sigaction(signal, action) }.map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+extern "C" fn note_child_exit(_: libc::c_int) {}
+
+/// Reaps children forever (the job of a PID namespace's init), including
+/// orphans reparented to us later. SIGCHLD stays blocked except inside
+/// sigsuspend, so an exit between the last waitpid and the sleep is not missed.
+pub fn reap_children_forever() -> ! {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    let handler = SigAction::new(SigHandler::Handler(note_child_exit), SaFlags::SA_NOCLDSTOP, SigSet::empty());
+    // SAFETY: the handler does nothing; it only makes SIGCHLD wake sigsuspend.
+    let _ = unsafe { sigaction(Signal::SIGCHLD, &handler) };
+    let _ = chld.thread_block();
+    loop {
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = SigSet::empty().suspend();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_awkward_command_names() {
+        let text = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
+        let stat = parse_stat(text).unwrap();
+        assert_eq!(stat.state, 'S');
+        assert_eq!(stat.ppid, 1);
+        assert_eq!(stat.start_time, 987654);
+    }
+
+    #[test]
+    fn identity_of_self_is_running_and_pid_reuse_is_detected() {
+        let me = ProcessIdentity::of(std::process::id() as i32).unwrap();
+        assert!(me.is_running());
+        let reused = ProcessIdentity { start_time: me.start_time + 1, ..me.clone() };
+        assert!(!reused.is_running());
+        let other_boot = ProcessIdentity { boot_id: "another-boot".into(), ..me };
+        assert!(!other_boot.is_running());
+    }
+}

@@ -1,0 +1,113 @@
+//! The daemon's child reaper. nidus serve is a child subreaper, so detached
+//! helpers (pause, monitors) become its children when their launchers exit;
+//! this reaps every child on SIGCHLD and hands each exit status to whoever
+//! waits for that pid. Nothing else in the daemon may call wait*(): spawn with
+//! `std::process::Command`, then `Reaper::wait(pid)`, never `Child::wait`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::oneshot;
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl ExitStatus {
+    pub fn success(self) -> bool {
+        self == ExitStatus::Exited(0)
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Exited(code) => write!(f, "exit status {code}"),
+            ExitStatus::Signaled(sig) => write!(f, "killed by signal {sig}"),
+        }
+    }
+}
+
+/// Exits nobody claimed are kept this long, for a waiter that registers late.
+const UNCLAIMED_TTL: Duration = Duration::from_secs(300);
+
+#[derive(Default)]
+struct State {
+    unclaimed: HashMap<i32, (ExitStatus, Instant)>,
+    waiters: HashMap<i32, oneshot::Sender<ExitStatus>>,
+}
+
+#[derive(Clone)]
+pub struct Reaper {
+    state: Arc<Mutex<State>>,
+}
+
+impl Reaper {
+    /// Starts reaping on the current tokio runtime.
+    pub fn start() -> std::io::Result<Self> {
+        let mut sigchld = signal(SignalKind::child())?;
+        let reaper = Reaper { state: Arc::default() };
+        let worker = reaper.clone();
+        tokio::spawn(async move {
+            loop {
+                worker.reap_all();
+                if sigchld.recv().await.is_none() {
+                    return;
+                }
+            }
+        });
+        Ok(reaper)
+    }
+
+    /// Waits for child `pid` to exit and returns how it ended.
+    pub async fn wait(&self, pid: i32) -> ExitStatus {
+        let rx = {
+            let mut state = lock(&self.state);
+            if let Some((status, _)) = state.unclaimed.remove(&pid) {
+                return status;
+            }
+            let (tx, rx) = oneshot::channel();
+            state.waiters.insert(pid, tx);
+            rx
+        };
+        // A concurrent reap may have raced the registration: look once more.
+        self.reap_all();
+        rx.await.unwrap_or(ExitStatus::Signaled(libc::SIGKILL))
+    }
+
+    fn reap_all(&self) {
+        loop {
+            let status = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) => (pid.as_raw(), ExitStatus::Exited(code)),
+                Ok(WaitStatus::Signaled(pid, sig, _)) => (pid.as_raw(), ExitStatus::Signaled(sig as i32)),
+                Ok(WaitStatus::StillAlive) | Err(_) => return,
+                Ok(_) => continue,
+            };
+            self.deliver(status.0, status.1);
+        }
+    }
+
+    fn deliver(&self, pid: i32, status: ExitStatus) {
+        let mut state = lock(&self.state);
+        match state.waiters.remove(&pid) {
+            Some(tx) => {
+                let _ = tx.send(status);
+            }
+            None => {
+                let now = Instant::now();
+                state.unclaimed.retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
+                state.unclaimed.insert(pid, (status, now));
+            }
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

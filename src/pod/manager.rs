@@ -1,0 +1,566 @@
+//! The sandbox lifecycle: RunPodSandbox, StopPodSandbox, RemovePodSandbox,
+//! status and listing, and reconciling persisted sandboxes with what is alive
+//! when the daemon starts. A failed run undoes everything it made.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::api::PodSandboxConfig;
+use crate::cgroups::{CgroupError, CgroupPath, Cgroups};
+use crate::config::Config;
+use crate::ids::{self, Resolved};
+use crate::linux::mount;
+use crate::linux::namespaces::{self, NewNamespaces};
+use crate::linux::process::{Pidfd, ProcessIdentity};
+use crate::linux::reaper::Reaper;
+use crate::store::{self, StoreError};
+
+use super::files::{self, DnsSpec};
+use super::launch::{launch_pause, LaunchError};
+use super::pause::PauseArgs;
+use super::record::{Lifecycle, SandboxPaths, SandboxRecord};
+use super::sysctl::Sysctl;
+
+/// A validated request to run a sandbox (built by the CRI layer).
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub config: PodSandboxConfig,
+    pub runtime_handler: String,
+    /// name, namespace, uid and attempt: unique among existing sandboxes.
+    pub name_key: String,
+    /// New namespaces of the pod; its own IPC namespace also gets its own /dev/shm.
+    pub namespaces: NewNamespaces,
+    pub hostname: String,
+    pub dns: DnsSpec,
+    pub sysctls: Vec<Sysctl>,
+    pub cgroup_parent: Option<CgroupPath>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("sandbox {0:?} not found")]
+    NotFound(String),
+    #[error("sandbox id prefix {0:?} matches more than one sandbox")]
+    Ambiguous(String),
+    #[error("a sandbox named {name:?} already exists: {id}")]
+    NameInUse { name: String, id: String },
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
+    let what = what.into();
+    move |source| SandboxError::Io { what, source }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxState {
+    Ready,
+    NotReady,
+}
+
+/// A snapshot of one sandbox for status and listing.
+#[derive(Debug, Clone)]
+pub struct SandboxView {
+    pub record: SandboxRecord,
+    pub state: SandboxState,
+    pub pause: Option<ProcessIdentity>,
+    pub paths: SandboxPaths,
+}
+
+struct PauseProcess {
+    identity: ProcessIdentity,
+    pidfd: Pidfd,
+}
+
+struct Live {
+    record: SandboxRecord,
+    pause: Option<PauseProcess>,
+    removed: bool,
+}
+
+struct Entry {
+    /// Serialises lifecycle operations on this sandbox.
+    op: tokio::sync::Mutex<()>,
+    /// Serialises record writes, so each write holds every earlier change.
+    persist: Mutex<()>,
+    live: Mutex<Live>,
+}
+
+impl Entry {
+    fn new(record: SandboxRecord, pause: Option<PauseProcess>) -> Arc<Self> {
+        Arc::new(Self {
+            op: tokio::sync::Mutex::new(()),
+            persist: Mutex::new(()),
+            live: Mutex::new(Live { record, pause, removed: false }),
+        })
+    }
+
+    fn live(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the record in memory and on disk.
+    fn update_record(&self, path: &std::path::Path, change: impl FnOnce(&mut SandboxRecord)) -> Result<(), StoreError> {
+        let _persist = self.persist.lock().unwrap_or_else(|p| p.into_inner());
+        let record = {
+            let mut live = self.live();
+            change(&mut live.record);
+            live.record.clone()
+        };
+        store::write_json(path, &record)
+    }
+}
+
+#[derive(Default)]
+struct Index {
+    by_id: HashMap<String, Arc<Entry>>,
+    /// name key → id, including sandboxes still being created.
+    names: HashMap<String, String>,
+}
+
+pub struct Sandboxes {
+    config: Arc<Config>,
+    cgroups: Arc<Cgroups>,
+    reaper: Reaper,
+    pause_binary: PathBuf,
+    index: Mutex<Index>,
+}
+
+const PAUSE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Sandboxes {
+    pub fn new(config: Arc<Config>, cgroups: Arc<Cgroups>, reaper: Reaper, pause_binary: PathBuf) -> Self {
+        Self { config, cgroups, reaper, pause_binary, index: Mutex::default() }
+    }
+
+    fn index(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn paths(&self, id: &str) -> SandboxPaths {
+        SandboxPaths::new(&self.config.root, &self.config.state, id)
+    }
+
+    /// Resolves an id or unique id prefix.
+    pub fn resolve(&self, id: &str) -> Result<String, SandboxError> {
+        let index = self.index();
+        match ids::resolve(id, index.by_id.keys().map(String::as_str)) {
+            Resolved::One(found) => Ok(found.to_string()),
+            Resolved::None => Err(SandboxError::NotFound(id.to_string())),
+            Resolved::Ambiguous => Err(SandboxError::Ambiguous(id.to_string())),
+        }
+    }
+
+    fn entry(&self, id: &str) -> Result<(String, Arc<Entry>), SandboxError> {
+        let id = self.resolve(id)?;
+        let entry = self.index().by_id.get(&id).cloned().ok_or_else(|| SandboxError::NotFound(id.clone()))?;
+        Ok((id, entry))
+    }
+
+    // ---- RunPodSandbox ----
+
+    pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
+        let id = ids::new_id();
+        let name_key = spec.name_key.clone();
+        {
+            let mut index = self.index();
+            if let Some(existing) = index.names.get(&name_key) {
+                return Err(SandboxError::NameInUse { name: name_key, id: existing.clone() });
+            }
+            index.names.insert(name_key.clone(), id.clone());
+        }
+        match self.create(&id, spec).await {
+            Ok(entry) => {
+                self.index().by_id.insert(id.clone(), entry);
+                Ok(id)
+            }
+            Err(e) => {
+                self.index().names.remove(&name_key);
+                Err(e)
+            }
+        }
+    }
+
+    async fn create(&self, id: &str, spec: SandboxSpec) -> Result<Arc<Entry>, SandboxError> {
+        let pod_cgroup = match &spec.cgroup_parent {
+            Some(parent) => parent.clone(),
+            None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,
+        };
+        let mut record = SandboxRecord {
+            id: id.to_string(),
+            name_key: spec.name_key.clone(),
+            config: spec.config.clone(),
+            runtime_handler: spec.runtime_handler.clone(),
+            created_at_ns: now_ns(),
+            lifecycle: Lifecycle::Creating,
+            namespaces: spec.namespaces,
+            hostname: spec.hostname.clone(),
+            pause_cgroup: pod_cgroup.join(id)?,
+            pod_cgroup,
+            owned_cgroup_top: None,
+            own_shm: spec.namespaces.ipc,
+        };
+        let paths = self.paths(id);
+        let mut pause = None;
+        let made = self.make(&spec, &mut record, &paths, &mut pause).await;
+        match made {
+            Ok(()) => {
+                tracing::info!(pod_id = %id, name = %spec.name_key, pause_pid = pause.as_ref().map(|p: &PauseProcess| p.identity.pid), "sandbox ready");
+                Ok(Entry::new(record, pause))
+            }
+            Err(e) => {
+                tracing::warn!(pod_id = %id, error = %e, "RunPodSandbox failed; undoing");
+                let identity = pause.map(|p| p.identity);
+                if let Err(undo) = self.tear_down(&record, identity.as_ref(), true).await {
+                    tracing::error!(pod_id = %id, error = %undo, "could not undo a failed RunPodSandbox");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn make(
+        &self,
+        spec: &SandboxSpec,
+        record: &mut SandboxRecord,
+        paths: &SandboxPaths,
+        pause: &mut Option<PauseProcess>,
+    ) -> Result<(), SandboxError> {
+        store::create_dir_new(&paths.dir, 0o700).map_err(io_err(format!("cannot create {}", paths.dir.display())))?;
+        store::create_dir_new(&paths.run_dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
+        store::write_json(&paths.record(), record)?;
+
+        let node_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        let hosts = if spec.namespaces.net {
+            files::pod_hosts()
+        } else {
+            std::fs::read_to_string("/etc/hosts").unwrap_or_else(|_| files::pod_hosts())
+        };
+        for (path, content) in [
+            (paths.hostname(), format!("{}\n", spec.hostname)),
+            (paths.hosts(), hosts),
+            (paths.resolv_conf(), files::resolv_conf(&spec.dns, &node_resolv)),
+        ] {
+            store::write_atomic(&path, content.as_bytes(), 0o644)?;
+        }
+
+        if record.own_shm {
+            let shm = paths.shm();
+            store::create_dir_new(&shm, 0o755).map_err(io_err(format!("cannot create {}", shm.display())))?;
+            let size_k = self.config.sandbox.shm_size_bytes.div_ceil(1024);
+            mount::mount_tmpfs(&shm, &format!("mode=1777,size={size_k}k"))
+                .map_err(io_err(format!("cannot mount the pod's /dev/shm at {}", shm.display())))?;
+        }
+
+        let created = self.cgroups.create(&record.pause_cgroup)?;
+        // Levels made besides the pause cgroup itself belong to this pod.
+        record.owned_cgroup_top =
+            created.checked_sub(1).filter(|levels| *levels > 0).and_then(|levels| record.pause_cgroup.ancestor(levels));
+        store::write_json(&paths.record(), record)?;
+
+        let args = PauseArgs {
+            hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
+            sysctls: spec.sysctls.iter().map(|s| format!("{}={}", s.proc_path, s.value)).collect(),
+            new_net: spec.namespaces.net,
+            new_ipc: spec.namespaces.ipc,
+            new_uts: spec.namespaces.uts,
+            new_pid: spec.namespaces.pid,
+            cgroup_procs: self.cgroups.procs_files(&record.pause_cgroup),
+        };
+        let timeout = Duration::from_secs(self.config.sandbox.pause_start_timeout_secs);
+        let identity = launch_pause(&self.pause_binary, &args, &self.reaper, timeout).await?;
+        let pidfd = identity
+            .open_pidfd()
+            .ok_or_else(|| SandboxError::Launch(LaunchError::SetUp("the pause process died at start".into())))?;
+        *pause = Some(PauseProcess { identity: identity.clone(), pidfd });
+        store::write_json(&paths.pause(), &identity)?;
+
+        record.lifecycle = Lifecycle::Created;
+        store::write_json(&paths.record(), record)?;
+        Ok(())
+    }
+
+    // ---- StopPodSandbox ----
+
+    /// Kills the pause process and releases the pod's mounts; idempotent.
+    pub async fn stop(&self, id: &str) -> Result<(), SandboxError> {
+        let (id, entry) = self.entry(id)?;
+        let _op = entry.op.lock().await;
+        self.stop_locked(&id, &entry).await
+    }
+
+    async fn stop_locked(&self, id: &str, entry: &Entry) -> Result<(), SandboxError> {
+        let (record, pause) = {
+            let mut live = entry.live();
+            if live.removed {
+                return Err(SandboxError::NotFound(id.to_string()));
+            }
+            (live.record.clone(), live.pause.take())
+        };
+        if let Some(pause) = pause {
+            kill_and_wait(&pause).await;
+        }
+        let paths = self.paths(id);
+        release_mounts(&paths)?;
+        self.remove_cgroup(&record.pause_cgroup).await?;
+        remove_file_if_present(&paths.pause())?;
+        if record.lifecycle != Lifecycle::Stopped {
+            entry.update_record(&paths.record(), |r| r.lifecycle = Lifecycle::Stopped)?;
+            tracing::info!(pod_id = %id, "sandbox stopped");
+        }
+        Ok(())
+    }
+
+    async fn remove_cgroup(&self, path: &CgroupPath) -> Result<(), SandboxError> {
+        let cgroups = self.cgroups.clone();
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || cgroups.remove(&path))
+            .await
+            .map_err(|e| io_err("cgroup removal task")(io::Error::other(e)))??;
+        Ok(())
+    }
+
+    /// Removes the parents nidus made for this pod, from the pod cgroup up to
+    /// `owned_cgroup_top`, while they are empty. Where another sandbox still
+    /// uses one, the claim passes to that sandbox so the last one out removes it.
+    fn release_owned_cgroups(&self, record: &SandboxRecord) {
+        let Some(top) = &record.owned_cgroup_top else { return };
+        let mut level = Some(record.pod_cgroup.clone());
+        while let Some(current) = level.filter(|l| l.is_within(top)) {
+            if !self.cgroups.remove_if_empty(&current) {
+                self.hand_over_cgroup_claim(&record.id, &current, top);
+                return;
+            }
+            level = current.parent();
+        }
+    }
+
+    fn hand_over_cgroup_claim(&self, from: &str, busy: &CgroupPath, top: &CgroupPath) {
+        let heirs: Vec<(String, Arc<Entry>)> = self
+            .index()
+            .by_id
+            .iter()
+            .filter(|(id, _)| id.as_str() != from)
+            .map(|(id, e)| (id.clone(), e.clone()))
+            .collect();
+        for (id, entry) in heirs {
+            let uses_it = {
+                let live = entry.live();
+                !live.removed && live.record.pod_cgroup.is_within(busy)
+            };
+            if uses_it {
+                let path = self.paths(&id).record();
+                let result = entry.update_record(&path, |r| {
+                    if r.owned_cgroup_top.as_ref().is_none_or(|mine| mine.is_within(top)) {
+                        r.owned_cgroup_top = Some(top.clone());
+                    }
+                });
+                match result {
+                    Ok(()) => {
+                        tracing::debug!(pod_id = %id, cgroup = %top, "took over the claim on a shared pod cgroup")
+                    }
+                    Err(e) => tracing::warn!(pod_id = %id, error = %e, "cannot record a cgroup claim"),
+                }
+                return;
+            }
+        }
+        tracing::info!(cgroup = %busy, "pod cgroup still in use by something else; left in place");
+    }
+
+    // ---- RemovePodSandbox ----
+
+    /// Stops the sandbox if needed and removes every trace of it. Removing an
+    /// unknown sandbox succeeds (it may have been removed already).
+    pub async fn remove(&self, id: &str) -> Result<(), SandboxError> {
+        let (id, entry) = match self.entry(id) {
+            Ok(found) => found,
+            Err(SandboxError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let _op = entry.op.lock().await;
+        if entry.live().removed {
+            return Ok(());
+        }
+        self.stop_locked(&id, &entry).await?;
+        let record = entry.live().record.clone();
+        self.tear_down(&record, None, true).await?;
+        entry.live().removed = true;
+        let mut index = self.index();
+        index.by_id.remove(&id);
+        if index.names.get(&record.name_key) == Some(&id) {
+            index.names.remove(&record.name_key);
+        }
+        tracing::info!(pod_id = %id, "sandbox removed");
+        Ok(())
+    }
+
+    /// Undoes whatever exists of a sandbox: pause, mounts, cgroups and, when
+    /// `remove_dirs`, its directories (the record first, so a crash half-way
+    /// leaves a directory without record, which the next start removes).
+    async fn tear_down(
+        &self,
+        record: &SandboxRecord,
+        pause: Option<&ProcessIdentity>,
+        remove_dirs: bool,
+    ) -> Result<(), SandboxError> {
+        if let Some(pidfd) = pause.and_then(ProcessIdentity::open_pidfd) {
+            let _ = pidfd.send_signal(libc::SIGKILL);
+            let _ = tokio::time::timeout(PAUSE_EXIT_TIMEOUT, pidfd.exited()).await;
+        }
+        let paths = self.paths(&record.id);
+        release_mounts(&paths)?;
+        self.remove_cgroup(&record.pause_cgroup).await?;
+        self.release_owned_cgroups(record);
+        if remove_dirs {
+            store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
+            remove_file_if_present(&paths.record())?;
+            store::remove_tree(&paths.dir).map_err(io_err(format!("cannot remove {}", paths.dir.display())))?;
+        }
+        Ok(())
+    }
+
+    // ---- status and listing ----
+
+    pub fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
+        let (id, entry) = self.entry(id)?;
+        let live = entry.live();
+        if live.removed {
+            return Err(SandboxError::NotFound(id));
+        }
+        Ok(self.view(&live))
+    }
+
+    pub fn list(&self) -> Vec<SandboxView> {
+        let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
+        let mut views: Vec<SandboxView> = entries
+            .iter()
+            .filter_map(|e| {
+                let live = e.live();
+                (!live.removed).then(|| self.view(&live))
+            })
+            .collect();
+        views.sort_by_key(|v| v.record.created_at_ns);
+        views
+    }
+
+    fn view(&self, live: &Live) -> SandboxView {
+        let running = live.pause.as_ref().filter(|p| !p.pidfd.has_exited());
+        let state = if live.record.lifecycle == Lifecycle::Created && running.is_some() {
+            SandboxState::Ready
+        } else {
+            SandboxState::NotReady
+        };
+        SandboxView {
+            record: live.record.clone(),
+            state,
+            pause: running.map(|p| p.identity.clone()),
+            paths: self.paths(&live.record.id),
+        }
+    }
+
+    // ---- restart ----
+
+    /// Reloads persisted sandboxes and reconciles them with what is alive:
+    /// a live pause (same pid, start time and boot) keeps its sandbox READY;
+    /// otherwise it is NOTREADY. Interrupted creations are undone.
+    pub async fn load(&self) -> Result<(), SandboxError> {
+        let base = self.config.root.join("sandboxes");
+        let run_base = self.config.state.join("sandboxes");
+        for dir in [&base, &run_base] {
+            store::create_dir_all(dir, 0o700).map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let ids = store::list_records(&base).map_err(io_err(format!("cannot list {}", base.display())))?;
+        for id in &ids {
+            let paths = self.paths(id);
+            store::remove_interrupted_writes(&paths.dir);
+            store::remove_interrupted_writes(&paths.run_dir);
+            let record: SandboxRecord = match store::read_json(&paths.record()) {
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    tracing::warn!(pod_id = %id, "removing the leftovers of an interrupted sandbox operation");
+                    release_mounts(&paths)?;
+                    let _ = store::remove_tree(&paths.run_dir);
+                    let _ = store::remove_tree(&paths.dir);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(pod_id = %id, error = %e, "skipping a sandbox whose record cannot be read");
+                    continue;
+                }
+            };
+            let pause_identity: Option<ProcessIdentity> = store::read_json(&paths.pause()).unwrap_or_else(|e| {
+                tracing::warn!(pod_id = %id, error = %e, "unreadable pause record; treating the pause as gone");
+                None
+            });
+            if record.lifecycle == Lifecycle::Creating {
+                tracing::warn!(pod_id = %id, "undoing a RunPodSandbox interrupted by a crash");
+                self.tear_down(&record, pause_identity.as_ref(), true).await?;
+                continue;
+            }
+            let pause = match (record.lifecycle, pause_identity) {
+                (Lifecycle::Created, Some(identity)) => {
+                    identity.open_pidfd().map(|pidfd| PauseProcess { identity, pidfd })
+                }
+                _ => None,
+            };
+            tracing::info!(pod_id = %id, ready = pause.is_some(), lifecycle = ?record.lifecycle, "sandbox reloaded");
+            let mut index = self.index();
+            index.names.insert(record.name_key.clone(), id.clone());
+            index.by_id.insert(id.clone(), Entry::new(record, pause));
+        }
+        // Volatile directories whose sandbox no longer exists.
+        for id in store::list_records(&run_base).unwrap_or_default() {
+            if !ids.contains(&id) {
+                let paths = self.paths(&id);
+                release_mounts(&paths)?;
+                let _ = store::remove_tree(&paths.run_dir);
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn kill_and_wait(pause: &PauseProcess) {
+    if let Err(e) = pause.pidfd.send_signal(libc::SIGKILL) {
+        tracing::warn!(pid = pause.identity.pid, error = %e, "cannot signal the pause process");
+    }
+    if tokio::time::timeout(PAUSE_EXIT_TIMEOUT, pause.pidfd.exited()).await.is_err() {
+        tracing::error!(pid = pause.identity.pid, "pause process did not exit after SIGKILL");
+    }
+}
+
+fn release_mounts(paths: &SandboxPaths) -> Result<(), SandboxError> {
+    let shm = paths.shm();
+    mount::unmount_all(&shm).map_err(io_err(format!("cannot unmount {}", shm.display())))
+}
+
+fn remove_file_if_present(path: &std::path::Path) -> Result<(), SandboxError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(format!("cannot remove {}", path.display()))(e)),
+        _ => Ok(()),
+    }
+}
+
+pub fn now_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+/// The hostname a pod gets: its config's, or the node's when empty.
+pub fn pod_hostname(requested: &str) -> String {
+    if requested.is_empty() {
+        namespaces::hostname().unwrap_or_else(|_| "localhost".into())
+    } else {
+        requested.to_string()
+    }
+}

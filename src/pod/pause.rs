@@ -1,0 +1,217 @@
+//! The pause process: one per pod, holding the pod's namespaces. `nidus pause`
+//! first joins the pod cgroup and unshares the namespaces, then forks the real
+//! pause (PID 1 of a new PID namespace when asked), which sets the hostname,
+//! loopback and sysctls, drops every capability and file descriptor, and then
+//! only reaps zombies until it is killed. The launcher prints one reply line —
+//! `ok PID STARTTIME` or `error MESSAGE` — and exits, so pause is never the
+//! daemon's child by birth.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use crate::linux::namespaces::{self, NewNamespaces};
+use crate::linux::{net, process};
+
+/// What the daemon asks of a pause process (the `nidus pause` arguments).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct PauseArgs {
+    /// Hostname to set in the new UTS namespace.
+    #[arg(long)]
+    pub hostname: Option<String>,
+    /// A sysctl to set, as PATH=VALUE with PATH below /proc/sys.
+    #[arg(long = "sysctl")]
+    pub sysctls: Vec<String>,
+    #[arg(long)]
+    pub new_net: bool,
+    #[arg(long)]
+    pub new_ipc: bool,
+    #[arg(long)]
+    pub new_uts: bool,
+    #[arg(long)]
+    pub new_pid: bool,
+    /// A cgroup.procs file to join before anything else (once per hierarchy).
+    #[arg(long = "cgroup-procs")]
+    pub cgroup_procs: Vec<PathBuf>,
+}
+
+impl PauseArgs {
+    pub fn namespaces(&self) -> NewNamespaces {
+        NewNamespaces { net: self.new_net, ipc: self.new_ipc, uts: self.new_uts, pid: self.new_pid }
+    }
+
+    /// Parses the arguments `to_args` writes, without clap (for the small
+    /// `nidus-pause` binary, which must stay tiny).
+    pub fn from_args(args: impl Iterator<Item = String>) -> Result<Self, String> {
+        let mut parsed = Self::default();
+        for arg in args {
+            let (flag, value) = match arg.split_once('=') {
+                Some((f, v)) => (f.to_string(), Some(v.to_string())),
+                None => (arg.clone(), None),
+            };
+            match (flag.as_str(), value) {
+                ("--hostname", Some(v)) => parsed.hostname = Some(v),
+                ("--sysctl", Some(v)) => parsed.sysctls.push(v),
+                ("--cgroup-procs", Some(v)) => parsed.cgroup_procs.push(PathBuf::from(v)),
+                ("--new-net", None) => parsed.new_net = true,
+                ("--new-ipc", None) => parsed.new_ipc = true,
+                ("--new-uts", None) => parsed.new_uts = true,
+                ("--new-pid", None) => parsed.new_pid = true,
+                _ => return Err(format!("unknown pause argument {arg:?}")),
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// The command line for these arguments (after the `pause` subcommand).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(h) = &self.hostname {
+            args.push(format!("--hostname={h}"));
+        }
+        for s in &self.sysctls {
+            args.push(format!("--sysctl={s}"));
+        }
+        for (on, flag) in [
+            (self.new_net, "--new-net"),
+            (self.new_ipc, "--new-ipc"),
+            (self.new_uts, "--new-uts"),
+            (self.new_pid, "--new-pid"),
+        ] {
+            if on {
+                args.push(flag.into());
+            }
+        }
+        for f in &self.cgroup_procs {
+            args.push(format!("--cgroup-procs={}", f.display()));
+        }
+        args
+    }
+}
+
+/// Runs `nidus pause`; returns the launcher's exit code (the pause process
+/// itself never returns).
+pub fn run(args: &PauseArgs) -> i32 {
+    let reply = |line: String| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    if let Err(e) = enter(args) {
+        reply(format!("error {e}"));
+        return 1;
+    }
+    let (read_end, write_end) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => {
+            reply(format!("error cannot create a pipe: {e}"));
+            return 1;
+        }
+    };
+    match process::fork() {
+        Err(e) => {
+            reply(format!("error cannot fork the pause process: {e}"));
+            1
+        }
+        Ok(process::Forked::Child) => {
+            drop(read_end);
+            become_pause(args, write_end)
+        }
+        Ok(process::Forked::Parent { child }) => {
+            drop(write_end);
+            let mut status = String::new();
+            let _ = fs::File::from(read_end).read_to_string(&mut status);
+            if status == "ok" {
+                match process::read_stat(child) {
+                    Ok(stat) => {
+                        reply(format!("ok {child} {}", stat.start_time));
+                        0
+                    }
+                    Err(e) => {
+                        reply(format!("error pause process {child} vanished: {e}"));
+                        1
+                    }
+                }
+            } else {
+                let why = status.strip_prefix("error ").unwrap_or("the pause process died during set-up");
+                reply(format!("error {why}"));
+                1
+            }
+        }
+    }
+}
+
+/// Launcher side: join the pod cgroup, then unshare the namespaces.
+fn enter(args: &PauseArgs) -> Result<(), String> {
+    for procs in &args.cgroup_procs {
+        fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
+    }
+    namespaces::unshare(args.namespaces()).map_err(|e| format!("cannot create namespaces: {e}"))
+}
+
+/// Child side: set the sandbox up, report, and settle into reaping.
+fn become_pause(args: &PauseArgs, report: OwnedFd) -> ! {
+    let mut report = fs::File::from(report);
+    if let Err(e) = set_up(args) {
+        let _ = write!(report, "error {e}");
+        std::process::exit(1);
+    }
+    let _ = write!(report, "ok");
+    drop(report);
+    let _ = process::stdio_to_devnull();
+    let _ = process::close_fds_from(3);
+    process::reap_children_forever()
+}
+
+fn set_up(args: &PauseArgs) -> Result<(), String> {
+    let new = args.namespaces();
+    if new.uts {
+        if let Some(name) = &args.hostname {
+            namespaces::set_hostname(name).map_err(|e| format!("cannot set hostname {name:?}: {e}"))?;
+        }
+    }
+    if new.net {
+        net::bring_up_loopback().map_err(|e| format!("cannot bring up loopback: {e}"))?;
+    }
+    for sysctl in &args.sysctls {
+        let (path, value) = sysctl.split_once('=').ok_or_else(|| format!("malformed sysctl {sysctl:?}"))?;
+        fs::write(format!("/proc/sys/{path}"), value)
+            .map_err(|e| format!("cannot set sysctl {} to {value:?}: {e}", path.replace('/', ".")))?;
+    }
+    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
+    process::exit_on_term_signals().map_err(|e| format!("signal handlers: {e}"))?;
+    process::drop_all_capabilities().map_err(|e| format!("cannot drop capabilities: {e}"))?;
+    process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: PauseArgs,
+    }
+
+    #[test]
+    fn arguments_round_trip() {
+        let args = PauseArgs {
+            hostname: Some("web-0".into()),
+            sysctls: vec!["net/ipv4/ip_forward=1".into(), "kernel/shmmax=a=b".into()],
+            new_net: true,
+            new_ipc: true,
+            new_uts: true,
+            new_pid: false,
+            cgroup_procs: vec!["/sys/fs/cgroup/pids/x/cgroup.procs".into()],
+        };
+        let parsed = Wrapper::parse_from(std::iter::once("pause".to_string()).chain(args.to_args())).args;
+        assert_eq!(parsed, args);
+        assert_eq!(PauseArgs::from_args(args.to_args().into_iter()).unwrap(), args);
+        assert!(PauseArgs::from_args(["--bogus".to_string()].into_iter()).is_err());
+    }
+}

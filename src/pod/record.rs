@@ -1,0 +1,79 @@
+//! What nidus remembers of a sandbox: the persisted record (under `root`), the
+//! volatile pause record (under `state`, gone at reboot), and where each of a
+//! sandbox's files lives.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::PodSandboxConfig;
+use crate::cgroups::CgroupPath;
+use crate::linux::namespaces::NewNamespaces;
+
+/// Where a sandbox is in its life, as persisted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lifecycle {
+    /// RunPodSandbox has begun; a crash now means undo everything at restart.
+    Creating,
+    /// Made; ready while its pause process lives.
+    Created,
+    /// StopPodSandbox done: pause gone, mounts released.
+    Stopped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxRecord {
+    pub id: String,
+    /// The reservation key: name, namespace, uid and attempt.
+    pub name_key: String,
+    pub config: PodSandboxConfig,
+    pub runtime_handler: String,
+    pub created_at_ns: i64,
+    pub lifecycle: Lifecycle,
+    pub namespaces: NewNamespaces,
+    pub hostname: String,
+    /// The pod cgroup (kubelet's cgroup_parent, or nidus's default).
+    pub pod_cgroup: CgroupPath,
+    /// The topmost cgroup nidus created for this pod (`pod_cgroup` or one of
+    /// its parents), removed with the pod when nothing else uses it.
+    pub owned_cgroup_top: Option<CgroupPath>,
+    /// The pause process's own cgroup, below the pod cgroup.
+    pub pause_cgroup: CgroupPath,
+    /// True when the pod has its own /dev/shm tmpfs.
+    pub own_shm: bool,
+}
+
+/// The on-disk places of one sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxPaths {
+    /// Persistent: `root/sandboxes/ID`.
+    pub dir: PathBuf,
+    /// Volatile: `state/sandboxes/ID`.
+    pub run_dir: PathBuf,
+}
+
+impl SandboxPaths {
+    pub fn new(root: &Path, state: &Path, id: &str) -> Self {
+        Self { dir: root.join("sandboxes").join(id), run_dir: state.join("sandboxes").join(id) }
+    }
+
+    pub fn record(&self) -> PathBuf {
+        self.dir.join("sandbox.json")
+    }
+    pub fn hostname(&self) -> PathBuf {
+        self.dir.join("hostname")
+    }
+    pub fn hosts(&self) -> PathBuf {
+        self.dir.join("hosts")
+    }
+    pub fn resolv_conf(&self) -> PathBuf {
+        self.dir.join("resolv.conf")
+    }
+    pub fn pause(&self) -> PathBuf {
+        self.run_dir.join("pause.json")
+    }
+    pub fn shm(&self) -> PathBuf {
+        self.run_dir.join("shm")
+    }
+}

@@ -1,0 +1,157 @@
+//! Persisted metadata: atomic writes (temp file, fsync, rename, fsync dir) so a
+//! crash leaves the old record or the new one, never a torn one; JSON records;
+//! private directories; and the leftovers of interrupted writes.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+const TMP_PREFIX: &str = ".tmp-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("corrupt record {path}: {source}")]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+}
+
+/// Replaces `path` with `data` atomically; the file gets `mode`.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StoreError> {
+    let err = |source| StoreError::Write { path: path.to_path_buf(), source };
+    let dir = path.parent().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?;
+    let name = path.file_name().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?.to_string_lossy();
+    let tmp = dir.join(format!("{TMP_PREFIX}{name}-{:016x}", rand::random::<u64>()));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        file.write_all(data)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(err)
+}
+
+/// fsyncs a directory so a rename or unlink in it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    let data = serde_json::to_vec_pretty(value)
+        .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: io::Error::other(e) })?;
+    write_atomic(path, &data, 0o600)
+}
+
+/// Reads a JSON record; `Ok(None)` when the file does not exist.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
+    match fs::read(path) {
+        Ok(data) => serde_json::from_slice(&data)
+            .map(Some)
+            .map_err(|source| StoreError::Corrupt { path: path.to_path_buf(), source }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Read { path: path.to_path_buf(), source }),
+    }
+}
+
+/// Creates `path` and missing parents; directories created here get `mode`.
+/// An existing directory keeps its mode.
+pub fn create_dir_all(path: &Path, mode: u32) -> io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(mode).create(path)
+}
+
+/// Creates `path` (one level) with `mode`, failing if it exists.
+pub fn create_dir_new(path: &Path, mode: u32) -> io::Result<()> {
+    fs::DirBuilder::new().mode(mode).create(path)
+}
+
+/// Removes a directory tree; a missing tree is not an error.
+pub fn remove_tree(path: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Names of the subdirectories of `dir` (empty when `dir` does not exist),
+/// after removing the temp files of writes a crash interrupted.
+pub fn list_records(dir: &Path) -> io::Result<Vec<String>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type()?.is_dir() && !name.starts_with('.') {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Removes the temp files an interrupted `write_atomic` left in `dir`.
+pub fn remove_interrupted_writes(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tempdir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("nidus-store-{:016x}", rand::random::<u64>()));
+        create_dir_all(&dir, 0o700).unwrap();
+        dir
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempdir();
+        let path = dir.join("record.json");
+        write_json(&path, &serde_json::json!({"a": 1})).unwrap();
+        write_json(&path, &serde_json::json!({"a": 2})).unwrap();
+        let v: serde_json::Value = read_json(&path).unwrap().unwrap();
+        assert_eq!(v["a"], 2);
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1);
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        remove_tree(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_is_none_and_torn_is_an_error() {
+        let dir = tempdir();
+        let missing: Option<serde_json::Value> = read_json(&dir.join("nope")).unwrap();
+        assert!(missing.is_none());
+        fs::write(dir.join("torn"), b"{\"a\": ").unwrap();
+        assert!(matches!(read_json::<serde_json::Value>(&dir.join("torn")), Err(StoreError::Corrupt { .. })));
+        fs::write(dir.join(".tmp-x-1"), b"partial").unwrap();
+        remove_interrupted_writes(&dir);
+        assert!(!dir.join(".tmp-x-1").exists());
+        remove_tree(&dir).unwrap();
+    }
+}

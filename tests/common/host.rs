@@ -1,0 +1,202 @@
+//! What tests look at on the host side, independently of nidus's own code:
+//! processes and their namespaces, mounts, cgroup directories, and commands.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these integration tests need root (they create namespaces, mounts and cgroups)"
+    );
+}
+
+/// Runs a command that must succeed; returns its stdout.
+pub fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e} (is it installed?)"));
+    assert!(out.status.success(), "{program} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `args` inside the namespaces of `pid` named by `ns_flags`
+/// (nsenter flags such as `-n`, `-u`, `-i`); returns stdout.
+pub fn in_namespaces_of(pid: i32, ns_flags: &[&str], args: &[&str]) -> String {
+    let target = pid.to_string();
+    let mut all = vec!["-t", target.as_str()];
+    all.extend_from_slice(ns_flags);
+    all.push("--");
+    all.extend_from_slice(args);
+    run("nsenter", &all)
+}
+
+pub fn signal(pid: i32, sig: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::try_from(sig).expect("signal"),
+    );
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn process_running(pid: i32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
+/// Waits up to 5 s for `pid` to stop running.
+pub fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_running(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// The namespace of `pid` of kind `kind` (net, ipc, uts, pid, mnt), e.g. `net:[4026531840]`.
+pub fn namespace(pid: i32, kind: &str) -> String {
+    fs::read_link(format!("/proc/{pid}/ns/{kind}"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/ns/{kind}: {e}"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The cgroup of `pid` in the hierarchy whose controller list contains `controller`.
+pub fn cgroup_of(pid: i32, controller: &str) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = if controller.is_empty() { list.is_empty() } else { list.split(',').any(|c| c == controller) };
+        hit.then(|| path.to_string())
+    })
+}
+
+fn mount_points() -> Vec<(String, String, String)> {
+    // (mount point, fstype, super options)
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let (pre, post) = line.split_once(" - ")?;
+            let mp = pre.split(' ').nth(4)?.replace("\\040", " ");
+            let mut post = post.split(' ');
+            let fstype = post.next()?.to_string();
+            let _source = post.next();
+            Some((mp, fstype, post.next().unwrap_or("").to_string()))
+        })
+        .collect()
+}
+
+pub fn mounts_under(base: &Path) -> Vec<PathBuf> {
+    mount_points().into_iter().map(|(mp, _, _)| PathBuf::from(mp)).filter(|mp| mp.starts_with(base)).collect()
+}
+
+pub fn fstype_of_mount(path: &Path) -> Option<String> {
+    mount_points().into_iter().rev().find(|(mp, _, _)| Path::new(mp) == path).map(|(_, fstype, _)| fstype)
+}
+
+pub fn unmount_under(base: &Path) {
+    let mut mounts = mounts_under(base);
+    mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for mp in mounts {
+        let _ = nix::mount::umount2(&mp, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+const V1_CONTROLLERS: &[&str] = &[
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "devices",
+    "freezer",
+    "blkio",
+    "pids",
+    "hugetlb",
+    "net_cls",
+    "net_prio",
+    "perf_event",
+    "rdma",
+    "misc",
+];
+
+/// The directory `name` would have below this process's own cgroup in every
+/// mounted cgroup hierarchy (v1 controllers, or the v2 unified one).
+pub fn cgroup_root_dirs(name: &str) -> Vec<PathBuf> {
+    let unified = mount_points().iter().any(|(mp, fs, _)| mp == "/sys/fs/cgroup" && fs == "cgroup2");
+    let mut dirs = Vec::new();
+    for (mp, fstype, opts) in mount_points() {
+        let controller = match (unified, fstype.as_str()) {
+            (true, "cgroup2") => String::new(),
+            (false, "cgroup") => match opts.split(',').find(|o| V1_CONTROLLERS.contains(o)) {
+                Some(c) => c.to_string(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if let Some(own) = cgroup_of(std::process::id() as i32, &controller) {
+            let dir = Path::new(&mp).join(own.trim_start_matches('/')).join(name);
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs
+}
+
+/// Every directory below `dir`, parents before children.
+pub fn walk_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.push(entry.path());
+            walk_dirs(&entry.path(), out);
+        }
+    }
+}
+
+pub fn walk_is_empty(dir: &Path) -> bool {
+    let mut below = Vec::new();
+    walk_dirs(dir, &mut below);
+    below.is_empty()
+}
+
+/// Removes a cgroup and everything below it (killing what still runs there).
+pub fn remove_cgroup_tree(dir: &Path) {
+    let mut dirs = vec![dir.to_path_buf()];
+    walk_dirs(dir, &mut dirs);
+    for d in dirs.iter().rev() {
+        for _ in 0..100 {
+            if let Ok(procs) = fs::read_to_string(d.join("cgroup.procs")) {
+                for pid in procs.lines().filter_map(|l| l.parse().ok()) {
+                    signal(pid, libc::SIGKILL);
+                }
+            }
+            match fs::remove_dir(d) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+pub fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).expect("stat").permissions().mode() & 0o7777
+}
+
+pub fn owner_of(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).expect("stat").uid()
+}

@@ -1,0 +1,262 @@
+//! The integration-test harness: each test gets its own `nidus serve` with its
+//! own state directories, socket and cgroup root (nested under this test
+//! process's own cgroup), running inside a network namespace the test creates,
+//! and talks to it only through a tonic CRI client. Everything is cleaned up
+//! when the environment drops, also when a test fails.
+#![allow(dead_code)]
+
+pub mod client;
+pub mod host;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub use client::Cri;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+pub fn nidus_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nidus"))
+}
+
+/// One test's runtime: directories, network namespace, cgroup root, daemon.
+pub struct TestEnv {
+    pub name: String,
+    pub base: PathBuf,
+    pub root: PathBuf,
+    pub state: PathBuf,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    /// The relative cgroup root given to the daemon.
+    pub cgroup_root: String,
+    pub netns: String,
+    daemon: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+impl TestEnv {
+    /// Makes the directories and the network namespace; the daemon is not started.
+    pub fn new(label: &str) -> Self {
+        host::require_root();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("nidus-t{}-{}-{}", std::process::id(), n, label);
+        let base = std::env::temp_dir().join(&name);
+        fs::create_dir_all(&base).expect("create test dir");
+        let netns = name.clone();
+        host::run("ip", &["netns", "add", &netns]);
+        let env = Self {
+            root: base.join("root"),
+            state: base.join("state"),
+            socket: base.join("state").join("nidus.sock"),
+            log: base.join("daemon.log"),
+            cgroup_root: name.clone(),
+            netns,
+            name,
+            base,
+            daemon: None,
+            extra_args: Vec::new(),
+        };
+        // Whatever happens later, the loopback of the daemon's netns is up.
+        host::run("ip", &["-n", &env.netns, "link", "set", "lo", "up"]);
+        env
+    }
+
+    /// Extra `nidus serve` arguments for the next start.
+    pub fn with_args(mut self, args: &[&str]) -> Self {
+        self.extra_args = args.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The command that runs `nidus serve` for this environment inside its netns.
+    pub fn serve_command(&self) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.netns))
+            .arg("--")
+            .arg(nidus_bin())
+            .arg("serve")
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--state")
+            .arg(&self.state)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--cgroup-root")
+            .arg(&self.cgroup_root)
+            .arg("--log-level")
+            .arg("nidus=debug,info")
+            .args(&self.extra_args);
+        cmd
+    }
+
+    /// Starts the daemon and connects a client once it answers.
+    pub async fn start(&mut self) -> Cri {
+        assert!(self.daemon.is_none(), "daemon already running");
+        let log = fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("daemon log");
+        let child = self
+            .serve_command()
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log fd"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn nidus serve");
+        self.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.daemon.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.daemon = None;
+                panic!("nidus serve exited early ({status}); log:\n{}", self.daemon_log());
+            }
+            if self.socket.exists() {
+                if let Ok(mut cri) = Cri::connect(&self.socket).await {
+                    if cri.version().await.is_ok() {
+                        return cri;
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                panic!("nidus serve did not answer within 20s; log:\n{}", self.daemon_log());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn daemon_pid(&self) -> Option<i32> {
+        self.daemon.as_ref().map(|c| c.id() as i32)
+    }
+
+    pub fn daemon_log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILLs the daemon (a crash) and reaps it.
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            host::signal(child.id() as i32, libc::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns the exit code.
+    pub fn terminate_daemon(&mut self) -> Option<i32> {
+        let mut child = self.daemon.take()?;
+        host::signal(child.id() as i32, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                host::signal(child.id() as i32, libc::SIGKILL);
+                let _ = child.wait();
+                panic!("nidus serve ignored SIGTERM for 10s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A node reboot as far as nidus can tell: the daemon and every process it
+    /// started die, mounts vanish, and the volatile state directory is emptied.
+    pub fn simulate_reboot(&mut self) {
+        self.kill_daemon();
+        self.kill_cgroup_processes();
+        host::unmount_under(&self.base);
+        let _ = fs::remove_dir_all(&self.state);
+    }
+
+    /// Directories of this test's cgroup root, one per hierarchy.
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        host::cgroup_root_dirs(&self.cgroup_root)
+    }
+
+    /// Every cgroup below the test's root (not the root itself).
+    pub fn leftover_cgroups(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in self.cgroup_dirs() {
+            host::walk_dirs(&dir, &mut found);
+        }
+        found
+    }
+
+    /// Every process in this test's cgroups.
+    pub fn cgroup_processes(&self) -> Vec<i32> {
+        let mut dirs = Vec::new();
+        for dir in self.cgroup_dirs() {
+            dirs.push(dir.clone());
+            host::walk_dirs(&dir, &mut dirs);
+        }
+        let mut pids: Vec<i32> = dirs
+            .iter()
+            .filter_map(|d| fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|t| t.lines().filter_map(|l| l.parse().ok()).collect::<Vec<_>>())
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        if let Some(daemon) = self.daemon_pid() {
+            pids.retain(|p| *p != daemon);
+        }
+        pids
+    }
+
+    pub fn kill_cgroup_processes(&self) {
+        for _ in 0..50 {
+            let pids = self.cgroup_processes();
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                host::signal(pid, libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Mount points below this test's directories.
+    pub fn leftover_mounts(&self) -> Vec<PathBuf> {
+        host::mounts_under(&self.base)
+    }
+
+    /// Sandbox directories left in root and state.
+    pub fn leftover_sandbox_dirs(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in [self.root.join("sandboxes"), self.state.join("sandboxes")] {
+            if let Ok(entries) = fs::read_dir(&dir) {
+                found.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+        found
+    }
+
+    /// Asserts nothing of any pod is left: processes, mounts, cgroups, directories.
+    pub fn assert_no_leftovers(&self) {
+        assert_eq!(self.cgroup_processes(), Vec::<i32>::new(), "processes left in the test cgroups");
+        assert_eq!(self.leftover_mounts(), Vec::<PathBuf>::new(), "mounts left");
+        let cgroups: Vec<PathBuf> =
+            self.leftover_cgroups().into_iter().filter(|d| !is_default_parent(d, &self.cgroup_dirs())).collect();
+        assert_eq!(cgroups, Vec::<PathBuf>::new(), "cgroups left");
+        assert_eq!(self.leftover_sandbox_dirs(), Vec::<PathBuf>::new(), "sandbox directories left");
+    }
+}
+
+/// nidus's shared default cgroup parent (`<root>/nidus`) may stay, empty.
+fn is_default_parent(dir: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| dir == r.join("nidus")) && host::walk_is_empty(dir)
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        self.kill_daemon();
+        self.kill_cgroup_processes();
+        host::unmount_under(&self.base);
+        for dir in self.cgroup_dirs() {
+            host::remove_cgroup_tree(&dir);
+        }
+        let _ = Command::new("ip").args(["netns", "delete", &self.netns]).status();
+        if std::thread::panicking() {
+            eprintln!("--- daemon log of {} ---\n{}", self.name, self.daemon_log());
+        }
+        let _ = fs::remove_dir_all(&self.base);
+    }
+}

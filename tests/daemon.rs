@@ -1,0 +1,120 @@
+//! The daemon itself: Version, Status, RuntimeConfig, Unimplemented RPCs, the
+//! socket's permissions, the one-instance lock, and a clean SIGTERM.
+
+mod common;
+
+use common::{client::pod_config, host, TestEnv};
+use nidus::api::*;
+
+#[tokio::test]
+async fn version_status_and_runtime_config_answer() {
+    let mut env = TestEnv::new("version");
+    let mut cri = env.start().await;
+
+    let v = cri.version().await.unwrap();
+    assert_eq!(v.runtime_name, "nidus");
+    assert_eq!(v.runtime_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(v.runtime_api_version, "v1");
+
+    let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
+    let conditions = status.status.unwrap().conditions;
+    let runtime_ready = conditions.iter().find(|c| c.r#type == "RuntimeReady").unwrap();
+    assert!(runtime_ready.status, "RuntimeReady: {runtime_ready:?}");
+    let network_ready = conditions.iter().find(|c| c.r#type == "NetworkReady").unwrap();
+    assert!(!network_ready.status);
+    assert_eq!(network_ready.reason, "NetworkPluginNotReady");
+    assert!(!network_ready.message.is_empty());
+    let info: serde_json::Value = serde_json::from_str(status.info.get("config").unwrap()).unwrap();
+    assert_eq!(info["runtimeName"], "nidus");
+    assert!(["v1", "v2"].contains(&info["cgroupVersion"].as_str().unwrap()));
+    assert_eq!(info["config"]["root"], env.root.to_str().unwrap());
+
+    let rc = cri.runtime.runtime_config(RuntimeConfigRequest {}).await.unwrap().into_inner();
+    assert_eq!(rc.linux.unwrap().cgroup_driver(), CgroupDriver::Cgroupfs);
+}
+
+#[tokio::test]
+async fn unimplemented_rpcs_say_so_and_name_themselves() {
+    let mut env = TestEnv::new("unimpl");
+    let mut cri = env.start().await;
+    let checks: Vec<(&str, tonic::Status)> = vec![
+        ("CreateContainer", cri.runtime.create_container(CreateContainerRequest::default()).await.unwrap_err()),
+        ("ListContainers", cri.runtime.list_containers(ListContainersRequest::default()).await.unwrap_err()),
+        ("ExecSync", cri.runtime.exec_sync(ExecSyncRequest::default()).await.unwrap_err()),
+        (
+            "CheckpointContainer",
+            cri.runtime.checkpoint_container(CheckpointContainerRequest::default()).await.unwrap_err(),
+        ),
+        (
+            "ListMetricDescriptors",
+            cri.runtime.list_metric_descriptors(ListMetricDescriptorsRequest::default()).await.unwrap_err(),
+        ),
+        (
+            "UpdatePodSandboxResources",
+            cri.runtime.update_pod_sandbox_resources(UpdatePodSandboxResourcesRequest::default()).await.unwrap_err(),
+        ),
+        ("ListImages", cri.images.list_images(ListImagesRequest::default()).await.unwrap_err()),
+        ("PullImage", cri.images.pull_image(PullImageRequest::default()).await.unwrap_err()),
+        ("ImageFsInfo", cri.images.image_fs_info(ImageFsInfoRequest::default()).await.unwrap_err()),
+    ];
+    for (rpc, status) in checks {
+        assert_eq!(status.code(), tonic::Code::Unimplemented, "{rpc}: {status:?}");
+        assert!(status.message().contains(rpc), "{rpc}: message {:?} does not name it", status.message());
+    }
+    // A streaming RPC too.
+    let status = cri.runtime.get_container_events(GetEventsRequest {}).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert!(status.message().contains("GetContainerEvents"));
+}
+
+#[tokio::test]
+async fn socket_is_private_and_a_second_instance_is_refused() {
+    let mut env = TestEnv::new("lock");
+    let _cri = env.start().await;
+    assert_eq!(host::mode_of(&env.socket), 0o660, "socket mode");
+    assert_eq!(host::owner_of(&env.socket), 0, "socket owner");
+    assert_eq!(host::mode_of(&env.state), 0o700, "socket directory mode");
+
+    let second = env.serve_command().output().expect("run a second nidus serve");
+    assert!(!second.status.success(), "a second instance on the same state dir must fail");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("another nidus instance holds the lock"), "stderr: {stderr}");
+    // The first instance still serves.
+    let mut cri = common::Cri::connect(&env.socket).await.unwrap();
+    cri.version().await.unwrap();
+}
+
+#[tokio::test]
+async fn sigterm_stops_serving_and_pods_keep_running() {
+    let mut env = TestEnv::new("sigterm");
+    let mut cri = env.start().await;
+    let id = cri.run_pod(pod_config("web")).await.unwrap();
+    let pause = cri.pause_pid(&id).await;
+
+    assert_eq!(env.terminate_daemon(), Some(0), "clean exit on SIGTERM");
+    assert!(!env.socket.exists(), "socket removed at shutdown");
+    assert!(host::process_running(pause), "pause must outlive the daemon");
+
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(&id).await, PodSandboxState::SandboxReady);
+    assert_eq!(cri.pause_pid(&id).await, pause);
+    cri.remove_pod(&id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn the_pause_subcommand_of_nidus_works_as_the_pause_program() {
+    let env_config = std::env::temp_dir().join(format!("nidus-pause-config-{}.toml", std::process::id()));
+    std::fs::write(&env_config, format!("[sandbox]\npause_binary = \"{}\"\n", common::nidus_bin().display())).unwrap();
+    let mut env = TestEnv::new("pausecmd").with_args(&["--config", env_config.to_str().unwrap()]);
+    let mut cri = env.start().await;
+    let id = cri.run_pod(pod_config("web")).await.unwrap();
+    let pause = cri.pause_pid(&id).await;
+    let cmdline = std::fs::read_to_string(format!("/proc/{pause}/cmdline")).unwrap();
+    assert!(cmdline.starts_with(&format!("{}\0pause\0", common::nidus_bin().display())), "{cmdline:?}");
+    assert_eq!(cri.pod_state(&id).await, PodSandboxState::SandboxReady);
+    cri.remove_pod(&id).await.unwrap();
+    assert!(host::wait_gone(pause));
+    env.assert_no_leftovers();
+    let _ = std::fs::remove_file(env_config);
+}

@@ -1,0 +1,73 @@
+//! State that survives crashes: a `kill -9` of the daemon leaves pods running
+//! and READY after restart; a pause that died meanwhile is NOTREADY; after a
+//! simulated node reboot every sandbox is NOTREADY, removable and re-creatable.
+
+mod common;
+
+use common::client::pod_config;
+use common::{host, TestEnv};
+use nidus::api::PodSandboxState;
+
+#[tokio::test]
+async fn a_daemon_crash_does_not_disturb_pods() {
+    let mut env = TestEnv::new("crash");
+    let mut cri = env.start().await;
+    let web = cri.run_pod(pod_config("web")).await.unwrap();
+    let db = cri.run_pod(pod_config("db")).await.unwrap();
+    let stopped = cri.run_pod(pod_config("old")).await.unwrap();
+    cri.stop_pod(&stopped).await.unwrap();
+    let web_pause = cri.pause_pid(&web).await;
+    let db_pause = cri.pause_pid(&db).await;
+
+    env.kill_daemon();
+    assert!(host::process_running(web_pause) && host::process_running(db_pause), "pods must survive the daemon");
+    // The db pod's pause dies while the daemon is down.
+    host::signal(db_pause, libc::SIGKILL);
+    assert!(host::wait_gone(db_pause));
+
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(&web).await, PodSandboxState::SandboxReady);
+    assert_eq!(cri.pause_pid(&web).await, web_pause, "the same pause process");
+    assert_eq!(cri.pod_state(&db).await, PodSandboxState::SandboxNotready);
+    assert_eq!(cri.pod_state(&stopped).await, PodSandboxState::SandboxNotready);
+    assert_eq!(cri.list_pods(None).await.len(), 3);
+    // Names are still reserved after the restart.
+    assert_eq!(cri.run_pod(pod_config("web")).await.unwrap_err().code(), tonic::Code::AlreadyExists);
+
+    for id in [&web, &db, &stopped] {
+        cri.stop_pod(id).await.unwrap();
+        cri.remove_pod(id).await.unwrap();
+    }
+    assert!(host::wait_gone(web_pause));
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn after_a_reboot_every_sandbox_is_notready_removable_and_recreatable() {
+    let mut env = TestEnv::new("reboot");
+    let mut cri = env.start().await;
+    let mut config = pod_config("web");
+    config.linux.as_mut().unwrap().cgroup_parent = "/kubepods/besteffort/poduid-web".into();
+    let id = cri.run_pod(config.clone()).await.unwrap();
+    let pause = cri.pause_pid(&id).await;
+
+    env.simulate_reboot();
+    assert!(host::wait_gone(pause));
+
+    let mut cri = env.start().await;
+    let status = cri.pod_status(&id).await.unwrap();
+    assert_eq!(status.status.unwrap().state(), PodSandboxState::SandboxNotready);
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
+    assert!(info["pid"].is_null(), "no pause process after a reboot");
+
+    // kubelet's recovery: a new attempt while the old one is still listed...
+    config.metadata.as_mut().unwrap().attempt = 1;
+    let next = cri.run_pod(config).await.unwrap();
+    assert_eq!(cri.pod_state(&next).await, PodSandboxState::SandboxReady);
+    // ...then the old one is stopped and removed.
+    cri.stop_pod(&id).await.unwrap();
+    cri.remove_pod(&id).await.unwrap();
+    assert_eq!(cri.list_pods(None).await.len(), 1);
+    cri.remove_pod(&next).await.unwrap();
+    env.assert_no_leftovers();
+}

@@ -1,0 +1,364 @@
+//! Pod sandboxes through the socket: namespaces, files, sysctls, cgroup,
+//! status, listing and filters, stop/remove idempotence, name conflicts, and
+//! bad input answered with clear errors and no leftovers.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::PathBuf;
+
+use common::client::{pod_config, with_namespaces};
+use common::{host, TestEnv};
+use nidus::api::*;
+
+#[tokio::test]
+async fn a_pod_gets_its_own_namespaces_files_and_cgroup() {
+    let mut env = TestEnv::new("ownns");
+    let mut cri = env.start().await;
+    let daemon = env.daemon_pid().unwrap();
+
+    let mut config = pod_config("web");
+    config.linux.as_mut().unwrap().sysctls =
+        HashMap::from([("net.ipv4.ip_forward".into(), "1".into()), ("kernel.shmmni".into(), "1234".into())]);
+    config.linux.as_mut().unwrap().cgroup_parent = "/kubepods/burstable/poduid-web".into();
+    let before = nidus::pod::manager::now_ns();
+    let id = cri.run_pod(config).await.unwrap();
+
+    let status = cri.pod_status(&id).await.unwrap();
+    let s = status.status.as_ref().unwrap();
+    assert_eq!(s.state(), PodSandboxState::SandboxReady);
+    assert!(s.created_at >= before, "created_at {} < {before}", s.created_at);
+    assert_eq!(s.metadata.as_ref().unwrap().name, "web");
+    assert_eq!(s.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(s.annotations.get("note").map(String::as_str), Some("made by a test"));
+    let ns = s.linux.as_ref().unwrap().namespaces.as_ref().unwrap().options.as_ref().unwrap();
+    assert_eq!(ns.network(), NamespaceMode::Pod);
+
+    let info = cri.pod_info(&id).await;
+    let pause = info["pid"].as_i64().unwrap() as i32;
+    assert!(host::process_running(pause));
+    let cmdline = fs::read_to_string(format!("/proc/{pause}/cmdline")).unwrap();
+    assert!(cmdline.contains("nidus-pause\0pause\0"), "the small pause program runs pods: {cmdline:?}");
+    for kind in ["net", "ipc", "uts", "pid"] {
+        assert_ne!(
+            host::namespace(pause, kind),
+            host::namespace(daemon, kind),
+            "{kind} namespace must be the pod's own"
+        );
+        assert_eq!(
+            info["namespaces"][if kind == "net" { "network" } else { kind }],
+            format!("/proc/{pause}/ns/{kind}")
+        );
+    }
+    // pause is PID 1 of the pod's PID namespace.
+    let nspid = fs::read_to_string(format!("/proc/{pause}/status")).unwrap();
+    let nspid = nspid.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(nspid.trim_end().ends_with("\t1"), "{nspid}");
+
+    // Hostname, loopback and sysctls inside the pod.
+    assert_eq!(host::in_namespaces_of(pause, &["-u"], &["cat", "/proc/sys/kernel/hostname"]).trim(), "web");
+    let lo = host::in_namespaces_of(pause, &["-n"], &["ip", "-o", "link", "show", "lo"]);
+    assert!(lo.contains("UP"), "loopback: {lo}");
+    assert_eq!(host::in_namespaces_of(pause, &["-n"], &["cat", "/proc/sys/net/ipv4/ip_forward"]).trim(), "1");
+    assert_eq!(host::in_namespaces_of(daemon, &["-n"], &["cat", "/proc/sys/net/ipv4/ip_forward"]).trim(), "0");
+    assert_eq!(host::in_namespaces_of(pause, &["-i"], &["cat", "/proc/sys/kernel/shmmni"]).trim(), "1234");
+
+    // Files for containers.
+    let resolv = fs::read_to_string(info["files"]["resolvConf"].as_str().unwrap()).unwrap();
+    assert_eq!(resolv, "search default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n");
+    let hosts = fs::read_to_string(info["files"]["hosts"].as_str().unwrap()).unwrap();
+    assert!(hosts.contains("127.0.0.1\tlocalhost"), "{hosts}");
+    assert_eq!(fs::read_to_string(info["files"]["hostname"].as_str().unwrap()).unwrap(), "web\n");
+    let shm = PathBuf::from(info["files"]["shm"].as_str().unwrap());
+    assert_eq!(host::fstype_of_mount(&shm).as_deref(), Some("tmpfs"), "/dev/shm of the pod");
+
+    // The pause process sits in the pod cgroup under the test's cgroup root.
+    let memcg = host::cgroup_of(pause, "memory").or_else(|| host::cgroup_of(pause, "")).unwrap();
+    assert!(
+        memcg.ends_with(&format!("/{}/kubepods/burstable/poduid-web/{id}", env.cgroup_root)),
+        "pause cgroup {memcg}"
+    );
+    // Pause holds only its stdio (on /dev/null) and no capabilities.
+    let fds: Vec<_> = fs::read_dir(format!("/proc/{pause}/fd")).unwrap().flatten().collect();
+    assert_eq!(fds.len(), 3, "pause fds: {fds:?}");
+    for fd in fds {
+        assert_eq!(fs::read_link(fd.path()).unwrap(), PathBuf::from("/dev/null"));
+    }
+    let proc_status = fs::read_to_string(format!("/proc/{pause}/status")).unwrap();
+    assert!(proc_status.contains("CapEff:\t0000000000000000"), "{proc_status}");
+
+    // Stop: NOTREADY, pause gone, shm released; twice is fine.
+    cri.stop_pod(&id).await.unwrap();
+    assert!(host::wait_gone(pause), "pause still running after StopPodSandbox");
+    assert_eq!(cri.pod_state(&id).await, PodSandboxState::SandboxNotready);
+    assert!(host::fstype_of_mount(&shm).is_none(), "shm still mounted after stop");
+    cri.stop_pod(&id).await.unwrap();
+
+    // Remove: gone from the list, status NotFound; twice is fine.
+    cri.remove_pod(&id).await.unwrap();
+    assert!(cri.list_pods(None).await.is_empty());
+    assert_eq!(cri.pod_status(&id).await.unwrap_err().code(), tonic::Code::NotFound);
+    cri.remove_pod(&id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn node_namespaces_are_shared_with_the_node() {
+    let mut env = TestEnv::new("nodens");
+    let mut cri = env.start().await;
+    let daemon = env.daemon_pid().unwrap();
+    let config = with_namespaces(pod_config("hostnet"), NamespaceMode::Node, NamespaceMode::Node, NamespaceMode::Node);
+    let id = cri.run_pod(config).await.unwrap();
+    let info = cri.pod_info(&id).await;
+    let pause = info["pid"].as_i64().unwrap() as i32;
+    for kind in ["net", "ipc", "uts", "pid"] {
+        assert_eq!(host::namespace(pause, kind), host::namespace(daemon, kind), "{kind} must be the node's");
+    }
+    assert!(info["files"]["shm"].is_null(), "host IPC uses the node's /dev/shm");
+    let hosts = fs::read_to_string(info["files"]["hosts"].as_str().unwrap()).unwrap();
+    assert_eq!(hosts, fs::read_to_string("/etc/hosts").unwrap(), "host network pods see the node's /etc/hosts");
+
+    // POD pid namespace with NODE network: a new pid ns, shared net.
+    let config = with_namespaces(pod_config("mixed"), NamespaceMode::Node, NamespaceMode::Pod, NamespaceMode::Pod);
+    let mixed = cri.run_pod(config).await.unwrap();
+    let mixed_pause = cri.pause_pid(&mixed).await;
+    assert_eq!(host::namespace(mixed_pause, "net"), host::namespace(daemon, "net"));
+    assert_ne!(host::namespace(mixed_pause, "pid"), host::namespace(daemon, "pid"));
+    assert_ne!(host::namespace(mixed_pause, "ipc"), host::namespace(daemon, "ipc"));
+
+    for id in [id, mixed] {
+        cri.stop_pod(&id).await.unwrap();
+        cri.remove_pod(&id).await.unwrap();
+    }
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn listing_filters_by_id_prefix_state_and_labels() {
+    let mut env = TestEnv::new("list");
+    let mut cri = env.start().await;
+    let mut ids = Vec::new();
+    for (name, tier) in [("a", "front"), ("b", "front"), ("c", "back")] {
+        let mut config = pod_config(name);
+        config.labels.insert("tier".into(), tier.into());
+        ids.push(cri.run_pod(config).await.unwrap());
+    }
+    cri.stop_pod(&ids[2]).await.unwrap();
+
+    assert_eq!(cri.list_pods(None).await.len(), 3);
+    let by_prefix = cri.list_pods(Some(PodSandboxFilter { id: ids[1][..13].to_string(), ..Default::default() })).await;
+    assert_eq!(by_prefix.len(), 1);
+    assert_eq!(by_prefix[0].id, ids[1]);
+    let ready = cri
+        .list_pods(Some(PodSandboxFilter {
+            state: Some(PodSandboxStateValue { state: PodSandboxState::SandboxReady as i32 }),
+            ..Default::default()
+        }))
+        .await;
+    assert_eq!(ready.len(), 2);
+    let front = cri
+        .list_pods(Some(PodSandboxFilter {
+            label_selector: HashMap::from([("tier".into(), "front".into())]),
+            ..Default::default()
+        }))
+        .await;
+    let mut front_ids: Vec<_> = front.iter().map(|p| p.id.clone()).collect();
+    front_ids.sort();
+    let mut want = vec![ids[0].clone(), ids[1].clone()];
+    want.sort();
+    assert_eq!(front_ids, want);
+
+    // Status and stop accept a unique id prefix, as crictl sends.
+    let status = cri.pod_status(&ids[0][..12]).await.unwrap();
+    assert_eq!(status.status.unwrap().id, ids[0]);
+
+    // The streaming list answers the same.
+    let mut stream =
+        cri.runtime.stream_pod_sandboxes(StreamPodSandboxesRequest { filter: None }).await.unwrap().into_inner();
+    let mut streamed = 0;
+    while let Some(chunk) = stream.message().await.unwrap() {
+        streamed += chunk.pod_sandboxes.len();
+    }
+    assert_eq!(streamed, 3);
+
+    for id in &ids {
+        cri.remove_pod(id).await.unwrap();
+    }
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_name_in_use_is_refused_until_the_pod_is_removed() {
+    let mut env = TestEnv::new("names");
+    let mut cri = env.start().await;
+    let first = cri.run_pod(pod_config("dup")).await.unwrap();
+    let err = cri.run_pod(pod_config("dup")).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::AlreadyExists, "{err:?}");
+    assert!(err.message().contains(&first), "{}", err.message());
+
+    // A new attempt is a different name; after removal the old name is free.
+    let mut next = pod_config("dup");
+    next.metadata.as_mut().unwrap().attempt = 1;
+    let second = cri.run_pod(next).await.unwrap();
+    cri.stop_pod(&first).await.unwrap();
+    assert_eq!(cri.run_pod(pod_config("dup")).await.unwrap_err().code(), tonic::Code::AlreadyExists);
+    cri.remove_pod(&first).await.unwrap();
+    let third = cri.run_pod(pod_config("dup")).await.unwrap();
+    for id in [second, third] {
+        cri.remove_pod(&id).await.unwrap();
+    }
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn bad_input_gets_clear_errors_and_leaves_nothing_behind() {
+    let mut env = TestEnv::new("badinput");
+    let mut cri = env.start().await;
+
+    type Edit = fn(&mut PodSandboxConfig);
+    let cases: Vec<(&str, Edit, tonic::Code)> = vec![
+        ("config.metadata", |c| c.metadata = None, tonic::Code::InvalidArgument),
+        ("config.metadata.name", |c| c.metadata.as_mut().unwrap().name.clear(), tonic::Code::InvalidArgument),
+        (
+            "config.metadata.namespace",
+            |c| c.metadata.as_mut().unwrap().namespace = "a/b".into(),
+            tonic::Code::InvalidArgument,
+        ),
+        ("config.metadata.uid", |c| c.metadata.as_mut().unwrap().uid = "x".repeat(5000), tonic::Code::InvalidArgument),
+        ("config.hostname", |c| c.hostname = "bad host".into(), tonic::Code::InvalidArgument),
+        ("config.log_directory", |c| c.log_directory = "relative/logs".into(), tonic::Code::InvalidArgument),
+        ("config.log_directory", |c| c.log_directory = "/var/log/../../etc".into(), tonic::Code::InvalidArgument),
+        (
+            "config.dns_config.servers[0]",
+            |c| c.dns_config.as_mut().unwrap().servers = vec!["1.1.1.1\nnameserver 6.6.6.6".into()],
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.dns_config.searches[0]",
+            |c| c.dns_config.as_mut().unwrap().searches = vec!["a b".into()],
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.port_mappings[0]",
+            |c| c.port_mappings = vec![PortMapping { container_port: 70000, ..Default::default() }],
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.labels",
+            |c| {
+                c.labels.insert(String::new(), "v".into());
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.annotations",
+            |c| {
+                c.annotations.insert("big".into(), "x".repeat(300 * 1024));
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.linux.cgroup_parent",
+            |c| c.linux.as_mut().unwrap().cgroup_parent = "/kubepods/../../escape".into(),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.linux.sysctls",
+            |c| {
+                c.linux.as_mut().unwrap().sysctls.insert("kernel.panic".into(), "1".into());
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.linux.sysctls",
+            |c| {
+                c.linux.as_mut().unwrap().sysctls.insert("net.ipv4.no_such_knob".into(), "1".into());
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.linux.sysctls",
+            |c| {
+                c.linux.as_mut().unwrap().sysctls.insert("net.ipv4.ip_forward".into(), "1\n0".into());
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "namespace_options.network",
+            |c| {
+                c.linux
+                    .as_mut()
+                    .unwrap()
+                    .security_context
+                    .as_mut()
+                    .unwrap()
+                    .namespace_options
+                    .as_mut()
+                    .unwrap()
+                    .network = 42;
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "namespace_options.pid",
+            |c| {
+                c.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options.as_mut().unwrap().pid =
+                    NamespaceMode::Target as i32;
+            },
+            tonic::Code::InvalidArgument,
+        ),
+    ];
+    for (field, edit, code) in cases {
+        let mut config = pod_config("bad");
+        edit(&mut config);
+        let err = cri.run_pod(config).await.unwrap_err();
+        assert_eq!(err.code(), code, "{field}: {err:?}");
+        assert!(err.message().contains(field), "message {:?} must name {field}", err.message());
+    }
+
+    // Host-network pods cannot set net.* sysctls (they would change the node).
+    let mut config = with_namespaces(pod_config("bad"), NamespaceMode::Node, NamespaceMode::Pod, NamespaceMode::Pod);
+    config.linux.as_mut().unwrap().sysctls.insert("net.ipv4.ip_forward".into(), "1".into());
+    let err = cri.run_pod(config).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("net.ipv4.ip_forward"), "{}", err.message());
+
+    // Unknown runtime handler.
+    let err = cri
+        .runtime
+        .run_pod_sandbox(RunPodSandboxRequest { config: Some(pod_config("bad")), runtime_handler: "kata".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("runtime_handler"), "{}", err.message());
+
+    // A failure after resources were made (the pause process cannot write this
+    // sysctl value): everything made so far is undone and the name is free.
+    let mut config = pod_config("late");
+    config.linux.as_mut().unwrap().sysctls.insert("net.ipv4.ip_local_port_range".into(), "not numbers".into());
+    let err = cri.run_pod(config).await.unwrap_err();
+    assert!(err.message().contains("net.ipv4.ip_local_port_range"), "{err:?}");
+
+    // Bad ids.
+    for (id, code) in [
+        ("", tonic::Code::InvalidArgument),
+        ("../../etc", tonic::Code::InvalidArgument),
+        ("abcdef12", tonic::Code::NotFound),
+    ] {
+        let err = cri.pod_status(id).await.unwrap_err();
+        assert_eq!(err.code(), code, "PodSandboxStatus({id:?}): {err:?}");
+        assert!(err.message().contains("pod_sandbox_id") || code == tonic::Code::NotFound, "{err:?}");
+        let err = cri.stop_pod(id).await.unwrap_err();
+        assert_eq!(err.code(), code, "StopPodSandbox({id:?}): {err:?}");
+    }
+    // Removing an unknown sandbox succeeds (it may be gone already).
+    cri.remove_pod("abcdef12").await.unwrap();
+
+    assert!(cri.list_pods(None).await.is_empty());
+    env.assert_no_leftovers();
+    // Nothing failed half-way: the daemon still works and the names are free.
+    let id = cri.run_pod(pod_config("late")).await.unwrap();
+    cri.remove_pod(&id).await.unwrap();
+    env.assert_no_leftovers();
+}

@@ -38,9 +38,8 @@ impl Daemon {
     /// present, the pause program present.
     pub fn health(&self) -> Result<(), String> {
         for dir in [&self.config.root, &self.config.state] {
-            let probe = dir.join(".health");
-            store::write_atomic(&probe, b"ok", 0o600).map_err(|e| format!("state directory not writable: {e}"))?;
-            let _ = std::fs::remove_file(&probe);
+            nix::unistd::access(dir.as_path(), nix::unistd::AccessFlags::W_OK)
+                .map_err(|e| format!("state directory {} is not writable: {e}", dir.display()))?;
         }
         for h in &self.cgroups.hierarchies {
             if !h.root_dir.is_dir() {

@@ -71,3 +71,30 @@ async fn after_a_reboot_every_sandbox_is_notready_removable_and_recreatable() {
     cri.remove_pod(&next).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_run_pod_sandbox_is_undone_at_restart() {
+    let mut env = TestEnv::new("midrun");
+    let mut cri = env.start().await;
+    let id = cri.run_pod(pod_config("web")).await.unwrap();
+    let pause = cri.pause_pid(&id).await;
+    env.kill_daemon();
+
+    // Make the disk look as if the daemon died before RunPodSandbox finished:
+    // the record still says "creating" (fault injection on the record file).
+    let record = env.root.join("sandboxes").join(&id).join("sandbox.json");
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert!(text.contains("\"lifecycle\": \"created\""), "{text}");
+    std::fs::write(&record, text.replace("\"lifecycle\": \"created\"", "\"lifecycle\": \"creating\"")).unwrap();
+    // And a directory an interrupted creation left without any record.
+    std::fs::create_dir_all(env.root.join("sandboxes").join("0123abcd")).unwrap();
+
+    let mut cri = env.start().await;
+    assert!(host::wait_gone(pause), "the half-made sandbox's pause must be killed");
+    assert!(cri.list_pods(None).await.is_empty(), "a half-made sandbox is not listed");
+    env.assert_no_leftovers();
+    // Its name is free again.
+    let again = cri.run_pod(pod_config("web")).await.unwrap();
+    cri.remove_pod(&again).await.unwrap();
+    env.assert_no_leftovers();
+}

@@ -119,8 +119,9 @@ async fn node_namespaces_are_shared_with_the_node() {
     let hosts = fs::read_to_string(info["files"]["hosts"].as_str().unwrap()).unwrap();
     assert_eq!(hosts, fs::read_to_string("/etc/hosts").unwrap(), "host network pods see the node's /etc/hosts");
 
-    // POD pid namespace with NODE network: a new pid ns, shared net.
-    let config = with_namespaces(pod_config("mixed"), NamespaceMode::Node, NamespaceMode::Pod, NamespaceMode::Pod);
+    // CONTAINER pid namespace (kubelet's default for pods that do not share
+    // one) with NODE network: pause still gets a new pid ns; net is shared.
+    let config = with_namespaces(pod_config("mixed"), NamespaceMode::Node, NamespaceMode::Container, NamespaceMode::Pod);
     let mixed = cri.run_pod(config).await.unwrap();
     let mixed_pause = cri.pause_pid(&mixed).await;
     assert_eq!(host::namespace(mixed_pause, "net"), host::namespace(daemon, "net"));
@@ -360,5 +361,52 @@ async fn bad_input_gets_clear_errors_and_leaves_nothing_behind() {
     // Nothing failed half-way: the daemon still works and the names are free.
     let id = cri.run_pod(pod_config("late")).await.unwrap();
     cri.remove_pod(&id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn concurrent_runs_work_and_one_name_wins_once() {
+    let mut env = TestEnv::new("concurrent");
+    let cri = env.start().await;
+    let runtime = cri.runtime.clone();
+
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let mut rt = runtime.clone();
+        // Pods 0-7 have distinct names; 8-15 all ask for the name "same".
+        let name = if i < 8 { format!("pod{i}") } else { "same".to_string() };
+        tasks.push(tokio::spawn(async move {
+            rt.run_pod_sandbox(RunPodSandboxRequest { config: Some(pod_config(&name)), runtime_handler: String::new() })
+                .await
+                .map(|r| r.into_inner().pod_sandbox_id)
+        }));
+    }
+    let mut ok = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(id) => ok.push(id),
+            Err(e) if e.code() == tonic::Code::AlreadyExists => conflicts += 1,
+            Err(e) => panic!("unexpected error: {e:?}"),
+        }
+    }
+    assert_eq!(ok.len(), 9, "8 distinct pods + one winner of the shared name");
+    assert_eq!(conflicts, 7);
+
+    let mut cri = cri;
+    let pods = cri.list_pods(None).await;
+    assert_eq!(pods.len(), 9);
+    assert!(pods.iter().all(|p| p.state() == PodSandboxState::SandboxReady));
+    let mut tasks = Vec::new();
+    for id in ok {
+        let mut rt = runtime.clone();
+        tasks.push(tokio::spawn(
+            async move { rt.remove_pod_sandbox(RemovePodSandboxRequest { pod_sandbox_id: id }).await },
+        ));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert!(cri.list_pods(None).await.is_empty());
     env.assert_no_leftovers();
 }

@@ -124,11 +124,14 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
     let net = namespace_mode("config.linux.security_context.namespace_options.network", options.network)?;
     let pid = namespace_mode("config.linux.security_context.namespace_options.pid", options.pid)?;
     let ipc = namespace_mode("config.linux.security_context.namespace_options.ipc", options.ipc)?;
+    // A sandbox's namespace is its own unless NODE: kubelet sends CONTAINER for
+    // the PID namespace of pods that do not share one (each container then
+    // gets its own); TARGET only makes sense for containers.
     for (field, mode) in [("network", net), ("pid", pid), ("ipc", ipc)] {
-        if !matches!(mode, NamespaceMode::Pod | NamespaceMode::Node) {
+        if mode == NamespaceMode::Target {
             return Err(invalid(
                 &format!("config.linux.security_context.namespace_options.{field}"),
-                format!("{} is not a sandbox namespace mode (use POD or NODE)", mode.as_str_name()),
+                "TARGET is not a sandbox namespace mode (use POD, CONTAINER or NODE)",
             ));
         }
     }
@@ -142,10 +145,10 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
         }
     }
     let namespaces = NewNamespaces {
-        net: net == NamespaceMode::Pod,
-        ipc: ipc == NamespaceMode::Pod,
-        uts: net == NamespaceMode::Pod,
-        pid: pid == NamespaceMode::Pod,
+        net: net != NamespaceMode::Node,
+        ipc: ipc != NamespaceMode::Node,
+        uts: net != NamespaceMode::Node,
+        pid: pid != NamespaceMode::Node,
     };
     let sysctls = sysctl::validate(&linux.sysctls, namespaces).map_err(|e| invalid("config.linux.sysctls", e))?;
     for s in &sysctls {

@@ -12,7 +12,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::api::image_service_server::ImageServiceServer;
 use crate::api::runtime_service_server::RuntimeServiceServer;
-use crate::cgroups::Cgroups;
+use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::cri::{ImageApi, RuntimeApi};
 use crate::linux::lock::{self, LockFile};
@@ -85,8 +85,13 @@ pub async fn serve(config: Config) -> Result<()> {
         None => default_pause_binary()?,
     };
 
-    let sandboxes = Sandboxes::new(config.clone(), cgroups.clone(), reaper, pause_binary.clone());
+    let owned_cgroups = Arc::new(
+        OwnedCgroups::load(cgroups.clone(), config.root.join("owned-cgroups.json")).context("reading owned cgroups")?,
+    );
+    let sandboxes =
+        Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper, pause_binary.clone());
     sandboxes.load().await.context("reloading sandboxes")?;
+    owned_cgroups.prune();
     let daemon = Arc::new(Daemon { config: config.clone(), cgroups, sandboxes, pause_binary, _locks: locks });
 
     let listener = bind_socket(&config.socket).await?;

@@ -121,7 +121,8 @@ async fn node_namespaces_are_shared_with_the_node() {
 
     // CONTAINER pid namespace (kubelet's default for pods that do not share
     // one) with NODE network: pause still gets a new pid ns; net is shared.
-    let config = with_namespaces(pod_config("mixed"), NamespaceMode::Node, NamespaceMode::Container, NamespaceMode::Pod);
+    let config =
+        with_namespaces(pod_config("mixed"), NamespaceMode::Node, NamespaceMode::Container, NamespaceMode::Pod);
     let mixed = cri.run_pod(config).await.unwrap();
     let mixed_pause = cri.pause_pid(&mixed).await;
     assert_eq!(host::namespace(mixed_pause, "net"), host::namespace(daemon, "net"));

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub mod owned;
+pub use owned::OwnedCgroups;
+
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// v1 controllers nidus places its cgroups in (named hierarchies such as
@@ -64,7 +67,7 @@ pub struct Hierarchy {
 
 /// A cgroup below nidus's root, as a relative path such as
 /// `kubepods/burstable/pod123/<sandbox id>`; the same path in every hierarchy.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 pub struct CgroupPath(String);
 
 impl CgroupPath {
@@ -101,11 +104,6 @@ impl CgroupPath {
     /// The ancestor `levels` up (0: this path); None above the top.
     pub fn ancestor(&self, levels: usize) -> Option<Self> {
         (0..levels).try_fold(self.clone(), |p, _| p.parent())
-    }
-
-    /// True when `self` is `other` or below it.
-    pub fn is_within(&self, other: &CgroupPath) -> bool {
-        self.0 == other.0 || self.0.starts_with(&format!("{}/", other.0))
     }
 
     pub fn join(&self, child: &str) -> Result<Self, CgroupError> {
@@ -413,8 +411,7 @@ mod tests {
         let p = CgroupPath::parse("/a/b/c").unwrap();
         assert_eq!(p.ancestor(2).unwrap().as_str(), "a");
         assert!(p.ancestor(3).is_none());
-        assert!(p.is_within(&CgroupPath::parse("a/b").unwrap()));
-        assert!(!p.is_within(&CgroupPath::parse("a/bc").unwrap()));
+        assert_eq!(p.parent().unwrap().as_str(), "a/b");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::PodSandboxConfig;
-use crate::cgroups::{CgroupError, CgroupPath, Cgroups};
+use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::ids::{self, Resolved};
 use crate::linux::mount;
@@ -89,29 +89,22 @@ struct Live {
 }
 
 struct Entry {
-    /// Serialises lifecycle operations on this sandbox.
+    /// Serialises lifecycle operations (and so record writes) on this sandbox.
     op: tokio::sync::Mutex<()>,
-    /// Serialises record writes, so each write holds every earlier change.
-    persist: Mutex<()>,
     live: Mutex<Live>,
 }
 
 impl Entry {
     fn new(record: SandboxRecord, pause: Option<PauseProcess>) -> Arc<Self> {
-        Arc::new(Self {
-            op: tokio::sync::Mutex::new(()),
-            persist: Mutex::new(()),
-            live: Mutex::new(Live { record, pause, removed: false }),
-        })
+        Arc::new(Self { op: tokio::sync::Mutex::new(()), live: Mutex::new(Live { record, pause, removed: false }) })
     }
 
     fn live(&self) -> MutexGuard<'_, Live> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Changes the record in memory and on disk.
+    /// Changes the record in memory and on disk; callers hold `op`.
     fn update_record(&self, path: &std::path::Path, change: impl FnOnce(&mut SandboxRecord)) -> Result<(), StoreError> {
-        let _persist = self.persist.lock().unwrap_or_else(|p| p.into_inner());
         let record = {
             let mut live = self.live();
             change(&mut live.record);
@@ -131,6 +124,7 @@ struct Index {
 pub struct Sandboxes {
     config: Arc<Config>,
     cgroups: Arc<Cgroups>,
+    owned_cgroups: Arc<OwnedCgroups>,
     reaper: Reaper,
     pause_binary: PathBuf,
     index: Mutex<Index>,
@@ -139,8 +133,14 @@ pub struct Sandboxes {
 const PAUSE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Sandboxes {
-    pub fn new(config: Arc<Config>, cgroups: Arc<Cgroups>, reaper: Reaper, pause_binary: PathBuf) -> Self {
-        Self { config, cgroups, reaper, pause_binary, index: Mutex::default() }
+    pub fn new(
+        config: Arc<Config>,
+        cgroups: Arc<Cgroups>,
+        owned_cgroups: Arc<OwnedCgroups>,
+        reaper: Reaper,
+        pause_binary: PathBuf,
+    ) -> Self {
+        Self { config, cgroups, owned_cgroups, reaper, pause_binary, index: Mutex::default() }
     }
 
     fn index(&self) -> MutexGuard<'_, Index> {
@@ -207,7 +207,6 @@ impl Sandboxes {
             hostname: spec.hostname.clone(),
             pause_cgroup: pod_cgroup.join(id)?,
             pod_cgroup,
-            owned_cgroup_top: None,
             own_shm: spec.namespaces.ipc,
         };
         let paths = self.paths(id);
@@ -263,11 +262,7 @@ impl Sandboxes {
                 .map_err(io_err(format!("cannot mount the pod's /dev/shm at {}", shm.display())))?;
         }
 
-        let created = self.cgroups.create(&record.pause_cgroup)?;
-        // Levels made besides the pause cgroup itself belong to this pod.
-        record.owned_cgroup_top =
-            created.checked_sub(1).filter(|levels| *levels > 0).and_then(|levels| record.pause_cgroup.ancestor(levels));
-        store::write_json(&paths.record(), record)?;
+        self.owned_cgroups.create(&record.pause_cgroup)?;
 
         let args = PauseArgs {
             hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
@@ -331,53 +326,6 @@ impl Sandboxes {
         Ok(())
     }
 
-    /// Removes the parents nidus made for this pod, from the pod cgroup up to
-    /// `owned_cgroup_top`, while they are empty. Where another sandbox still
-    /// uses one, the claim passes to that sandbox so the last one out removes it.
-    fn release_owned_cgroups(&self, record: &SandboxRecord) {
-        let Some(top) = &record.owned_cgroup_top else { return };
-        let mut level = Some(record.pod_cgroup.clone());
-        while let Some(current) = level.filter(|l| l.is_within(top)) {
-            if !self.cgroups.remove_if_empty(&current) {
-                self.hand_over_cgroup_claim(&record.id, &current, top);
-                return;
-            }
-            level = current.parent();
-        }
-    }
-
-    fn hand_over_cgroup_claim(&self, from: &str, busy: &CgroupPath, top: &CgroupPath) {
-        let heirs: Vec<(String, Arc<Entry>)> = self
-            .index()
-            .by_id
-            .iter()
-            .filter(|(id, _)| id.as_str() != from)
-            .map(|(id, e)| (id.clone(), e.clone()))
-            .collect();
-        for (id, entry) in heirs {
-            let uses_it = {
-                let live = entry.live();
-                !live.removed && live.record.pod_cgroup.is_within(busy)
-            };
-            if uses_it {
-                let path = self.paths(&id).record();
-                let result = entry.update_record(&path, |r| {
-                    if r.owned_cgroup_top.as_ref().is_none_or(|mine| mine.is_within(top)) {
-                        r.owned_cgroup_top = Some(top.clone());
-                    }
-                });
-                match result {
-                    Ok(()) => {
-                        tracing::debug!(pod_id = %id, cgroup = %top, "took over the claim on a shared pod cgroup")
-                    }
-                    Err(e) => tracing::warn!(pod_id = %id, error = %e, "cannot record a cgroup claim"),
-                }
-                return;
-            }
-        }
-        tracing::info!(cgroup = %busy, "pod cgroup still in use by something else; left in place");
-    }
-
     // ---- RemovePodSandbox ----
 
     /// Stops the sandbox if needed and removes every trace of it. Removing an
@@ -421,7 +369,7 @@ impl Sandboxes {
         let paths = self.paths(&record.id);
         release_mounts(&paths)?;
         self.remove_cgroup(&record.pause_cgroup).await?;
-        self.release_owned_cgroups(record);
+        self.owned_cgroups.prune();
         if remove_dirs {
             store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
             remove_file_if_present(&paths.record())?;

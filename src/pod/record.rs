@@ -35,9 +35,6 @@ pub struct SandboxRecord {
     pub hostname: String,
     /// The pod cgroup (kubelet's cgroup_parent, or nidus's default).
     pub pod_cgroup: CgroupPath,
-    /// The topmost cgroup nidus created for this pod (`pod_cgroup` or one of
-    /// its parents), removed with the pod when nothing else uses it.
-    pub owned_cgroup_top: Option<CgroupPath>,
     /// The pause process's own cgroup, below the pod cgroup.
     pub pause_cgroup: CgroupPath,
     /// True when the pod has its own /dev/shm tmpfs.

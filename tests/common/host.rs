@@ -165,12 +165,6 @@ pub fn walk_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-pub fn walk_is_empty(dir: &Path) -> bool {
-    let mut below = Vec::new();
-    walk_dirs(dir, &mut below);
-    below.is_empty()
-}
-
 /// Removes a cgroup and everything below it (killing what still runs there).
 pub fn remove_cgroup_tree(dir: &Path) {
     let mut dirs = vec![dir.to_path_buf()];

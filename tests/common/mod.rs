@@ -9,7 +9,7 @@ pub mod client;
 pub mod host;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -233,16 +233,9 @@ impl TestEnv {
     pub fn assert_no_leftovers(&self) {
         assert_eq!(self.cgroup_processes(), Vec::<i32>::new(), "processes left in the test cgroups");
         assert_eq!(self.leftover_mounts(), Vec::<PathBuf>::new(), "mounts left");
-        let cgroups: Vec<PathBuf> =
-            self.leftover_cgroups().into_iter().filter(|d| !is_default_parent(d, &self.cgroup_dirs())).collect();
-        assert_eq!(cgroups, Vec::<PathBuf>::new(), "cgroups left");
+        assert_eq!(self.leftover_cgroups(), Vec::<PathBuf>::new(), "cgroups left");
         assert_eq!(self.leftover_sandbox_dirs(), Vec::<PathBuf>::new(), "sandbox directories left");
     }
-}
-
-/// nidus's shared default cgroup parent (`<root>/nidus`) may stay, empty.
-fn is_default_parent(dir: &Path, roots: &[PathBuf]) -> bool {
-    roots.iter().any(|r| dir == r.join("nidus")) && host::walk_is_empty(dir)
 }
 
 impl Drop for TestEnv {

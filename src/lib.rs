@@ -12,6 +12,7 @@ pub mod config;
 pub mod cri;
 pub mod daemon;
 pub mod ids;
+pub mod image;
 pub mod linux;
 pub mod pod;
 pub mod store;

@@ -15,6 +15,7 @@ use crate::api::runtime_service_server::RuntimeServiceServer;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::cri::{ImageApi, RuntimeApi};
+use crate::image::ImageStore;
 use crate::linux::lock::{self, LockFile};
 use crate::linux::process::set_child_subreaper;
 use crate::linux::reaper::Reaper;
@@ -30,6 +31,7 @@ pub struct Daemon {
     pub cgroups: Arc<Cgroups>,
     pub sandboxes: Sandboxes,
     pub pause_binary: PathBuf,
+    pub images: Arc<ImageStore>,
     _locks: Vec<LockFile>,
 }
 
@@ -92,7 +94,8 @@ pub async fn serve(config: Config) -> Result<()> {
         Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper, pause_binary.clone());
     sandboxes.load().await.context("reloading sandboxes")?;
     owned_cgroups.prune();
-    let daemon = Arc::new(Daemon { config: config.clone(), cgroups, sandboxes, pause_binary, _locks: locks });
+    let images = open_images(&config).await?;
+    let daemon = Arc::new(Daemon { config: config.clone(), cgroups, sandboxes, pause_binary, images, _locks: locks });
 
     let listener = bind_socket(&config.socket).await?;
     tracing::info!(socket = %config.socket.display(), root = %config.root.display(), state = %config.state.display(), "serving CRI runtime.v1");
@@ -130,6 +133,17 @@ pub async fn serve(config: Config) -> Result<()> {
     served.context("gRPC server")?;
     tracing::info!("stopped serving; pods keep running");
     Ok(())
+}
+
+/// Opens the image store under `--root` and imports what is new in the
+/// import directory, off the async threads.
+async fn open_images(config: &Config) -> Result<Arc<ImageStore>> {
+    let (root, import_dir) = (config.root.clone(), config.import_dir());
+    let images = tokio::task::spawn_blocking(move || ImageStore::open_and_import(&root, &import_dir))
+        .await
+        .context("opening the image store")?
+        .context("opening the image store")?;
+    Ok(Arc::new(images))
 }
 
 /// `nidus-pause` beside this binary when it is there, else this binary

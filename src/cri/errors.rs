@@ -2,6 +2,7 @@
 
 use tonic::Status;
 
+use crate::image::ImageError;
 use crate::pod::SandboxError;
 
 /// The status of an RPC that is not implemented yet, naming it.
@@ -23,5 +24,19 @@ impl From<SandboxError> for Status {
                 Status::internal(e.to_string())
             }
         }
+    }
+}
+
+/// An image store error as a gRPC status; `field` names the request field
+/// that held the image reference.
+pub fn image_error(field: &str, e: ImageError) -> Status {
+    match e {
+        ImageError::NotFound(_) => Status::not_found(e.to_string()),
+        ImageError::InvalidReference(_) | ImageError::Ambiguous(_) => invalid(field, e),
+        ImageError::InvalidHolder(_) => Status::invalid_argument(e.to_string()),
+        ImageError::BadContent(_)
+        | ImageError::BadLayer { .. }
+        | ImageError::BlobMissing(_)
+        | ImageError::Io { .. } => Status::internal(e.to_string()),
     }
 }

@@ -67,7 +67,9 @@ fn check_daemon(socket: &Path, root: &Path, imported: &[ImportedImage]) -> Resul
         .build()
         .map_err(|e| format!("cannot start an async runtime: {e}"))?;
     let ids: Vec<String> = imported.iter().map(|i| i.id.clone()).collect();
-    let listed = match runtime.block_on(tokio::time::timeout(DAEMON_TIMEOUT, daemon_lists(socket, ids.clone()))) {
+    let asked =
+        runtime.block_on(async { tokio::time::timeout(DAEMON_TIMEOUT, daemon_lists(socket, ids.clone())).await });
+    let listed = match asked {
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
             println!("the daemon on {} does not answer ({e}); it lists the images when it runs", socket.display());

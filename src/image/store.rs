@@ -669,6 +669,12 @@ mod tests {
     }
 
     #[test]
+    fn the_store_is_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<ImageStore>();
+    }
+
+    #[test]
     fn ambiguous_prefixes_are_refused() {
         let mut index = Index::default();
         // Find two configs whose ids share a first hex digit.

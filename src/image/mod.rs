@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod content;
 pub mod digest;
+mod gc;
 mod import;
 mod index;
 mod layer_entry;

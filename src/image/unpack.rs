@@ -131,83 +131,111 @@ impl Unpacker<'_> {
             return Ok(());
         }
         let meta = self.meta(entry, &shown)?;
-        match EntryName::parse(&raw).map_err(|e| refused(&shown, e))? {
-            EntryName::Root | EntryName::Ignored => Ok(()),
-            EntryName::Opaque { dir } => self.opaque(&shown, &dir),
-            EntryName::Whiteout { parent, name } => self.whiteout(&shown, &parent, &name),
-            EntryName::Path { parent, name } => {
-                let dir = self.parent_dir(&shown, &parent)?;
-                let write = |e| UnpackError::Write { entry: shown.clone(), source: e };
-                let existing = dir.lstat(&name).map_err(write)?;
-                let path = parent.join(&name);
-                let replaced_whiteout = self.whiteouts.remove(&path);
-                match kind {
-                    EntryType::Directory => {
-                        match &existing {
-                            Some(st) if is_dir(st) => {}
-                            Some(_) => {
-                                dir.unlink(&name).map_err(write)?;
-                                dir.mkdir(&name, 0o700).map_err(write)?;
-                            }
-                            None => dir.mkdir(&name, 0o700).map_err(write)?,
-                        }
-                        self.apply_meta(&dir, &name, &meta, &shown, true)?;
-                        if replaced_whiteout {
-                            // This layer's directory replaces a whited-out one:
-                            // nothing of the lower layers shows through it.
-                            dir.set_xattr(&name, OPAQUE_XATTR, b"y").map_err(write)?;
-                        }
-                        self.dir_times.push((parent, name, meta.mtime));
-                        Ok(())
-                    }
-                    EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                        Self::clear(&dir, &name, existing.as_ref()).map_err(write)?;
-                        let mut file = dir.create_file(&name).map_err(write)?;
-                        io::copy(entry, &mut file).map_err(UnpackError::Read)?;
-                        drop(file);
-                        self.apply_meta(&dir, &name, &meta, &shown, true)?;
-                        dir.set_mtime(&name, meta.mtime).map_err(write)
-                    }
-                    EntryType::Symlink => {
-                        let target = entry
-                            .link_name_bytes()
-                            .ok_or_else(|| refused(&shown, "a symlink without a target"))?
-                            .into_owned();
-                        if target.is_empty() {
-                            return Err(refused(&shown, "a symlink without a target"));
-                        }
-                        Self::clear(&dir, &name, existing.as_ref()).map_err(write)?;
-                        dir.symlink(&name, OsStr::from_bytes(&target)).map_err(write)?;
-                        self.apply_meta(&dir, &name, &meta, &shown, false)?;
-                        dir.set_mtime(&name, meta.mtime).map_err(write)
-                    }
-                    EntryType::Link => {
-                        let target = entry
-                            .link_name_bytes()
-                            .ok_or_else(|| refused(&shown, "a hard link without a target"))?
-                            .into_owned();
-                        self.hard_link(&shown, &dir, &name, existing.as_ref(), &target)
-                    }
-                    EntryType::Char | EntryType::Block | EntryType::Fifo => {
-                        let node = match kind {
-                            EntryType::Char => NodeKind::Char,
-                            EntryType::Block => NodeKind::Block,
-                            _ => NodeKind::Fifo,
-                        };
-                        let header = entry.header();
-                        let device = |v: io::Result<Option<u32>>| -> Result<u64, UnpackError> {
-                            Ok(v.map_err(|e| refused(&shown, format!("bad device number: {e}")))?.unwrap_or(0) as u64)
-                        };
-                        let (dev_major, dev_minor) = (device(header.device_major())?, device(header.device_minor())?);
-                        Self::clear(&dir, &name, existing.as_ref()).map_err(write)?;
-                        dir.mknod(&name, node, 0o600, dev_major, dev_minor).map_err(write)?;
-                        self.apply_meta(&dir, &name, &meta, &shown, true)?;
-                        dir.set_mtime(&name, meta.mtime).map_err(write)
-                    }
-                    other => Err(refused(&shown, format!("unsupported tar entry type {other:?}"))),
-                }
+        let (parent, name) = match EntryName::parse(&raw).map_err(|e| refused(&shown, e))? {
+            EntryName::Root | EntryName::Ignored => return Ok(()),
+            EntryName::Opaque { dir } => return self.opaque(&shown, &dir),
+            EntryName::Whiteout { parent, name } => return self.whiteout(&shown, &parent, &name),
+            EntryName::Path { parent, name } => (parent, name),
+        };
+        let dir = self.parent_dir(&shown, &parent)?;
+        let at = Target { dir: &dir, name: &name, shown: &shown };
+        let existing = dir.lstat(&name).map_err(|e| at.write_error(e))?;
+        let replaced_whiteout = self.whiteouts.remove(&parent.join(&name));
+        match kind {
+            EntryType::Directory => {
+                Self::directory(&at, existing.as_ref(), &meta, replaced_whiteout)?;
+                self.dir_times.push((parent, name.clone(), meta.mtime));
+                Ok(())
             }
+            EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
+                Self::regular(&at, existing.as_ref(), &meta, entry)
+            }
+            EntryType::Symlink => {
+                let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
+                Self::symlink(&at, existing.as_ref(), &meta, &target)
+            }
+            EntryType::Link => {
+                let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
+                self.hard_link(&at, existing.as_ref(), &target)
+            }
+            EntryType::Char | EntryType::Block | EntryType::Fifo => {
+                Self::device(&at, existing.as_ref(), &meta, kind, entry.header())
+            }
+            other => Err(refused(&shown, format!("unsupported tar entry type {other:?}"))),
         }
+    }
+
+    fn directory(
+        at: &Target<'_>,
+        existing: Option<&FileStat>,
+        meta: &Meta,
+        replaced_whiteout: bool,
+    ) -> Result<(), UnpackError> {
+        let write = |e| at.write_error(e);
+        match existing {
+            Some(st) if is_dir(st) => {}
+            Some(_) => {
+                at.dir.unlink(at.name).map_err(write)?;
+                at.dir.mkdir(at.name, 0o700).map_err(write)?;
+            }
+            None => at.dir.mkdir(at.name, 0o700).map_err(write)?,
+        }
+        apply_meta(at, meta, true)?;
+        if replaced_whiteout {
+            // This layer's directory replaces one it whited out: nothing of
+            // the lower layers shows through it.
+            at.dir.set_xattr(at.name, OPAQUE_XATTR, b"y").map_err(write)?;
+        }
+        Ok(())
+    }
+
+    fn regular(
+        at: &Target<'_>,
+        existing: Option<&FileStat>,
+        meta: &Meta,
+        data: &mut impl Read,
+    ) -> Result<(), UnpackError> {
+        let write = |e| at.write_error(e);
+        clear(at.dir, at.name, existing).map_err(write)?;
+        let mut file = at.dir.create_file(at.name).map_err(write)?;
+        io::copy(data, &mut file).map_err(UnpackError::Read)?;
+        drop(file);
+        apply_meta(at, meta, true)?;
+        at.dir.set_mtime(at.name, meta.mtime).map_err(write)
+    }
+
+    fn symlink(at: &Target<'_>, existing: Option<&FileStat>, meta: &Meta, target: &[u8]) -> Result<(), UnpackError> {
+        if target.is_empty() {
+            return Err(refused(at.shown, "a symlink without a target"));
+        }
+        let write = |e| at.write_error(e);
+        clear(at.dir, at.name, existing).map_err(write)?;
+        at.dir.symlink(at.name, OsStr::from_bytes(target)).map_err(write)?;
+        apply_meta(at, meta, false)?;
+        at.dir.set_mtime(at.name, meta.mtime).map_err(write)
+    }
+
+    fn device(
+        at: &Target<'_>,
+        existing: Option<&FileStat>,
+        meta: &Meta,
+        kind: EntryType,
+        header: &tar::Header,
+    ) -> Result<(), UnpackError> {
+        let node = match kind {
+            EntryType::Char => NodeKind::Char,
+            EntryType::Block => NodeKind::Block,
+            _ => NodeKind::Fifo,
+        };
+        let number = |v: io::Result<Option<u32>>| -> Result<u64, UnpackError> {
+            Ok(v.map_err(|e| refused(at.shown, format!("bad device number: {e}")))?.unwrap_or(0) as u64)
+        };
+        let (major, minor) = (number(header.device_major())?, number(header.device_minor())?);
+        let write = |e| at.write_error(e);
+        clear(at.dir, at.name, existing).map_err(write)?;
+        at.dir.mknod(at.name, node, 0o600, major, minor).map_err(write)?;
+        apply_meta(at, meta, true)?;
+        at.dir.set_mtime(at.name, meta.mtime).map_err(write)
     }
 
     fn meta<R: Read>(&self, entry: &mut tar::Entry<'_, R>, shown: &str) -> Result<Meta, UnpackError> {
@@ -265,74 +293,29 @@ impl Unpacker<'_> {
         self.root.dir(parent).map_err(|e| resolve_error(shown, e))
     }
 
-    /// Removes what stands where a non-directory entry goes.
-    fn clear(dir: &ConfinedDir, name: &OsStr, existing: Option<&FileStat>) -> io::Result<()> {
-        match existing {
-            Some(st) if is_dir(st) => dir.remove_tree(name),
-            Some(_) => dir.unlink(name),
-            None => Ok(()),
-        }
-    }
-
-    fn apply_meta(
-        &self,
-        dir: &ConfinedDir,
-        name: &OsStr,
-        meta: &Meta,
-        shown: &str,
-        has_mode: bool,
-    ) -> Result<(), UnpackError> {
-        let write = |e| UnpackError::Write { entry: shown.to_string(), source: e };
-        // Owner first: chown clears set-id bits and file capabilities.
-        dir.chown(name, meta.uid, meta.gid).map_err(write)?;
-        if has_mode {
-            dir.chmod(name, meta.mode).map_err(write)?;
-        }
-        for (key, value) in &meta.xattrs {
-            if let Err(e) = dir.set_xattr(name, key, value) {
-                match e.raw_os_error() {
-                    // The filesystem or entry type cannot hold this attribute
-                    // (e.g. user.* on a symlink): the entry is still usable.
-                    Some(libc::ENOTSUP) | Some(libc::EPERM) => {
-                        tracing::warn!(entry = shown, xattr = key.as_str(), error = %e, "xattr not kept")
-                    }
-                    _ => return Err(write(e)),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn hard_link(
-        &self,
-        shown: &str,
-        dir: &ConfinedDir,
-        name: &OsStr,
-        existing: Option<&FileStat>,
-        target: &[u8],
-    ) -> Result<(), UnpackError> {
-        let write = |e| UnpackError::Write { entry: shown.to_string(), source: e };
+    fn hard_link(&self, at: &Target<'_>, existing: Option<&FileStat>, target: &[u8]) -> Result<(), UnpackError> {
+        let write = |e| at.write_error(e);
         let (target_parent, target_name) = EntryName::parse_link_target(target)
-            .map_err(|e| refused(shown, format!("hard link target: {e}")))?
-            .ok_or_else(|| refused(shown, "a hard link to the layer root"))?;
+            .map_err(|e| refused(at.shown, format!("hard link target: {e}")))?
+            .ok_or_else(|| refused(at.shown, "a hard link without a target in the layer"))?;
         let target_dir = self.root.dir(&target_parent).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => refused(shown, "the hard link target is not in this layer"),
-            _ => resolve_error(shown, e),
+            io::ErrorKind::NotFound => refused(at.shown, "the hard link target is not in this layer"),
+            _ => resolve_error(at.shown, e),
         })?;
         let target_stat = target_dir
             .lstat(&target_name)
             .map_err(write)?
-            .ok_or_else(|| refused(shown, "the hard link target is not in this layer"))?;
+            .ok_or_else(|| refused(at.shown, "the hard link target is not in this layer"))?;
         if is_dir(&target_stat) {
-            return Err(refused(shown, "a hard link to a directory"));
+            return Err(refused(at.shown, "a hard link to a directory"));
         }
         if let Some(st) = existing {
             if st.st_ino == target_stat.st_ino && st.st_dev == target_stat.st_dev {
                 return Ok(());
             }
         }
-        Self::clear(dir, name, existing).map_err(write)?;
-        dir.hard_link(name, &target_dir, &target_name).map_err(write)
+        clear(at.dir, at.name, existing).map_err(write)?;
+        at.dir.hard_link(at.name, &target_dir, &target_name).map_err(write)
     }
 
     fn whiteout(&mut self, shown: &str, parent: &Path, name: &OsStr) -> Result<(), UnpackError> {
@@ -371,9 +354,62 @@ impl Unpacker<'_> {
     fn set_dir_times(&self) -> Result<(), UnpackError> {
         for (parent, name, mtime) in self.dir_times.iter().rev() {
             let shown = parent.join(name).display().to_string();
-            let dir = self.root.dir(parent).map_err(|e| resolve_error(&shown, e))?;
-            dir.set_mtime(name, *mtime).map_err(|e| UnpackError::Write { entry: shown, source: e })?;
+            // A later entry may have replaced the directory or a parent.
+            let set = self.root.dir(parent).and_then(|dir| match dir.lstat(name)? {
+                Some(st) if is_dir(&st) => dir.set_mtime(name, *mtime),
+                _ => Ok(()),
+            });
+            match set {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {}
+                Err(e) => return Err(resolve_error(&shown, e)),
+                Ok(()) => {}
+            }
         }
         Ok(())
     }
+}
+
+/// Where an entry goes: its parent directory and name.
+struct Target<'a> {
+    dir: &'a ConfinedDir,
+    name: &'a OsStr,
+    shown: &'a str,
+}
+
+impl Target<'_> {
+    fn write_error(&self, source: io::Error) -> UnpackError {
+        UnpackError::Write { entry: self.shown.to_string(), source }
+    }
+}
+
+/// Removes what stands where a non-directory entry goes.
+fn clear(dir: &ConfinedDir, name: &OsStr, existing: Option<&FileStat>) -> io::Result<()> {
+    match existing {
+        Some(st) if is_dir(st) => dir.remove_tree(name),
+        Some(_) => dir.unlink(name),
+        None => Ok(()),
+    }
+}
+
+/// Owner, mode (not for symlinks) and xattrs of a new entry.
+fn apply_meta(at: &Target<'_>, meta: &Meta, has_mode: bool) -> Result<(), UnpackError> {
+    let write = |e| at.write_error(e);
+    // Owner first: chown clears set-id bits and file capabilities.
+    at.dir.chown(at.name, meta.uid, meta.gid).map_err(write)?;
+    if has_mode {
+        at.dir.chmod(at.name, meta.mode).map_err(write)?;
+    }
+    for (key, value) in &meta.xattrs {
+        if let Err(e) = at.dir.set_xattr(at.name, key, value) {
+            match e.raw_os_error() {
+                // The filesystem or entry type cannot hold this attribute
+                // (e.g. user.* on a symlink): the entry is still usable.
+                Some(libc::ENOTSUP) | Some(libc::EPERM) => {
+                    tracing::warn!(entry = at.shown, xattr = key.as_str(), error = %e, "xattr not kept")
+                }
+                _ => return Err(write(e)),
+            }
+        }
+    }
+    Ok(())
 }

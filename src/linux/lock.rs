@@ -28,15 +28,7 @@ pub struct LockFile {
 /// and records our pid in it for the message another instance prints.
 pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
     let open_err = |source| LockError::Open { path: path.to_path_buf(), source };
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(open_err)?;
+    let mut file = open_lock_file(path)?;
     let mut holder = String::new();
     let _ = file.read_to_string(&mut holder);
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

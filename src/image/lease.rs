@@ -44,12 +44,17 @@ pub fn validate_holder(holder: &str) -> Result<(), ImageError> {
 impl Leases {
     pub fn open(dir: &Path) -> Result<Self, ImageError> {
         store::create_dir_all(dir, 0o700).map_err(|e| ImageError::io(format!("creating {}", dir.display()), e))?;
-        store::remove_interrupted_writes(dir);
         Ok(Self { dir: dir.to_path_buf() })
     }
 
     fn path(&self, holder: &str) -> PathBuf {
         self.dir.join(format!("{holder}.json"))
+    }
+
+    /// Removes what interrupted writes left; the caller holds the store lock
+    /// (under which every lease is written).
+    pub fn remove_interrupted_writes(&self) {
+        store::remove_interrupted_writes(&self.dir);
     }
 
     pub fn get(&self, holder: &str) -> Result<Option<Lease>, ImageError> {

@@ -80,11 +80,15 @@ impl ImageStore {
             index: IndexFile::new(&dir.join("index.json")),
             dir,
         };
-        if !images.index.exists() {
+        {
+            // Index and leases are only written under this lock: what a
+            // crash left half-written can go now.
             let _lock = images.lock()?;
             if !images.index.exists() {
                 images.index.write(&Index::default())?;
             }
+            store::remove_interrupted_writes(&images.dir);
+            images.leases.remove_interrupted_writes();
         }
         Ok(images)
     }

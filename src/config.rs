@@ -36,6 +36,7 @@ pub struct Config {
     pub log_format: LogFormat,
     pub grpc: GrpcConfig,
     pub sandbox: SandboxConfig,
+    pub container: ContainerConfig,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -56,7 +57,7 @@ pub struct GrpcConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
     /// The program run as each pod's pause process; default: `nidus-pause`
-    /// beside the nidus binary, else nidus itself (`nidus pause`).
+    /// beside the nidus binary.
     pub pause_binary: Option<PathBuf>,
     /// Size of each pod's /dev/shm tmpfs, in bytes.
     pub shm_size_bytes: u64,
@@ -65,6 +66,14 @@ pub struct SandboxConfig {
     pub default_cgroup_parent: String,
     /// How long the pause process may take to set the sandbox up, in seconds.
     pub pause_start_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContainerConfig {
+    /// The per-container monitor (and exec helper); default: `nidus-monitor`
+    /// beside the nidus binary.
+    pub monitor_binary: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -78,6 +87,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             grpc: GrpcConfig::default(),
             sandbox: SandboxConfig::default(),
+            container: ContainerConfig::default(),
         }
     }
 }

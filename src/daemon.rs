@@ -14,6 +14,7 @@ use crate::api::image_service_server::ImageServiceServer;
 use crate::api::runtime_service_server::RuntimeServiceServer;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
+use crate::container::{Containers, ImageSource};
 use crate::cri::{ImageApi, RuntimeApi};
 use crate::linux::lock::{self, LockFile};
 use crate::linux::process::set_child_subreaper;
@@ -29,7 +30,9 @@ pub struct Daemon {
     pub config: Arc<Config>,
     pub cgroups: Arc<Cgroups>,
     pub sandboxes: Sandboxes,
+    pub containers: Containers,
     pub pause_binary: PathBuf,
+    pub monitor_binary: PathBuf,
     _locks: Vec<LockFile>,
 }
 
@@ -46,8 +49,10 @@ impl Daemon {
                 return Err(format!("cgroup root {} is missing", h.root_dir.display()));
             }
         }
-        if !self.pause_binary.is_file() {
-            return Err(format!("pause program {} is missing", self.pause_binary.display()));
+        for (what, program) in [("pause", &self.pause_binary), ("monitor", &self.monitor_binary)] {
+            if !program.is_file() {
+                return Err(format!("{what} program {} is missing", program.display()));
+            }
         }
         Ok(())
     }
@@ -63,12 +68,14 @@ impl Daemon {
             "cgroupDriver": "cgroupfs",
             "cgroupHierarchies": self.cgroups.hierarchies,
             "pauseBinary": self.pause_binary,
+            "monitorBinary": self.monitor_binary,
+            "containers": self.containers.list().len(),
             "sandboxes": self.sandboxes.list().len(),
         })
     }
 }
 
-pub async fn serve(config: Config) -> Result<()> {
+pub async fn serve(config: Config, images: Arc<dyn ImageSource>) -> Result<()> {
     let config = Arc::new(config);
     store::create_dir_all(&config.state, 0o700).with_context(|| format!("creating {}", config.state.display()))?;
     std::fs::set_permissions(&config.state, std::fs::Permissions::from_mode(0o700))
@@ -82,17 +89,32 @@ pub async fn serve(config: Config) -> Result<()> {
     tracing::info!(version = ?cgroups.version, root = %config.cgroup_root, "cgroups detected");
     let pause_binary = match &config.sandbox.pause_binary {
         Some(path) => path.clone(),
-        None => default_pause_binary()?,
+        None => sibling_program("nidus-pause")?,
+    };
+    let monitor_binary = match &config.container.monitor_binary {
+        Some(path) => path.clone(),
+        None => sibling_program("nidus-monitor")?,
     };
 
     let owned_cgroups = Arc::new(
         OwnedCgroups::load(cgroups.clone(), config.root.join("owned-cgroups.json")).context("reading owned cgroups")?,
     );
     let sandboxes =
-        Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper, pause_binary.clone());
+        Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper.clone(), pause_binary.clone());
     sandboxes.load().await.context("reloading sandboxes")?;
+    let containers =
+        Containers::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper, monitor_binary.clone(), images);
+    containers.load().await.context("reloading containers")?;
     owned_cgroups.prune();
-    let daemon = Arc::new(Daemon { config: config.clone(), cgroups, sandboxes, pause_binary, _locks: locks });
+    let daemon = Arc::new(Daemon {
+        config: config.clone(),
+        cgroups,
+        sandboxes,
+        containers,
+        pause_binary,
+        monitor_binary,
+        _locks: locks,
+    });
 
     let listener = bind_socket(&config.socket).await?;
     tracing::info!(socket = %config.socket.display(), root = %config.root.display(), state = %config.state.display(), "serving CRI runtime.v1");
@@ -132,12 +154,14 @@ pub async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-/// `nidus-pause` beside this binary when it is there, else this binary
-/// (whose `pause` subcommand runs the same code).
-fn default_pause_binary() -> Result<PathBuf> {
+/// A helper program installed beside this binary (`nidus-pause`, `nidus-monitor`).
+fn sibling_program(name: &str) -> Result<PathBuf> {
     let me = std::env::current_exe().context("finding the nidus binary")?;
-    let small = me.with_file_name("nidus-pause");
-    Ok(if small.is_file() { small } else { me })
+    let path = me.with_file_name(name);
+    if !path.is_file() {
+        bail!("{} is missing: it is installed beside nidus (make build puts both in target/release)", path.display());
+    }
+    Ok(path)
 }
 
 /// Binds the CRI socket: its directory is created 0700 when missing, a stale

@@ -9,9 +9,12 @@ pub mod api {
 
 pub mod cgroups;
 pub mod config;
+pub mod container;
 pub mod cri;
 pub mod daemon;
 pub mod ids;
 pub mod linux;
+pub mod monitor;
 pub mod pod;
+pub mod runtime;
 pub mod store;

@@ -89,7 +89,8 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(nidus::daemon::serve(config)) {
+    let images: std::sync::Arc<dyn nidus::container::ImageSource> = std::sync::Arc::new(nidus::container::NoImages);
+    match runtime.block_on(nidus::daemon::serve(config, images)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");

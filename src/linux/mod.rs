@@ -2,9 +2,11 @@
 //! All `unsafe` code in nidus lives in this module tree, each block with a
 //! `// SAFETY:` line; callers above it see only safe functions.
 
+pub mod container_init;
 pub mod lock;
 pub mod mount;
 pub mod namespaces;
 pub mod net;
 pub mod process;
 pub mod reaper;
+pub mod rootfs;

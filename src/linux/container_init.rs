@@ -561,10 +561,11 @@ fn become_user(process: &oci_spec::runtime::Process) -> Result<(), String> {
     let uid = nix::unistd::Uid::from_raw(user.uid());
     nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setuid {}: {e}", user.uid()))?;
     nix::sys::prctl::set_keepcaps(false).map_err(|e| format!("PR_SET_KEEPCAPS: {e}"))?;
+    // Effective shrinks first (it must stay within Permitted), Permitted last.
     for (set, wanted) in [
+        (CapSet::Effective, to_set(capabilities.effective())),
         (CapSet::Inheritable, to_set(capabilities.inheritable())),
         (CapSet::Permitted, to_set(capabilities.permitted())),
-        (CapSet::Effective, to_set(capabilities.effective())),
     ] {
         caps::set(None, set, &wanted).map_err(|e| format!("setting {set:?} capabilities: {e}"))?;
     }

@@ -156,9 +156,9 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
             .unwrap_or_else(|| "the container's init died while being built".into()));
     }
     let init = ProcessIdentity::of(child).map_err(|e| format!("reading the init's identity: {e}"))?;
-    store::write_json(&files.init(), &init).map_err(|e| e.to_string())?;
+    store::write_json_with(&files.init(), &init, store::Durability::Volatile).map_err(|e| e.to_string())?;
     let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;
-    store::write_json(&files.monitor(), &me).map_err(|e| e.to_string())?;
+    store::write_json_with(&files.monitor(), &me, store::Durability::Volatile).map_err(|e| e.to_string())?;
     let _ = fs::remove_file(files.socket());
     let listener =
         UnixListener::bind(files.socket()).map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
@@ -283,7 +283,7 @@ impl Monitor {
         let _ = File::from(exec_error).read_to_string(&mut why);
         if why.is_empty() {
             let record = StartRecord { started_at_ns: now_ns() };
-            store::write_json(&self.files.started(), &record).map_err(|e| e.to_string())?;
+            store::write_json_with(&self.files.started(), &record, store::Durability::Volatile).map_err(|e| e.to_string())?;
             Ok(())
         } else {
             self.start_error = Some(why.clone());
@@ -358,7 +358,7 @@ impl Monitor {
             },
             (None, _) => return,
         };
-        if let Err(e) = store::write_json(&self.files.exit(), &record) {
+        if let Err(e) = store::write_json_with(&self.files.exit(), &record, store::Durability::Volatile) {
             eprintln!("monitor: cannot write the exit record: {e}");
         }
         let _ = fs::remove_file(self.files.socket());

@@ -293,7 +293,7 @@ async fn a_pod_made_through_v1alpha2_is_seen_and_removed_through_v1() {
     let linux = recorded.linux.unwrap();
     assert_eq!(linux.sysctls, config.linux.as_ref().unwrap().sysctls);
     let security = linux.security_context.unwrap();
-    assert_eq!(security.seccomp_profile_path, "runtime/default", "the pre-1.23 seccomp field arrives");
+    assert_eq!(security.seccomp_profile_path, "runtime/default", "the deprecated seccomp string arrives");
     let pause = info["pid"].as_i64().unwrap() as i32;
     let ip_forward = common::host::in_namespaces_of(pause, &["-n"], &["cat", "/proc/sys/net/ipv4/ip_forward"]);
     assert_eq!(ip_forward.trim(), "1", "the sysctl sent through v1alpha2 is applied");

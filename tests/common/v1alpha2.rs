@@ -59,7 +59,7 @@ pub fn pod_config(name: &str) -> api::PodSandboxConfig {
                     ipc: NamespaceMode::Pod as i32,
                     ..Default::default()
                 }),
-                // What kubelets before 1.23 send for the default profile.
+                // The deprecated string older kubelets still send beside `seccomp`.
                 seccomp_profile_path: "runtime/default".into(),
                 ..Default::default()
             }),

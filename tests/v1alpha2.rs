@@ -1,6 +1,7 @@
 //! runtime.v1alpha2 beside runtime.v1 on one socket: one scenario run through
-//! both APIs gives the same results (Version alone names its API); pods made
-//! through one API are seen and removed through the other; the switch
+//! both APIs gives the same results (Version alone names its API); RPCs only
+//! runtime.v1 has are absent from v1alpha2; pods made through one API are seen
+//! and removed through the other; the switch
 //! `grpc.serve_v1alpha2 = false` takes v1alpha2 away and leaves v1 alone.
 
 mod common;
@@ -264,6 +265,48 @@ async fn both_apis_give_the_same_results() {
     assert!(log.contains("serving CRI runtime.v1 and runtime.v1alpha2"), "{log}");
 }
 
+/// Calls `path` with a runtime.v1 request, whatever service the path names.
+async fn call_path<Req: prost::Message + 'static, Resp: prost::Message + Default + 'static>(
+    env: &TestEnv,
+    path: &'static str,
+    request: Req,
+) -> Result<Resp, tonic::Status> {
+    let channel = common::client::channel(&env.socket).await.expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("channel ready");
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
+    let codec = tonic_prost::ProstCodec::default();
+    Ok(grpc.unary(tonic::Request::new(request), path, codec).await?.into_inner())
+}
+
+#[tokio::test]
+async fn rpcs_only_v1_has_are_absent_from_v1alpha2() {
+    let mut env = TestEnv::new("v1a2-only-v1");
+    env.start().await;
+    let config: RuntimeConfigResponse =
+        call_path(&env, "/runtime.v1.RuntimeService/RuntimeConfig", RuntimeConfigRequest {}).await.unwrap();
+    assert_eq!(config.linux.unwrap().cgroup_driver(), CgroupDriver::Cgroupfs);
+
+    let absent = [
+        "/runtime.v1alpha2.RuntimeService/RuntimeConfig",
+        "/runtime.v1alpha2.RuntimeService/StreamPodSandboxes",
+        "/runtime.v1alpha2.RuntimeService/CheckpointContainer",
+        "/runtime.v1alpha2.RuntimeService/GetContainerEvents",
+        "/runtime.v1alpha2.RuntimeService/ListMetricDescriptors",
+        "/runtime.v1alpha2.RuntimeService/UpdatePodSandboxResources",
+        "/runtime.v1alpha2.ImageService/StreamImages",
+    ];
+    for path in absent {
+        let answer = call_path::<_, RuntimeConfigResponse>(&env, path, RuntimeConfigRequest {}).await;
+        let status = answer.expect_err(path);
+        assert_eq!(status.code(), Code::Unimplemented, "{path}: {status:?}");
+        assert!(!status.message().contains("nidus"), "{path} reached nidus: {status:?}");
+    }
+    let present: VersionResponse =
+        call_path(&env, "/runtime.v1alpha2.RuntimeService/Version", VersionRequest::default()).await.unwrap();
+    assert_eq!(present.runtime_api_version, "v1alpha2");
+}
+
 #[tokio::test]
 async fn a_pod_made_through_v1alpha2_is_seen_and_removed_through_v1() {
     let mut env = TestEnv::new("v1a2-to-v1");
@@ -363,8 +406,10 @@ async fn v1alpha2_can_be_switched_off() {
     let mut v1 = env.start().await;
     let mut v1alpha2 = CriV1alpha2::connect(&env.socket).await.unwrap();
 
+    // No such service: gRPC answers Unimplemented before any nidus code runs.
     let refused = v1alpha2.runtime.version(a2::VersionRequest::default()).await.unwrap_err();
     assert_eq!(refused.code(), Code::Unimplemented, "{refused:?}");
+    assert!(!refused.message().contains("nidus"), "{refused:?}");
     let refused = v1alpha2.images.list_images(a2::ListImagesRequest::default()).await.unwrap_err();
     assert_eq!(refused.code(), Code::Unimplemented, "{refused:?}");
     let request =

@@ -51,6 +51,9 @@ pub enum LogFormat {
 pub struct GrpcConfig {
     /// Largest request or response message, in bytes (ExecSync output can be 2 × 16 MiB).
     pub max_message_bytes: usize,
+    /// Also serve CRI runtime.v1alpha2 (kubelet 1.20–1.25, crictl up to 1.25)
+    /// beside runtime.v1, on the same socket and by the same code.
+    pub serve_v1alpha2: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -94,7 +97,7 @@ impl Default for Config {
 
 impl Default for GrpcConfig {
     fn default() -> Self {
-        Self { max_message_bytes: 64 << 20 }
+        Self { max_message_bytes: 64 << 20, serve_v1alpha2: true }
     }
 }
 
@@ -209,6 +212,16 @@ mod tests {
     fn defaults_round_trip_through_toml() {
         let text = Config::default().to_toml();
         assert_eq!(Config::parse(&text).unwrap(), Config::default());
+        assert!(text.contains("[grpc]") && text.contains("serve_v1alpha2 = true"), "{text}");
+    }
+
+    #[test]
+    fn v1alpha2_is_served_unless_switched_off() {
+        assert!(Config::default().grpc.serve_v1alpha2);
+        let config = Config::parse("[grpc]\nserve_v1alpha2 = false\n").unwrap();
+        assert!(!config.grpc.serve_v1alpha2);
+        assert_eq!(config.grpc.max_message_bytes, GrpcConfig::default().max_message_bytes);
+        assert!(Config::parse("[grpc]\nserve_v1alpha2 = \"no\"\n").is_err());
     }
 
     #[test]

@@ -12,10 +12,12 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::api::image_service_server::ImageServiceServer;
 use crate::api::runtime_service_server::RuntimeServiceServer;
+use crate::api_v1alpha2::image_service_server::ImageServiceServer as ImageServiceServerV1alpha2;
+use crate::api_v1alpha2::runtime_service_server::RuntimeServiceServer as RuntimeServiceServerV1alpha2;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::container::{Containers, ImageSource};
-use crate::cri::{ImageApi, RuntimeApi};
+use crate::cri::{ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2};
 use crate::linux::lock::{self, LockFile};
 use crate::linux::process::set_child_subreaper;
 use crate::linux::reaper::Reaper;
@@ -63,6 +65,7 @@ impl Daemon {
             "runtimeName": "nidus",
             "runtimeVersion": env!("CARGO_PKG_VERSION"),
             "runtimeApiVersion": crate::cri::CRI_API_VERSION,
+            "servedApis": crate::cri::served_apis(&self.config.grpc),
             "config": *self.config,
             "cgroupVersion": self.cgroups.version,
             "cgroupDriver": "cgroupfs",
@@ -117,21 +120,52 @@ pub async fn serve(config: Config, images: Arc<dyn ImageSource>) -> Result<()> {
     });
 
     let listener = bind_socket(&config.socket).await?;
-    tracing::info!(socket = %config.socket.display(), root = %config.root.display(), state = %config.state.display(), "serving CRI runtime.v1");
+    let apis = crate::cri::served_apis(&config.grpc);
+    tracing::info!(
+        socket = %config.socket.display(),
+        root = %config.root.display(),
+        state = %config.state.display(),
+        apis = %apis.join(","),
+        "serving CRI {}",
+        apis.join(" and ")
+    );
+    if !config.grpc.serve_v1alpha2 {
+        tracing::info!(
+            "runtime.v1alpha2 is switched off (grpc.serve_v1alpha2 = false): \
+             kubelet 1.20-1.25 and crictl up to 1.25 cannot use this socket"
+        );
+    }
 
+    // One implementation per service; the runtime.v1alpha2 servers hand every
+    // call to the same instance as runtime.v1.
+    let runtime_api = Arc::new(RuntimeApi::new(daemon.clone()));
+    let image_api = Arc::new(ImageApi::new(daemon.clone()));
     let max = config.grpc.max_message_bytes;
-    let runtime = RuntimeServiceServer::new(RuntimeApi::new(daemon.clone()))
+    let runtime = RuntimeServiceServer::from_arc(runtime_api.clone())
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
-    let images = ImageServiceServer::new(ImageApi::new(daemon.clone()))
-        .max_decoding_message_size(max)
-        .max_encoding_message_size(max);
+    let images =
+        ImageServiceServer::from_arc(image_api.clone()).max_decoding_message_size(max).max_encoding_message_size(max);
+    let serve_v1alpha2 = config.grpc.serve_v1alpha2;
+    let runtime_v1alpha2 = serve_v1alpha2.then(|| {
+        RuntimeServiceServerV1alpha2::new(RuntimeApiV1alpha2::new(runtime_api.clone()))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    });
+    let images_v1alpha2 = serve_v1alpha2.then(|| {
+        ImageServiceServerV1alpha2::new(ImageApiV1alpha2::new(image_api.clone()))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    });
+
     // Stop accepting at SIGTERM/SIGINT; give in-flight calls a grace period,
     // then stop regardless: kubelet keeps its connection open forever.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tonic::transport::Server::builder()
         .add_service(runtime)
         .add_service(images)
+        .add_optional_service(runtime_v1alpha2)
+        .add_optional_service(images_v1alpha2)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);

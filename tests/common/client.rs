@@ -17,13 +17,7 @@ pub struct Cri {
 
 impl Cri {
     pub async fn connect(socket: &Path) -> Result<Self, tonic::transport::Error> {
-        let socket = socket.to_path_buf();
-        let channel = Endpoint::from_static("http://nidus.invalid")
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let socket = socket.clone();
-                async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
-            }))
-            .await?;
+        let channel = channel(socket).await?;
         Ok(Self {
             runtime: RuntimeServiceClient::new(channel.clone()).max_decoding_message_size(64 << 20),
             images: ImageServiceClient::new(channel).max_decoding_message_size(64 << 20),
@@ -84,6 +78,17 @@ impl Cri {
             .into_inner()
             .items
     }
+}
+
+/// A gRPC channel over the CRI Unix socket.
+pub async fn channel(socket: &Path) -> Result<Channel, tonic::transport::Error> {
+    let socket = socket.to_path_buf();
+    Endpoint::from_static("http://nidus.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
+        }))
+        .await
 }
 
 /// A pod config like kubelet's, with its own namespaces (network/pid/ipc = POD).

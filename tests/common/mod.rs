@@ -5,8 +5,10 @@
 //! when the environment drops, also when a test fails.
 #![allow(dead_code)]
 
+pub mod apis;
 pub mod client;
 pub mod host;
+pub mod v1alpha2;
 
 use std::fs;
 use std::path::PathBuf;

@@ -1,9 +1,24 @@
-//! Compiles `proto/api.proto` (CRI runtime.v1) into Rust with a pure-Rust protobuf
-//! compiler (protox), so building nidus needs no system `protoc`.
+//! Compiles the CRI protos into Rust with a pure-Rust protobuf compiler
+//! (protox), so building nidus needs no system `protoc`:
+//! - `proto/api.proto` (runtime.v1): messages, servers and clients (`nidus::api`);
+//! - `proto/v1alpha2/api.proto` (runtime.v1alpha2) twice: its servers with every
+//!   message mapped to the runtime.v1 type of the same name (`nidus::api_v1alpha2`:
+//!   one implementation serves both APIs), and a complete client with its own
+//!   message types, which only the tests include (`$OUT_DIR/v1alpha2-client`).
+//!
+//! The descriptor sets are written to `$OUT_DIR/*.fds.bin` for the wire-compatibility
+//! test (tests/proto_v1alpha2.rs).
+
+use std::path::PathBuf;
+
+use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
-    let fds = protox::compile(["api.proto"], ["proto"])?;
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+
+    let v1 = protox::compile(["api.proto"], ["proto"])?;
+    std::fs::write(out_dir.join("v1.fds.bin"), v1.encode_to_vec())?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
@@ -11,6 +26,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .message_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
         .message_attribute(".", "#[serde(default)]")
         .enum_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
-        .compile_fds(fds)?;
+        .compile_fds(v1)?;
+
+    let v1alpha2 = protox::compile(["v1alpha2/api.proto"], ["proto"])?;
+    std::fs::write(out_dir.join("v1alpha2.fds.bin"), v1alpha2.encode_to_vec())?;
+    for dir in ["v1alpha2-server", "v1alpha2-client"] {
+        std::fs::create_dir_all(out_dir.join(dir))?;
+    }
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(true)
+        .extern_path(".runtime.v1alpha2", "crate::api")
+        .out_dir(out_dir.join("v1alpha2-server"))
+        .compile_fds(v1alpha2.clone())?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(false)
+        .out_dir(out_dir.join("v1alpha2-client"))
+        .compile_fds(v1alpha2)?;
     Ok(())
 }

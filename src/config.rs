@@ -36,6 +36,7 @@ pub struct Config {
     pub log_format: LogFormat,
     pub grpc: GrpcConfig,
     pub sandbox: SandboxConfig,
+    pub container: ContainerConfig,
     pub image: ImageStoreConfig,
 }
 
@@ -51,13 +52,16 @@ pub enum LogFormat {
 pub struct GrpcConfig {
     /// Largest request or response message, in bytes (ExecSync output can be 2 × 16 MiB).
     pub max_message_bytes: usize,
+    /// Also serve CRI runtime.v1alpha2 (kubelet 1.20–1.25, crictl up to 1.25)
+    /// beside runtime.v1, on the same socket and by the same code.
+    pub serve_v1alpha2: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
     /// The program run as each pod's pause process; default: `nidus-pause`
-    /// beside the nidus binary, else nidus itself (`nidus pause`).
+    /// beside the nidus binary.
     pub pause_binary: Option<PathBuf>,
     /// Size of each pod's /dev/shm tmpfs, in bytes.
     pub shm_size_bytes: u64,
@@ -66,6 +70,14 @@ pub struct SandboxConfig {
     pub default_cgroup_parent: String,
     /// How long the pause process may take to set the sandbox up, in seconds.
     pub pause_start_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContainerConfig {
+    /// The per-container monitor (and exec helper); default: `nidus-monitor`
+    /// beside the nidus binary.
+    pub monitor_binary: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -87,6 +99,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             grpc: GrpcConfig::default(),
             sandbox: SandboxConfig::default(),
+            container: ContainerConfig::default(),
             image: ImageStoreConfig::default(),
         }
     }
@@ -94,7 +107,7 @@ impl Default for Config {
 
 impl Default for GrpcConfig {
     fn default() -> Self {
-        Self { max_message_bytes: 64 << 20 }
+        Self { max_message_bytes: 64 << 20, serve_v1alpha2: true }
     }
 }
 
@@ -224,6 +237,16 @@ mod tests {
     fn defaults_round_trip_through_toml() {
         let text = Config::default().to_toml();
         assert_eq!(Config::parse(&text).unwrap(), Config::default());
+        assert!(text.contains("[grpc]") && text.contains("serve_v1alpha2 = true"), "{text}");
+    }
+
+    #[test]
+    fn v1alpha2_is_served_unless_switched_off() {
+        assert!(Config::default().grpc.serve_v1alpha2);
+        let config = Config::parse("[grpc]\nserve_v1alpha2 = false\n").unwrap();
+        assert!(!config.grpc.serve_v1alpha2);
+        assert_eq!(config.grpc.max_message_bytes, GrpcConfig::default().max_message_bytes);
+        assert!(Config::parse("[grpc]\nserve_v1alpha2 = \"no\"\n").is_err());
     }
 
     #[test]

@@ -12,9 +12,12 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::api::image_service_server::ImageServiceServer;
 use crate::api::runtime_service_server::RuntimeServiceServer;
+use crate::api_v1alpha2::image_service_server::ImageServiceServer as ImageServiceServerV1alpha2;
+use crate::api_v1alpha2::runtime_service_server::RuntimeServiceServer as RuntimeServiceServerV1alpha2;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
-use crate::cri::{ImageApi, RuntimeApi};
+use crate::container::{Containers, ImageSource};
+use crate::cri::{ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2};
 use crate::image::ImageStore;
 use crate::linux::lock::{self, LockFile};
 use crate::linux::process::set_child_subreaper;
@@ -30,7 +33,9 @@ pub struct Daemon {
     pub config: Arc<Config>,
     pub cgroups: Arc<Cgroups>,
     pub sandboxes: Sandboxes,
+    pub containers: Containers,
     pub pause_binary: PathBuf,
+    pub monitor_binary: PathBuf,
     pub images: Arc<ImageStore>,
     _locks: Vec<LockFile>,
 }
@@ -48,8 +53,10 @@ impl Daemon {
                 return Err(format!("cgroup root {} is missing", h.root_dir.display()));
             }
         }
-        if !self.pause_binary.is_file() {
-            return Err(format!("pause program {} is missing", self.pause_binary.display()));
+        for (what, program) in [("pause", &self.pause_binary), ("monitor", &self.monitor_binary)] {
+            if !program.is_file() {
+                return Err(format!("{what} program {} is missing", program.display()));
+            }
         }
         Ok(())
     }
@@ -60,11 +67,14 @@ impl Daemon {
             "runtimeName": "nidus",
             "runtimeVersion": env!("CARGO_PKG_VERSION"),
             "runtimeApiVersion": crate::cri::CRI_API_VERSION,
+            "servedApis": crate::cri::served_apis(&self.config.grpc),
             "config": *self.config,
             "cgroupVersion": self.cgroups.version,
             "cgroupDriver": "cgroupfs",
             "cgroupHierarchies": self.cgroups.hierarchies,
             "pauseBinary": self.pause_binary,
+            "monitorBinary": self.monitor_binary,
+            "containers": self.containers.list().len(),
             "sandboxes": self.sandboxes.list().len(),
         })
     }
@@ -84,35 +94,89 @@ pub async fn serve(config: Config) -> Result<()> {
     tracing::info!(version = ?cgroups.version, root = %config.cgroup_root, "cgroups detected");
     let pause_binary = match &config.sandbox.pause_binary {
         Some(path) => path.clone(),
-        None => default_pause_binary()?,
+        None => sibling_program("nidus-pause")?,
+    };
+    let monitor_binary = match &config.container.monitor_binary {
+        Some(path) => path.clone(),
+        None => sibling_program("nidus-monitor")?,
     };
 
     let owned_cgroups = Arc::new(
         OwnedCgroups::load(cgroups.clone(), config.root.join("owned-cgroups.json")).context("reading owned cgroups")?,
     );
     let sandboxes =
-        Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper, pause_binary.clone());
+        Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper.clone(), pause_binary.clone());
     sandboxes.load().await.context("reloading sandboxes")?;
-    owned_cgroups.prune();
     let images = open_images(&config).await?;
-    let daemon = Arc::new(Daemon { config: config.clone(), cgroups, sandboxes, pause_binary, images, _locks: locks });
+    let image_source: Arc<dyn ImageSource> = images.clone();
+    let containers = Containers::new(
+        config.clone(),
+        cgroups.clone(),
+        owned_cgroups.clone(),
+        reaper,
+        monitor_binary.clone(),
+        image_source,
+    );
+    containers.load().await.context("reloading containers")?;
+    owned_cgroups.prune();
+    let daemon = Arc::new(Daemon {
+        config: config.clone(),
+        cgroups,
+        sandboxes,
+        containers,
+        pause_binary,
+        monitor_binary,
+        images,
+        _locks: locks,
+    });
 
     let listener = bind_socket(&config.socket).await?;
-    tracing::info!(socket = %config.socket.display(), root = %config.root.display(), state = %config.state.display(), "serving CRI runtime.v1");
+    let apis = crate::cri::served_apis(&config.grpc);
+    tracing::info!(
+        socket = %config.socket.display(),
+        root = %config.root.display(),
+        state = %config.state.display(),
+        apis = %apis.join(","),
+        "serving CRI {}",
+        apis.join(" and ")
+    );
+    if !config.grpc.serve_v1alpha2 {
+        tracing::info!(
+            "runtime.v1alpha2 is switched off (grpc.serve_v1alpha2 = false): \
+             kubelet 1.20-1.25 and crictl up to 1.25 cannot use this socket"
+        );
+    }
 
+    // One implementation per service; the runtime.v1alpha2 servers hand every
+    // call to the same instance as runtime.v1.
+    let runtime_api = Arc::new(RuntimeApi::new(daemon.clone()));
+    let image_api = Arc::new(ImageApi::new(daemon.clone()));
     let max = config.grpc.max_message_bytes;
-    let runtime = RuntimeServiceServer::new(RuntimeApi::new(daemon.clone()))
+    let runtime = RuntimeServiceServer::from_arc(runtime_api.clone())
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
-    let images = ImageServiceServer::new(ImageApi::new(daemon.clone()))
-        .max_decoding_message_size(max)
-        .max_encoding_message_size(max);
+    let images =
+        ImageServiceServer::from_arc(image_api.clone()).max_decoding_message_size(max).max_encoding_message_size(max);
+    let serve_v1alpha2 = config.grpc.serve_v1alpha2;
+    let runtime_v1alpha2 = serve_v1alpha2.then(|| {
+        RuntimeServiceServerV1alpha2::new(RuntimeApiV1alpha2::new(runtime_api.clone()))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    });
+    let images_v1alpha2 = serve_v1alpha2.then(|| {
+        ImageServiceServerV1alpha2::new(ImageApiV1alpha2::new(image_api.clone()))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    });
+
     // Stop accepting at SIGTERM/SIGINT; give in-flight calls a grace period,
     // then stop regardless: kubelet keeps its connection open forever.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tonic::transport::Server::builder()
         .add_service(runtime)
         .add_service(images)
+        .add_optional_service(runtime_v1alpha2)
+        .add_optional_service(images_v1alpha2)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);
@@ -146,12 +210,14 @@ async fn open_images(config: &Config) -> Result<Arc<ImageStore>> {
     Ok(Arc::new(images))
 }
 
-/// `nidus-pause` beside this binary when it is there, else this binary
-/// (whose `pause` subcommand runs the same code).
-fn default_pause_binary() -> Result<PathBuf> {
+/// A helper program installed beside this binary (`nidus-pause`, `nidus-monitor`).
+fn sibling_program(name: &str) -> Result<PathBuf> {
     let me = std::env::current_exe().context("finding the nidus binary")?;
-    let small = me.with_file_name("nidus-pause");
-    Ok(if small.is_file() { small } else { me })
+    let path = me.with_file_name(name);
+    if !path.is_file() {
+        bail!("{} is missing: it is installed beside nidus (make build puts both in target/release)", path.display());
+    }
+    Ok(path)
 }
 
 /// Binds the CRI socket: its directory is created 0700 when missing, a stale

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use nidus::config::{Config, LogFormat, Overrides};
 
 #[derive(Parser)]
-#[command(name = "nidus", version, about = "An embedded, minimal Kubernetes container runtime (CRI runtime.v1)")]
+#[command(
+    name = "nidus",
+    version,
+    about = "An embedded, minimal Kubernetes container runtime (CRI runtime.v1 and runtime.v1alpha2)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use crate::api;
+use crate::container::{ContainerState, ContainerView};
 use crate::pod::{SandboxState, SandboxView};
 
 pub fn sandbox_state(state: SandboxState) -> api::PodSandboxState {
@@ -103,5 +104,102 @@ pub fn labels_match(selector: &HashMap<String, String>, labels: &HashMap<String,
 pub fn sandbox_matches(filter: &api::PodSandboxFilter, view: &SandboxView) -> bool {
     (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
         && filter.state.as_ref().is_none_or(|s| s.state == sandbox_state(view.state) as i32)
+        && labels_match(&filter.label_selector, &view.record.config.labels)
+}
+
+pub fn container_state(state: ContainerState) -> api::ContainerState {
+    match state {
+        ContainerState::Created => api::ContainerState::ContainerCreated,
+        ContainerState::Running => api::ContainerState::ContainerRunning,
+        ContainerState::Exited => api::ContainerState::ContainerExited,
+    }
+}
+
+fn image_spec(view: &ContainerView) -> api::ImageSpec {
+    api::ImageSpec {
+        image: view.record.image.name.clone(),
+        user_specified_image: view.record.image.requested.clone(),
+        annotations: view.record.config.image.as_ref().map(|i| i.annotations.clone()).unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+pub fn container(view: &ContainerView) -> api::Container {
+    let config = &view.record.config;
+    api::Container {
+        id: view.record.id.clone(),
+        pod_sandbox_id: view.record.sandbox_id.clone(),
+        metadata: config.metadata.clone(),
+        image: Some(image_spec(view)),
+        image_ref: view.record.image.reference.clone(),
+        state: container_state(view.state) as i32,
+        created_at: view.record.created_at_ns,
+        labels: config.labels.clone(),
+        annotations: config.annotations.clone(),
+        image_id: view.record.image.id.clone(),
+    }
+}
+
+pub fn container_status(view: &ContainerView) -> api::ContainerStatus {
+    let record = &view.record;
+    let config = &record.config;
+    let exit = view.exit.clone();
+    api::ContainerStatus {
+        id: record.id.clone(),
+        metadata: config.metadata.clone(),
+        state: container_state(view.state) as i32,
+        created_at: record.created_at_ns,
+        started_at: view.started_at_ns.unwrap_or(0),
+        finished_at: exit.as_ref().map_or(0, |e| e.finished_at_ns),
+        exit_code: exit.as_ref().map_or(0, |e| e.exit_code),
+        image: Some(image_spec(view)),
+        image_ref: record.image.reference.clone(),
+        reason: exit.as_ref().map(|e| e.reason.clone()).unwrap_or_default(),
+        message: exit.as_ref().map(|e| e.message.clone()).unwrap_or_default(),
+        labels: config.labels.clone(),
+        annotations: config.annotations.clone(),
+        mounts: config.mounts.clone(),
+        log_path: record.log_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        resources: None,
+        image_id: record.image.id.clone(),
+        user: Some(api::ContainerUser {
+            linux: Some(api::LinuxContainerUser {
+                uid: record.uid.into(),
+                gid: record.gid.into(),
+                supplemental_groups: record.additional_gids.iter().map(|g| i64::from(*g)).collect(),
+            }),
+        }),
+        stop_signal: crate::container::signal::to_cri(record.stop_signal) as i32,
+    }
+}
+
+/// The verbose `info` of ContainerStatus: one "info" key holding JSON.
+pub fn container_info(view: &ContainerView) -> HashMap<String, String> {
+    let record = &view.record;
+    let spec: serde_json::Value = std::fs::read(view.paths.spec())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let info = serde_json::json!({
+        "sandboxID": record.sandbox_id,
+        "pid": view.init.as_ref().map(|i| i.pid),
+        "image": record.image,
+        "cgroup": record.cgroup.to_string(),
+        "oomScoreAdj": record.oom_score_adj.map(|(requested, applied)| serde_json::json!({"requested": requested, "applied": applied})),
+        "rootfs": {
+            "upper": view.paths.upper(),
+            "work": view.paths.work(),
+        },
+        "runDir": view.paths.run_dir,
+        "config": record.config,
+        "runtimeSpec": spec,
+    });
+    HashMap::from([("info".to_string(), info.to_string())])
+}
+
+pub fn container_matches(filter: &api::ContainerFilter, view: &ContainerView) -> bool {
+    (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
+        && (filter.pod_sandbox_id.is_empty() || view.record.sandbox_id.starts_with(&filter.pod_sandbox_id))
+        && filter.state.as_ref().is_none_or(|s| s.state == container_state(view.state) as i32)
         && labels_match(&filter.label_selector, &view.record.config.labels)
 }

@@ -2,8 +2,12 @@
 
 use tonic::Status;
 
+use crate::container::exec::ExecError;
+use crate::container::{ContainerError, ImageSourceError};
 use crate::image::ImageError;
+use crate::monitor::control::ControlError;
 use crate::pod::SandboxError;
+use crate::runtime::PodError;
 
 /// The status of an RPC that is not implemented yet, naming it.
 pub fn unimplemented(rpc: &str) -> Status {
@@ -23,6 +27,42 @@ impl From<SandboxError> for Status {
             SandboxError::Io { .. } | SandboxError::Store(_) | SandboxError::Cgroup(_) | SandboxError::Launch(_) => {
                 Status::internal(e.to_string())
             }
+        }
+    }
+}
+
+impl From<ContainerError> for Status {
+    fn from(e: ContainerError) -> Self {
+        let message = e.to_string();
+        match e {
+            ContainerError::NotFound(_) | ContainerError::Image(ImageSourceError::NotFound(_)) => {
+                Status::not_found(message)
+            }
+            ContainerError::Ambiguous(_)
+            | ContainerError::Invalid(_)
+            | ContainerError::Image(ImageSourceError::Invalid(_)) => Status::invalid_argument(message),
+            ContainerError::NameInUse { .. } => Status::already_exists(message),
+            ContainerError::Precondition(_) => Status::failed_precondition(message),
+            ContainerError::Exec(ExecError::Timeout(_)) => Status::deadline_exceeded(message),
+            ContainerError::Start(_)
+            | ContainerError::Exec(ExecError::CannotStart(_))
+            | ContainerError::Control(ControlError::Refused(_)) => Status::unknown(message),
+            ContainerError::Image(ImageSourceError::Failed(_))
+            | ContainerError::Io { .. }
+            | ContainerError::Store(_)
+            | ContainerError::Cgroup(_)
+            | ContainerError::Build(_)
+            | ContainerError::Exec(ExecError::Helper { .. })
+            | ContainerError::Control(ControlError::Unreachable { .. }) => Status::internal(message),
+        }
+    }
+}
+
+impl From<PodError> for Status {
+    fn from(e: PodError) -> Self {
+        match e {
+            PodError::Sandbox(e) => e.into(),
+            PodError::Container(e) => e.into(),
         }
     }
 }

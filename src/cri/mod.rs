@@ -1,15 +1,31 @@
-//! The CRI gRPC services (runtime.v1 RuntimeService and ImageService): they
-//! validate requests, map CRI messages to nidus's domain types and back, and
-//! turn domain errors into gRPC statuses. No lifecycle logic lives here.
+//! The CRI gRPC services (RuntimeService and ImageService of runtime.v1, and
+//! of runtime.v1alpha2 through the same code): they validate requests, map CRI
+//! messages to nidus's domain types and back, and turn domain errors into gRPC
+//! statuses. No lifecycle logic lives here.
 
 mod convert;
 mod errors;
 mod image_service;
 mod runtime_service;
+mod v1alpha2;
 mod validate;
 
 pub use image_service::ImageApi;
 pub use runtime_service::RuntimeApi;
+pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
-/// The CRI API version this server speaks.
+use crate::config::GrpcConfig;
+
+/// The CRI API version `Version` reports through runtime.v1.
 pub const CRI_API_VERSION: &str = "v1";
+/// The CRI API version `Version` reports through runtime.v1alpha2.
+pub const CRI_V1ALPHA2_API_VERSION: &str = "v1alpha2";
+
+/// The CRI APIs (protobuf packages) a daemon with this config serves.
+pub fn served_apis(grpc: &GrpcConfig) -> Vec<&'static str> {
+    let mut apis = vec!["runtime.v1"];
+    if grpc.serve_v1alpha2 {
+        apis.push("runtime.v1alpha2");
+    }
+    apis
+}

@@ -25,6 +25,16 @@ impl RuntimeApi {
         Self { daemon }
     }
 
+    fn list_containers(&self, filter: Option<&ContainerFilter>) -> Vec<Container> {
+        self.daemon
+            .containers
+            .list()
+            .iter()
+            .filter(|v| filter.is_none_or(|f| convert::container_matches(f, v)))
+            .map(convert::container)
+            .collect()
+    }
+
     fn list_sandboxes(&self, filter: Option<&PodSandboxFilter>) -> Vec<PodSandbox> {
         self.daemon
             .sandboxes
@@ -73,7 +83,7 @@ impl RuntimeService for RuntimeApi {
         request: Request<StopPodSandboxRequest>,
     ) -> Result<Response<StopPodSandboxResponse>, Status> {
         let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
-        self.daemon.sandboxes.stop(id).await?;
+        crate::runtime::stop_pod(&self.daemon.sandboxes, &self.daemon.containers, id).await?;
         Ok(Response::new(StopPodSandboxResponse {}))
     }
 
@@ -82,7 +92,7 @@ impl RuntimeService for RuntimeApi {
         request: Request<RemovePodSandboxRequest>,
     ) -> Result<Response<RemovePodSandboxResponse>, Status> {
         let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
-        self.daemon.sandboxes.remove(id).await?;
+        crate::runtime::remove_pod(&self.daemon.sandboxes, &self.daemon.containers, id).await?;
         Ok(Response::new(RemovePodSandboxResponse {}))
     }
 
@@ -96,7 +106,14 @@ impl RuntimeService for RuntimeApi {
         Ok(Response::new(PodSandboxStatusResponse {
             status: Some(convert::pod_sandbox_status(&view)),
             info: if request.verbose { convert::sandbox_info(&view) } else { Default::default() },
-            containers_statuses: Vec::new(),
+            containers_statuses: self
+                .daemon
+                .containers
+                .list()
+                .iter()
+                .filter(|c| c.record.sandbox_id == view.record.id)
+                .map(convert::container_status)
+                .collect(),
             timestamp: crate::pod::manager::now_ns(),
         }))
     }
@@ -121,53 +138,74 @@ impl RuntimeService for RuntimeApi {
 
     async fn create_container(
         &self,
-        _: Request<CreateContainerRequest>,
+        request: Request<CreateContainerRequest>,
     ) -> Result<Response<CreateContainerResponse>, Status> {
-        Err(unimplemented("CreateContainer"))
+        let request = request.into_inner();
+        let sandbox_id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
+        let sandbox = self.daemon.sandboxes.get(sandbox_id)?;
+        let create = validate::container_create(request, sandbox)?;
+        let container_id = self.daemon.containers.create(create).await?;
+        Ok(Response::new(CreateContainerResponse { container_id }))
     }
 
     async fn start_container(
         &self,
-        _: Request<StartContainerRequest>,
+        request: Request<StartContainerRequest>,
     ) -> Result<Response<StartContainerResponse>, Status> {
-        Err(unimplemented("StartContainer"))
+        let id = validate::id("container_id", &request.get_ref().container_id)?;
+        self.daemon.containers.start(id).await?;
+        Ok(Response::new(StartContainerResponse {}))
     }
 
     async fn stop_container(
         &self,
-        _: Request<StopContainerRequest>,
+        request: Request<StopContainerRequest>,
     ) -> Result<Response<StopContainerResponse>, Status> {
-        Err(unimplemented("StopContainer"))
+        let request = request.get_ref();
+        let id = validate::id("container_id", &request.container_id)?;
+        let timeout = std::time::Duration::from_secs(request.timeout.max(0) as u64);
+        self.daemon.containers.stop(id, timeout).await?;
+        Ok(Response::new(StopContainerResponse {}))
     }
 
     async fn remove_container(
         &self,
-        _: Request<RemoveContainerRequest>,
+        request: Request<RemoveContainerRequest>,
     ) -> Result<Response<RemoveContainerResponse>, Status> {
-        Err(unimplemented("RemoveContainer"))
+        let id = validate::id("container_id", &request.get_ref().container_id)?;
+        self.daemon.containers.remove(id).await?;
+        Ok(Response::new(RemoveContainerResponse {}))
     }
 
     async fn list_containers(
         &self,
-        _: Request<ListContainersRequest>,
+        request: Request<ListContainersRequest>,
     ) -> Result<Response<ListContainersResponse>, Status> {
-        Err(unimplemented("ListContainers"))
+        let containers = self.list_containers(request.get_ref().filter.as_ref());
+        Ok(Response::new(ListContainersResponse { containers }))
     }
 
     type StreamContainersStream = StreamOf<StreamContainersResponse>;
 
     async fn stream_containers(
         &self,
-        _: Request<StreamContainersRequest>,
+        request: Request<StreamContainersRequest>,
     ) -> Result<Response<Self::StreamContainersStream>, Status> {
-        Err(unimplemented("StreamContainers"))
+        let items = self.list_containers(request.get_ref().filter.as_ref());
+        Ok(Response::new(chunked(items, |containers| StreamContainersResponse { containers })))
     }
 
     async fn container_status(
         &self,
-        _: Request<ContainerStatusRequest>,
+        request: Request<ContainerStatusRequest>,
     ) -> Result<Response<ContainerStatusResponse>, Status> {
-        Err(unimplemented("ContainerStatus"))
+        let request = request.into_inner();
+        let id = validate::id("container_id", &request.container_id)?;
+        let view = self.daemon.containers.get(id)?;
+        Ok(Response::new(ContainerStatusResponse {
+            status: Some(convert::container_status(&view)),
+            info: if request.verbose { convert::container_info(&view) } else { Default::default() },
+        }))
     }
 
     async fn update_container_resources(
@@ -179,13 +217,25 @@ impl RuntimeService for RuntimeApi {
 
     async fn reopen_container_log(
         &self,
-        _: Request<ReopenContainerLogRequest>,
+        request: Request<ReopenContainerLogRequest>,
     ) -> Result<Response<ReopenContainerLogResponse>, Status> {
-        Err(unimplemented("ReopenContainerLog"))
+        let id = validate::id("container_id", &request.get_ref().container_id)?;
+        self.daemon.containers.reopen_log(id).await?;
+        Ok(Response::new(ReopenContainerLogResponse {}))
     }
 
-    async fn exec_sync(&self, _: Request<ExecSyncRequest>) -> Result<Response<ExecSyncResponse>, Status> {
-        Err(unimplemented("ExecSync"))
+    async fn exec_sync(&self, request: Request<ExecSyncRequest>) -> Result<Response<ExecSyncResponse>, Status> {
+        let request = request.into_inner();
+        let id = validate::id("container_id", &request.container_id)?;
+        if request.cmd.is_empty() || request.cmd[0].is_empty() {
+            return Err(super::errors::invalid("cmd", "must name a command"));
+        }
+        if request.cmd.iter().any(|a| a.contains('\0')) {
+            return Err(super::errors::invalid("cmd", "must not contain a NUL byte"));
+        }
+        let timeout = (request.timeout > 0).then(|| std::time::Duration::from_secs(request.timeout as u64));
+        let out = self.daemon.containers.exec_sync(id, request.cmd, timeout).await?;
+        Ok(Response::new(ExecSyncResponse { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code }))
     }
 
     async fn exec(&self, _: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {

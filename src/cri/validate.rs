@@ -172,3 +172,123 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
         config,
     })
 }
+
+/// A relative path below a directory (the container's log_path): no `..`, not absolute.
+fn relative_path(field: &str, value: &str) -> Result<(), Status> {
+    if value.len() > MAX_PATH {
+        return Err(invalid(field, format!("longer than {MAX_PATH} bytes")));
+    }
+    let path = Path::new(value);
+    if path.is_absolute() || has_dot_dot(path) || value.contains('\0') {
+        return Err(invalid(field, format!("{value:?} must be a relative path without '..'")));
+    }
+    Ok(())
+}
+
+/// Builds the container request of a CreateContainer call.
+pub fn container_create(
+    request: api::CreateContainerRequest,
+    sandbox: crate::pod::SandboxView,
+) -> Result<crate::container::ContainerCreate, Status> {
+    use crate::container::{caps, PidMode};
+    let config = request.config.ok_or_else(|| invalid("config", "is required"))?;
+    let meta = config.metadata.as_ref().ok_or_else(|| invalid("config.metadata", "is required"))?;
+    name("config.metadata.name", &meta.name, MAX_NAME)?;
+    let image = config.image.as_ref().map(|i| i.image.as_str()).unwrap_or_default();
+    if image.is_empty() {
+        return Err(invalid("config.image.image", "is required"));
+    }
+    if !config.working_dir.is_empty() {
+        absolute_path("config.working_dir", &config.working_dir)?;
+    }
+    for (i, kv) in config.envs.iter().enumerate() {
+        if kv.key.is_empty() || kv.key.contains(['=', '\0']) || kv.value.contains(&0) {
+            return Err(invalid(
+                &format!("config.envs[{i}]"),
+                "keys must be non-empty without '=' and no NUL byte anywhere",
+            ));
+        }
+    }
+    for (i, arg) in config.command.iter().chain(&config.args).enumerate() {
+        if arg.contains('\0') {
+            return Err(invalid(&format!("config.command/args[{i}]"), "must not contain a NUL byte"));
+        }
+    }
+    for (i, m) in config.mounts.iter().enumerate() {
+        let field = format!("config.mounts[{i}]");
+        absolute_path(&format!("{field}.container_path"), &m.container_path)?;
+        if m.image.as_ref().is_some_and(|img| !img.image.is_empty()) {
+            return Err(Status::unimplemented(format!("{field}.image: image volumes are not supported by nidus yet")));
+        }
+        if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
+            return Err(Status::unimplemented(format!("{field}: idmapped mounts are not supported by nidus yet")));
+        }
+        absolute_path(&format!("{field}.host_path"), &m.host_path)?;
+        if api::MountPropagation::try_from(m.propagation).is_err() {
+            return Err(invalid(&format!("{field}.propagation"), format!("unknown propagation {}", m.propagation)));
+        }
+    }
+    for (i, d) in config.devices.iter().enumerate() {
+        let field = format!("config.devices[{i}]");
+        absolute_path(&format!("{field}.host_path"), &d.host_path)?;
+        if !d.container_path.is_empty() {
+            absolute_path(&format!("{field}.container_path"), &d.container_path)?;
+        }
+        if !d.permissions.chars().all(|c| "rwm".contains(c)) {
+            return Err(invalid(&format!("{field}.permissions"), "only r, w and m are allowed"));
+        }
+    }
+    if !config.cdi_devices.is_empty() {
+        return Err(Status::unimplemented("config.CDI_devices: CDI devices are not supported by nidus yet"));
+    }
+    string_map("config.labels", &config.labels)?;
+    string_map("config.annotations", &config.annotations)?;
+    if !config.log_path.is_empty() {
+        relative_path("config.log_path", &config.log_path)?;
+    }
+    if api::Signal::try_from(config.stop_signal).is_err() {
+        return Err(invalid("config.stop_signal", format!("unknown signal {}", config.stop_signal)));
+    }
+    let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
+    if let Some(c) = &sc.capabilities {
+        for name in c.add_capabilities.iter().chain(&c.drop_capabilities).chain(&c.add_ambient_capabilities) {
+            caps::normalize(name).map_err(|e| invalid("config.linux.security_context.capabilities", e))?;
+        }
+    }
+    for (field, v) in [("run_as_user", sc.run_as_user.as_ref()), ("run_as_group", sc.run_as_group.as_ref())] {
+        if let Some(v) = v {
+            if u32::try_from(v.value).is_err() {
+                return Err(invalid(
+                    &format!("config.linux.security_context.{field}"),
+                    format!("{} is not a valid id", v.value),
+                ));
+            }
+        }
+    }
+    for g in &sc.supplemental_groups {
+        if u32::try_from(*g).is_err() {
+            return Err(invalid("config.linux.security_context.supplemental_groups", format!("{g} is not a valid id")));
+        }
+    }
+    for (field, paths) in [("masked_paths", &sc.masked_paths), ("readonly_paths", &sc.readonly_paths)] {
+        for p in paths {
+            absolute_path(&format!("config.linux.security_context.{field}"), p)?;
+        }
+    }
+    let options = sc.namespace_options.clone().unwrap_or_default();
+    let pid = match namespace_mode("config.linux.security_context.namespace_options.pid", options.pid)? {
+        NamespaceMode::Container => PidMode::Own,
+        NamespaceMode::Pod => PidMode::Pod,
+        NamespaceMode::Node => PidMode::Node,
+        NamespaceMode::Target => {
+            let target = id("config.linux.security_context.namespace_options.target_id", &options.target_id)?;
+            PidMode::Target(target.to_string())
+        }
+    };
+    if options.userns_options.as_ref().is_some_and(|u| u.mode != NamespaceMode::Node as i32) {
+        return Err(Status::unimplemented(
+            "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by nidus yet",
+        ));
+    }
+    Ok(crate::container::ContainerCreate { name_key: format!("{}_{}", meta.name, meta.attempt), sandbox, pid, config })
+}

@@ -3,9 +3,11 @@
 //! `// SAFETY:` line; callers above it see only safe functions.
 
 pub mod beneath;
+pub mod container_init;
 pub mod lock;
 pub mod mount;
 pub mod namespaces;
 pub mod net;
 pub mod process;
 pub mod reaper;
+pub mod rootfs;

@@ -78,6 +78,19 @@ fn unescape_mountinfo(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// True when `dir` is marked opaque for overlayfs (xattr `trusted.overlay.opaque=y`).
+pub fn is_overlay_opaque(dir: &Path) -> bool {
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    let name = c"trusted.overlay.opaque";
+    let mut value = [0u8; 4];
+    // SAFETY: path and name are valid C strings; value is a buffer of the length passed.
+    let n =
+        unsafe { libc::lgetxattr(path.as_ptr(), name.as_ptr(), value.as_mut_ptr() as *mut libc::c_void, value.len()) };
+    n == 1 && value[0] == b'y'
+}
+
 #[cfg(test)]
 mod tests {
     use super::unescape_mountinfo;

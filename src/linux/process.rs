@@ -207,6 +207,65 @@ pub fn stdio_to_devnull() -> io::Result<()> {
     Ok(())
 }
 
+/// Spawns `cmd` with `fd3` as its file descriptor 3 (an extra channel, e.g.
+/// for errors). The caller must wait through the Reaper, never `Child::wait`.
+pub fn spawn_with_fd3(cmd: &mut std::process::Command, fd3: OwnedFd) -> io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let raw = fd3.as_raw_fd();
+    // SAFETY: between fork and exec the closure only calls dup2 and fcntl,
+    // which are async-signal-safe, on a descriptor that stays open until spawn returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            if raw == 3 {
+                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(raw, 3) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let child = cmd.spawn();
+    drop(fd3);
+    child
+}
+
+/// The file descriptor 3 a helper was given by `spawn_with_fd3`.
+pub fn take_fd3() -> io::Result<fs::File> {
+    // Check it is open before anything claims it.
+    // SAFETY: F_GETFD only reads descriptor flags.
+    if unsafe { libc::fcntl(3, libc::F_GETFD) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd 3 is open (checked above) and was handed to this process by
+    // its parent for exactly this use; nothing else in the process owns it.
+    Ok(unsafe { fs::File::from_raw_fd(3) })
+}
+
+/// Points stdin and stdout at /dev/null, keeping stderr (a diagnostics file).
+pub fn stdio_to_devnull_keep_stderr() -> io::Result<()> {
+    let null = fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
+    nix::unistd::dup2_stdout(&null).map_err(io::Error::from)?;
+    Ok(())
+}
+
+/// Gives a process about to exec a clean slate: every signal at its default
+/// disposition (Rust ignores SIGPIPE, and ignored signals survive execve) and
+/// none blocked.
+pub fn reset_signals() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for signal in Signal::iterator() {
+        if !matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
+            // SAFETY: installing the default disposition runs no code of ours.
+            let _ = unsafe { sigaction(signal, &default) };
+        }
+    }
+    let _ = SigSet::empty().thread_set_mask();
+}
+
 /// Drops every capability from all sets, the bounding set included.
 pub fn drop_all_capabilities() -> io::Result<()> {
     use caps::CapSet;

@@ -1,6 +1,10 @@
 //! Persisted metadata: atomic writes (temp file, fsync, rename, fsync dir) so a
 //! crash leaves the old record or the new one, never a torn one; JSON records;
 //! private directories; and the leftovers of interrupted writes.
+//!
+//! Files in the volatile state directory (gone at reboot) are written with
+//! `Durability::Volatile`: still atomic against a process crash (rename), but
+//! not fsynced, since a power loss empties that directory anyway.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -22,8 +26,22 @@ pub enum StoreError {
     Corrupt { path: PathBuf, source: serde_json::Error },
 }
 
-/// Replaces `path` with `data` atomically; the file gets `mode`.
+/// Whether a write must survive a power loss, or only a process crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file and its directory: the record survives a power loss.
+    Durable,
+    /// Atomic rename only: for files that a reboot makes meaningless.
+    Volatile,
+}
+
+/// Replaces `path` with `data` atomically and durably; the file gets `mode`.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StoreError> {
+    write_atomic_with(path, data, mode, Durability::Durable)
+}
+
+/// Replaces `path` with `data` atomically; durably when asked.
+pub fn write_atomic_with(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<(), StoreError> {
     let err = |source| StoreError::Write { path: path.to_path_buf(), source };
     let dir = path.parent().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?;
     let name = path.file_name().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?.to_string_lossy();
@@ -36,9 +54,14 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StoreErro
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(&tmp)?;
         file.write_all(data)?;
-        file.sync_all()?;
+        if durability == Durability::Durable {
+            file.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        sync_dir(dir)
+        match durability {
+            Durability::Durable => sync_dir(dir),
+            Durability::Volatile => Ok(()),
+        }
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -52,9 +75,13 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_json_with(path, value, Durability::Durable)
+}
+
+pub fn write_json_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<(), StoreError> {
     let data = serde_json::to_vec_pretty(value)
         .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: io::Error::other(e) })?;
-    write_atomic(path, &data, 0o600)
+    write_atomic_with(path, &data, 0o600, durability)
 }
 
 /// Reads a JSON record; `Ok(None)` when the file does not exist.

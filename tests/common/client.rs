@@ -17,13 +17,7 @@ pub struct Cri {
 
 impl Cri {
     pub async fn connect(socket: &Path) -> Result<Self, tonic::transport::Error> {
-        let socket = socket.to_path_buf();
-        let channel = Endpoint::from_static("http://nidus.invalid")
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let socket = socket.clone();
-                async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
-            }))
-            .await?;
+        let channel = channel(socket).await?;
         Ok(Self {
             runtime: RuntimeServiceClient::new(channel.clone()).max_decoding_message_size(64 << 20),
             images: ImageServiceClient::new(channel).max_decoding_message_size(64 << 20),
@@ -119,6 +113,17 @@ pub fn image_spec(reference: &str) -> ImageSpec {
     ImageSpec { image: reference.into(), ..Default::default() }
 }
 
+/// A gRPC channel over the CRI Unix socket.
+pub async fn channel(socket: &Path) -> Result<Channel, tonic::transport::Error> {
+    let socket = socket.to_path_buf();
+    Endpoint::from_static("http://nidus.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
+        }))
+        .await
+}
+
 /// A pod config like kubelet's, with its own namespaces (network/pid/ipc = POD).
 pub fn pod_config(name: &str) -> PodSandboxConfig {
     PodSandboxConfig {
@@ -165,4 +170,179 @@ pub fn with_namespaces(
     sc.namespace_options =
         Some(NamespaceOption { network: network as i32, pid: pid as i32, ipc: ipc as i32, ..Default::default() });
     config
+}
+
+/// A container config like kubelet's: its own PID namespace, a log file.
+pub fn container_config(name: &str, image: &str, command: &[&str]) -> ContainerConfig {
+    ContainerConfig {
+        metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
+        image: Some(ImageSpec { image: image.into(), ..Default::default() }),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        log_path: format!("{name}/0.log"),
+        linux: Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                namespace_options: Some(NamespaceOption { pid: NamespaceMode::Container as i32, ..Default::default() }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The security context of a container config, created when missing.
+pub fn security(config: &mut ContainerConfig) -> &mut LinuxContainerSecurityContext {
+    config.linux.get_or_insert_with(Default::default).security_context.get_or_insert_with(Default::default)
+}
+
+/// One record of a CRI log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    pub timestamp: String,
+    pub stream: String,
+    pub tag: String,
+    pub content: String,
+}
+
+/// Parses a CRI log file; panics on a malformed line.
+pub fn parse_log(text: &str) -> Vec<LogRecord> {
+    text.lines()
+        .map(|line| {
+            let mut parts = line.splitn(4, ' ');
+            let record = LogRecord {
+                timestamp: parts.next().unwrap_or_default().into(),
+                stream: parts.next().unwrap_or_default().into(),
+                tag: parts.next().unwrap_or_default().into(),
+                content: parts.next().unwrap_or_default().into(),
+            };
+            assert!(record.timestamp.contains('T') && record.timestamp.ends_with('Z'), "bad timestamp in {line:?}");
+            assert!(["stdout", "stderr"].contains(&record.stream.as_str()), "bad stream in {line:?}");
+            assert!(["F", "P"].contains(&record.tag.as_str()), "bad tag in {line:?}");
+            record
+        })
+        .collect()
+}
+
+/// The full lines of one stream of a CRI log (P parts joined).
+pub fn log_lines(records: &[LogRecord], stream: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut partial = String::new();
+    for r in records.iter().filter(|r| r.stream == stream) {
+        partial.push_str(&r.content);
+        if r.tag == "F" {
+            lines.push(std::mem::take(&mut partial));
+        }
+    }
+    lines
+}
+
+impl Cri {
+    pub async fn create_container(
+        &mut self,
+        pod_id: &str,
+        pod: &PodSandboxConfig,
+        config: ContainerConfig,
+    ) -> Result<String, tonic::Status> {
+        Ok(self
+            .runtime
+            .create_container(CreateContainerRequest {
+                pod_sandbox_id: pod_id.into(),
+                config: Some(config),
+                sandbox_config: Some(pod.clone()),
+            })
+            .await?
+            .into_inner()
+            .container_id)
+    }
+
+    pub async fn start_container(&mut self, id: &str) -> Result<(), tonic::Status> {
+        self.runtime.start_container(StartContainerRequest { container_id: id.into() }).await?;
+        Ok(())
+    }
+
+    /// Creates and starts a container.
+    pub async fn run_container(&mut self, pod_id: &str, pod: &PodSandboxConfig, config: ContainerConfig) -> String {
+        let id = self.create_container(pod_id, pod, config).await.expect("CreateContainer");
+        self.start_container(&id).await.expect("StartContainer");
+        id
+    }
+
+    pub async fn stop_container(&mut self, id: &str, timeout: i64) -> Result<(), tonic::Status> {
+        self.runtime.stop_container(StopContainerRequest { container_id: id.into(), timeout }).await?;
+        Ok(())
+    }
+
+    pub async fn remove_container(&mut self, id: &str) -> Result<(), tonic::Status> {
+        self.runtime.remove_container(RemoveContainerRequest { container_id: id.into() }).await?;
+        Ok(())
+    }
+
+    pub async fn container_status(&mut self, id: &str) -> Result<ContainerStatusResponse, tonic::Status> {
+        Ok(self
+            .runtime
+            .container_status(ContainerStatusRequest { container_id: id.into(), verbose: true })
+            .await?
+            .into_inner())
+    }
+
+    pub async fn status_of(&mut self, id: &str) -> ContainerStatus {
+        self.container_status(id).await.expect("ContainerStatus").status.expect("status")
+    }
+
+    /// The container's verbose info JSON.
+    pub async fn container_info(&mut self, id: &str) -> serde_json::Value {
+        let status = self.container_status(id).await.expect("ContainerStatus");
+        serde_json::from_str(status.info.get("info").expect("verbose info")).expect("info is JSON")
+    }
+
+    pub async fn container_pid(&mut self, id: &str) -> i32 {
+        self.container_info(id).await["pid"].as_i64().expect("container pid") as i32
+    }
+
+    /// Waits up to `secs` for the container to exit; returns its status.
+    pub async fn wait_exited(&mut self, id: &str, secs: u64) -> ContainerStatus {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let status = self.status_of(id).await;
+            if status.state() == ContainerState::ContainerExited {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "container {id} still {:?} after {secs}s", status.state());
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn exec(&mut self, id: &str, cmd: &[&str], timeout: i64) -> Result<ExecSyncResponse, tonic::Status> {
+        Ok(self
+            .runtime
+            .exec_sync(ExecSyncRequest {
+                container_id: id.into(),
+                cmd: cmd.iter().map(|s| s.to_string()).collect(),
+                timeout,
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Runs a command that must succeed; returns its stdout as text.
+    pub async fn exec_ok(&mut self, id: &str, cmd: &[&str]) -> String {
+        let out = self.exec(id, cmd, 10).await.expect("ExecSync");
+        assert_eq!(out.exit_code, 0, "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub async fn list_containers(&mut self, filter: Option<ContainerFilter>) -> Vec<Container> {
+        self.runtime
+            .list_containers(ListContainersRequest { filter })
+            .await
+            .expect("ListContainers")
+            .into_inner()
+            .containers
+    }
+
+    /// The log records of a container so far.
+    pub async fn logs(&mut self, id: &str) -> Vec<LogRecord> {
+        let path = self.status_of(id).await.log_path;
+        parse_log(&std::fs::read_to_string(&path).unwrap_or_default())
+    }
 }

@@ -5,9 +5,11 @@
 //! when the environment drops, also when a test fails.
 #![allow(dead_code)]
 
+pub mod apis;
 pub mod client;
 pub mod host;
 pub mod images;
+pub mod v1alpha2;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -199,6 +201,13 @@ impl TestEnv {
         self.import_image(cri, images::busybox()).await
     }
 
+    /// A pod config like kubelet's whose log directory is inside this test's directory.
+    pub fn pod(&self, name: &str) -> nidus::api::PodSandboxConfig {
+        let mut config = client::pod_config(name);
+        config.log_directory = self.base.join("logs").join(name).display().to_string();
+        config
+    }
+
     /// Directories of this test's cgroup root, one per hierarchy.
     pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
         host::cgroup_root_dirs(&self.cgroup_root)
@@ -251,10 +260,15 @@ impl TestEnv {
         host::mounts_under(&self.base)
     }
 
-    /// Sandbox directories left in root and state.
+    /// Sandbox and container directories left in root and state.
     pub fn leftover_sandbox_dirs(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
-        for dir in [self.root.join("sandboxes"), self.state.join("sandboxes")] {
+        for dir in [
+            self.root.join("sandboxes"),
+            self.state.join("sandboxes"),
+            self.root.join("containers"),
+            self.state.join("containers"),
+        ] {
             if let Ok(entries) = fs::read_dir(&dir) {
                 found.extend(entries.flatten().map(|e| e.path()));
             }

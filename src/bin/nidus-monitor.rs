@@ -1,0 +1,43 @@
+//! nidus-monitor: the per-container monitor (`nidus-monitor run RUN_DIR`) and
+//! the ExecSync helper (`nidus-monitor exec`, request as JSON on stdin),
+//! started by `nidus serve`. A small program of its own, so each container's
+//! monitor costs little memory.
+
+use std::io::Read;
+
+use nidus::monitor::plan::ExecRequest;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let code = match args.get(1).map(String::as_str) {
+        Some("run") if args.len() == 3 => nidus::monitor::run(std::path::Path::new(&args[2])),
+        Some("exec") => exec(),
+        _ => {
+            eprintln!("usage: nidus-monitor run RUN_DIR | nidus-monitor exec < REQUEST");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+fn exec() -> i32 {
+    let errors = match nidus::linux::process::take_fd3() {
+        Ok(errors) => errors,
+        Err(e) => {
+            eprintln!("nidus-monitor exec: no error channel on fd 3: {e}");
+            return 126;
+        }
+    };
+    let mut body = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut body) {
+        eprintln!("nidus-monitor exec: reading the request: {e}");
+        return 126;
+    }
+    match serde_json::from_slice::<ExecRequest>(&body) {
+        Ok(request) => nidus::linux::container_init::exec_in(&request, errors),
+        Err(e) => {
+            eprintln!("nidus-monitor exec: bad request: {e}");
+            126
+        }
+    }
+}

@@ -1,0 +1,1035 @@
+//! The container lifecycle: CreateContainer (spec, rootfs, cgroup, monitor),
+//! StartContainer, StopContainer, RemoveContainer, status and listing,
+//! ExecSync and ReopenContainerLog, and reconciling persisted containers with
+//! what is alive when the daemon starts. A failed create undoes everything.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::api::{self, ContainerConfig};
+use crate::cgroups::{CgroupError, CgroupPath, CgroupVersion, Cgroups, OwnedCgroups};
+use crate::config::Config;
+use crate::ids::{self, Resolved};
+use crate::linux::mount::is_overlay_opaque;
+use crate::linux::process::{boot_id, Pidfd, ProcessIdentity};
+use crate::linux::reaper::Reaper;
+use crate::monitor::control::{self, ControlError, Request};
+use crate::monitor::plan::{CgroupMount, ExecRequest, ExitRecord, MonitorPlan, RootfsPlan, RunFiles, StartRecord};
+use crate::pod::manager::now_ns;
+use crate::pod::{SandboxState, SandboxView};
+use crate::store::{self, StoreError};
+
+use super::exec::{self, ExecError, ExecOutput};
+use super::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
+use super::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
+use super::user::{self, UserRequest};
+use super::{caps, signal, ImageSource, ImageSourceError};
+
+/// How long the monitor may take to build a container.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the monitor may take to answer a control request.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a dead container's monitor may take to write its exit record.
+const EXIT_RECORD_WAIT: Duration = Duration::from_secs(5);
+
+/// Which PID namespace a container gets (CRI NamespaceOption.pid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PidMode {
+    Own,
+    Pod,
+    Node,
+    Target(String),
+}
+
+/// A validated CreateContainer request.
+#[derive(Debug, Clone)]
+pub struct ContainerCreate {
+    pub sandbox: SandboxView,
+    pub config: ContainerConfig,
+    /// Unique within the sandbox: name and attempt.
+    pub name_key: String,
+    pub pid: PidMode,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("container {0:?} not found")]
+    NotFound(String),
+    #[error("container id prefix {0:?} matches more than one container")]
+    Ambiguous(String),
+    #[error("a container named {name:?} already exists in sandbox {sandbox}: {id}")]
+    NameInUse { name: String, sandbox: String, id: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Precondition(String),
+    #[error(transparent)]
+    Image(#[from] ImageSourceError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    #[error("building the container failed: {0}")]
+    Build(String),
+    #[error("starting the container failed: {0}")]
+    Start(String),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Control(#[from] ControlError),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
+    let what = what.into();
+    move |source| ContainerError::Io { what, source }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+}
+
+/// A snapshot of one container for status and listing.
+#[derive(Debug, Clone)]
+pub struct ContainerView {
+    pub record: ContainerRecord,
+    pub state: ContainerState,
+    pub started_at_ns: Option<i64>,
+    pub exit: Option<ExitRecord>,
+    pub init: Option<ProcessIdentity>,
+    pub paths: ContainerPaths,
+}
+
+struct InitProcess {
+    identity: ProcessIdentity,
+    pidfd: Pidfd,
+}
+
+struct Live {
+    record: ContainerRecord,
+    init: Option<InitProcess>,
+    /// Exit seen but perhaps not persisted yet.
+    exit: Option<ExitRecord>,
+    removed: bool,
+}
+
+struct Entry {
+    /// Serialises lifecycle operations (and so record writes) on this container.
+    op: tokio::sync::Mutex<()>,
+    live: Mutex<Live>,
+}
+
+impl Entry {
+    fn new(record: ContainerRecord, init: Option<InitProcess>) -> Arc<Self> {
+        let exit = record.exit.clone();
+        Arc::new(Self {
+            op: tokio::sync::Mutex::new(()),
+            live: Mutex::new(Live { record, init, exit, removed: false }),
+        })
+    }
+
+    fn live(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[derive(Default)]
+struct Index {
+    by_id: HashMap<String, Arc<Entry>>,
+    /// sandbox id + name key → container id (including containers being created).
+    names: HashMap<String, String>,
+}
+
+pub struct Containers {
+    config: Arc<Config>,
+    cgroups: Arc<Cgroups>,
+    owned_cgroups: Arc<OwnedCgroups>,
+    reaper: Reaper,
+    monitor_binary: PathBuf,
+    images: Arc<dyn ImageSource>,
+    index: Mutex<Index>,
+}
+
+fn name_slot(sandbox_id: &str, name_key: &str) -> String {
+    format!("{sandbox_id}/{name_key}")
+}
+
+impl Containers {
+    pub fn new(
+        config: Arc<Config>,
+        cgroups: Arc<Cgroups>,
+        owned_cgroups: Arc<OwnedCgroups>,
+        reaper: Reaper,
+        monitor_binary: PathBuf,
+        images: Arc<dyn ImageSource>,
+    ) -> Self {
+        Self { config, cgroups, owned_cgroups, reaper, monitor_binary, images, index: Mutex::default() }
+    }
+
+    fn index(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn paths(&self, id: &str) -> ContainerPaths {
+        ContainerPaths::new(&self.config.root, &self.config.state, id)
+    }
+
+    pub fn resolve(&self, id: &str) -> Result<String, ContainerError> {
+        let index = self.index();
+        match ids::resolve(id, index.by_id.keys().map(String::as_str)) {
+            Resolved::One(found) => Ok(found.to_string()),
+            Resolved::None => Err(ContainerError::NotFound(id.to_string())),
+            Resolved::Ambiguous => Err(ContainerError::Ambiguous(id.to_string())),
+        }
+    }
+
+    fn entry(&self, id: &str) -> Result<(String, Arc<Entry>), ContainerError> {
+        let id = self.resolve(id)?;
+        let entry = self.index().by_id.get(&id).cloned().ok_or_else(|| ContainerError::NotFound(id.clone()))?;
+        Ok((id, entry))
+    }
+
+    // ---- CreateContainer ----
+
+    pub async fn create(&self, request: ContainerCreate) -> Result<String, ContainerError> {
+        if request.sandbox.state != SandboxState::Ready || request.sandbox.pause.is_none() {
+            return Err(ContainerError::Precondition(format!("sandbox {} is not ready", request.sandbox.record.id)));
+        }
+        let id = ids::new_id();
+        let slot = name_slot(&request.sandbox.record.id, &request.name_key);
+        {
+            let mut index = self.index();
+            if let Some(existing) = index.names.get(&slot) {
+                return Err(ContainerError::NameInUse {
+                    name: request.name_key.clone(),
+                    sandbox: request.sandbox.record.id.clone(),
+                    id: existing.clone(),
+                });
+            }
+            index.names.insert(slot.clone(), id.clone());
+        }
+        let result = self.build(&id, &request).await;
+        match result {
+            Ok((record, init)) => {
+                let entry = Entry::new(record, Some(init));
+                self.index().by_id.insert(id.clone(), entry.clone());
+                self.watch(id.clone(), entry);
+                Ok(id)
+            }
+            Err((e, record)) => {
+                tracing::warn!(container_id = %id, error = %e, "CreateContainer failed; undoing");
+                if let Some(record) = record {
+                    if let Err(undo) = self.tear_down(&record).await {
+                        tracing::error!(container_id = %id, error = %undo, "could not undo a failed CreateContainer");
+                    }
+                } else {
+                    let paths = self.paths(&id);
+                    let _ = store::remove_tree(&paths.run_dir);
+                    let _ = store::remove_tree(&paths.dir);
+                    let _ = self.images.release(&id);
+                }
+                self.index().names.remove(&slot);
+                Err(e)
+            }
+        }
+    }
+
+    async fn build(
+        &self,
+        id: &str,
+        request: &ContainerCreate,
+    ) -> Result<(ContainerRecord, InitProcess), (ContainerError, Option<ContainerRecord>)> {
+        let config = &request.config;
+        let sandbox = &request.sandbox;
+        let paths = self.paths(id);
+        let requested = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
+        let image = self.images.resolve(&requested).map_err(|e| (e.into(), None))?;
+        let cgroup = sandbox.record.pod_cgroup.join(id).map_err(|e| (e.into(), None))?;
+        let stop_signal = signal::from_cri(config.stop_signal)
+            .or_else(|| (!image.stop_signal.is_empty()).then(|| signal::parse(&image.stop_signal)).flatten())
+            .unwrap_or(libc::SIGTERM);
+        let log_path = match (sandbox.record.config.log_directory.as_str(), config.log_path.as_str()) {
+            ("", _) | (_, "") => None,
+            (dir, file) => Some(Path::new(dir).join(file)),
+        };
+        let mut record = ContainerRecord {
+            id: id.to_string(),
+            sandbox_id: sandbox.record.id.clone(),
+            name_key: request.name_key.clone(),
+            config: config.clone(),
+            image: ImageUsed {
+                requested,
+                id: image.id.clone(),
+                name: image.name.clone(),
+                reference: image.reference.clone(),
+            },
+            created_at_ns: now_ns(),
+            lifecycle: Lifecycle::Creating,
+            log_path,
+            cgroup,
+            uid: 0,
+            gid: 0,
+            additional_gids: Vec::new(),
+            stop_signal,
+            oom_score_adj: None,
+            started_at_ns: None,
+            exit: None,
+        };
+        let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
+        store::create_dir_new(&paths.dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.dir.display())))
+            .map_err(|e| (e, None))?;
+        // Not fsynced: lost in a power cut, the directory has no record and is
+        // removed at the next start, which is just as right. The final record is durable.
+        if let Err(e) = store::write_json_with(&paths.record(), &record, store::Durability::Volatile) {
+            let _ = store::remove_tree(&paths.dir);
+            return Err((e.into(), None));
+        }
+        let init = self.make(&mut record, &image, request, &paths).await.map_err(|e| fail(e, &record))?;
+        record.lifecycle = Lifecycle::Created;
+        store::write_json(&paths.record(), &record).map_err(|e| fail(e.into(), &record))?;
+        tracing::info!(container_id = %id, pod_id = %record.sandbox_id, pid = init.identity.pid, "container created");
+        Ok((record, init))
+    }
+
+    async fn make(
+        &self,
+        record: &mut ContainerRecord,
+        image: &super::SourceImage,
+        request: &ContainerCreate,
+        paths: &ContainerPaths,
+    ) -> Result<InitProcess, ContainerError> {
+        let id = record.id.clone();
+        let config = &request.config;
+        let sandbox = &request.sandbox;
+        let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
+        let started = std::time::Instant::now();
+        let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
+        store::create_dir_new(&paths.run_dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
+        let files = RunFiles::new(&paths.run_dir);
+        for dir in [paths.upper(), paths.work(), files.rootfs()] {
+            store::create_dir_new(&dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let layers = self.images.lease_layers(&id, &image.id)?;
+        lap("layers leased");
+
+        // Who the process runs as, from the image's /etc/passwd and /etc/group.
+        let passwd = read_from_layers(&layers, "etc/passwd");
+        let group = read_from_layers(&layers, "etc/group");
+        let user = user::resolve(
+            &UserRequest {
+                run_as_user: sc.run_as_user.as_ref().map(|v| v.value),
+                run_as_group: sc.run_as_group.as_ref().map(|v| v.value),
+                run_as_username: sc.run_as_username.clone(),
+                image_user: image.user.clone(),
+                supplemental_groups: sc.supplemental_groups.clone(),
+                strict_groups: sc.supplemental_groups_policy == api::SupplementalGroupsPolicy::Strict as i32,
+            },
+            &user::parse_passwd(&passwd.unwrap_or_default()),
+            &user::parse_group(&group.unwrap_or_default()),
+        )
+        .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.{e}")))?;
+        (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
+
+        let capabilities = {
+            let c = sc.capabilities.clone().unwrap_or_default();
+            caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
+                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?
+        };
+        let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
+        let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
+        let oom_score_adj = requested_adj.map(|want| (want, effective_oom_score_adj(want)));
+        record.oom_score_adj = oom_score_adj;
+
+        let pause = sandbox.pause.as_ref().map(|p| p.pid).ok_or_else(|| {
+            ContainerError::Precondition(format!("sandbox {} has no pause process", sandbox.record.id))
+        })?;
+        let ns = |own: bool, kind: &str| own.then(|| PathBuf::from(format!("/proc/{pause}/ns/{kind}")));
+        let own = sandbox.record.namespaces;
+        let pod = PodFacts {
+            sandbox_id: sandbox.record.id.clone(),
+            name: sandbox.record.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+            namespace: sandbox.record.config.metadata.as_ref().map(|m| m.namespace.clone()).unwrap_or_default(),
+            uid: sandbox.record.config.metadata.as_ref().map(|m| m.uid.clone()).unwrap_or_default(),
+            hostname_file: sandbox.paths.hostname(),
+            hosts_file: sandbox.paths.hosts(),
+            resolv_conf_file: sandbox.paths.resolv_conf(),
+            shm: sandbox.record.own_shm.then(|| sandbox.paths.shm()),
+            net_ns: ns(own.net, "net"),
+            ipc_ns: ns(own.ipc, "ipc"),
+            uts_ns: ns(own.uts, "uts"),
+            pid_ns: ns(own.pid, "pid"),
+        };
+        let pid = match &request.pid {
+            PidMode::Own => PidNamespace::Own,
+            PidMode::Node => PidNamespace::Node,
+            PidMode::Pod => pod.pid_ns.clone().map(PidNamespace::Join).unwrap_or(PidNamespace::Node),
+            PidMode::Target(target) => {
+                let view = self.get(target)?;
+                let init = view.init.filter(|_| view.state == ContainerState::Running).ok_or_else(|| {
+                    ContainerError::Precondition(format!(
+                        "target container {target} of the PID namespace is not running"
+                    ))
+                })?;
+                PidNamespace::Join(PathBuf::from(format!("/proc/{}/ns/pid", init.pid)))
+            }
+        };
+        let rootfs = files.rootfs();
+        let cgroups_path = record.cgroup.to_string();
+        let oci = spec::build(&SpecInput {
+            container_id: &id,
+            config,
+            pod: &pod,
+            pid,
+            image: &image.defaults,
+            image_name: &image.name,
+            user: &user,
+            capabilities: &capabilities,
+            rootfs: &rootfs,
+            cgroups_path: &cgroups_path,
+            oom_score_adj: oom_score_adj.map(|(_, applied)| applied),
+            devices: &devices,
+        })
+        .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
+        store::write_atomic(&paths.spec(), &spec_json, 0o600)?;
+        lap("spec written");
+        self.owned_cgroups.create(&record.cgroup)?;
+        lap("cgroup made");
+        let plan = MonitorPlan {
+            container_id: id.clone(),
+            bundle: paths.dir.clone(),
+            run_dir: paths.run_dir.clone(),
+            log_path: record.log_path.clone(),
+            rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
+            cgroup_procs: self.cgroups.procs_files(&record.cgroup),
+            cgroup_mounts: self.cgroup_mounts(),
+            stdin: config.stdin,
+            monitor_cgroup_procs: self.cgroups.procs_files(&sandbox.record.pause_cgroup),
+        };
+        store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
+        if let Some(log) = &record.log_path {
+            if let Some(dir) = log.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+            }
+        }
+        lap("plan written");
+        let identity = self.spawn_monitor(&files).await?;
+        lap("monitor replied");
+        let pidfd =
+            identity.open_pidfd().ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
+        Ok(InitProcess { identity, pidfd })
+    }
+
+    fn cgroup_mounts(&self) -> Vec<CgroupMount> {
+        match self.cgroups.version {
+            CgroupVersion::V2 => {
+                vec![CgroupMount { dir: String::new(), fstype: "cgroup2".into(), data: String::new() }]
+            }
+            CgroupVersion::V1 => self
+                .cgroups
+                .hierarchies
+                .iter()
+                .map(|h| {
+                    let list = h.controllers.join(",");
+                    CgroupMount { dir: list.clone(), fstype: "cgroup".into(), data: list }
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `nidus-monitor run RUN_DIR` and waits for its one-line reply.
+    async fn spawn_monitor(&self, files: &RunFiles) -> Result<ProcessIdentity, ContainerError> {
+        let mut child = Command::new(&self.monitor_binary)
+            .arg("run")
+            .arg(&files.dir)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(io_err(format!("cannot start the monitor {}", self.monitor_binary.display())))?;
+        let monitor = child.id() as i32;
+        let stdout = child.stdout.take();
+        // The reaper owns waiting; the std handle must never wait.
+        drop(child);
+        let read = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            if let Some(out) = stdout {
+                let _ = io::BufReader::new(out).read_line(&mut line);
+            }
+            line
+        });
+        let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
+            Ok(Ok(line)) => line,
+            Ok(Err(_)) => String::new(),
+            Err(_) => {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor), nix::sys::signal::Signal::SIGKILL);
+                return Err(ContainerError::Build(format!(
+                    "the monitor did not build the container within {CREATE_TIMEOUT:?}"
+                )));
+            }
+        };
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("created ") {
+            let mut parts = rest.split(' ');
+            if let (Some(Ok(pid)), Some(Ok(start_time))) = (parts.next().map(str::parse), parts.next().map(str::parse))
+            {
+                let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
+                return Ok(ProcessIdentity { pid, start_time, boot_id });
+            }
+        }
+        let reaper = self.reaper.clone();
+        let status = tokio::time::timeout(Duration::from_secs(5), reaper.wait(monitor)).await;
+        Err(ContainerError::Build(match line.strip_prefix("error ") {
+            Some(why) => why.to_string(),
+            None => format!("the monitor ended ({status:?}) without a reply; see {}", files.monitor_log().display()),
+        }))
+    }
+
+    // ---- StartContainer ----
+
+    pub async fn start(&self, id: &str) -> Result<(), ContainerError> {
+        let (id, entry) = self.entry(id)?;
+        let _op = entry.op.lock().await;
+        let view = self.view_of(&entry).ok_or_else(|| ContainerError::NotFound(id.clone()))?;
+        if view.state != ContainerState::Created {
+            return Err(ContainerError::Precondition(format!(
+                "container {id} is {}, not created",
+                format!("{:?}", view.state).to_lowercase()
+            )));
+        }
+        let files = RunFiles::new(&view.paths.run_dir);
+        let socket = files.socket();
+        let result = tokio::task::spawn_blocking(move || control::call(&socket, Request::Start, CONTROL_TIMEOUT))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))?;
+        match result {
+            Ok(()) => {
+                let started: Option<StartRecord> = store::read_json(&files.started()).unwrap_or(None);
+                let at = started.map(|s| s.started_at_ns).unwrap_or_else(now_ns);
+                self.update_record(&id, &entry, |r| r.started_at_ns = Some(at))?;
+                tracing::info!(container_id = %id, "container started");
+                Ok(())
+            }
+            Err(ControlError::Refused(why)) => {
+                // The init exits after a failed execve: wait for its exit record.
+                self.await_exit(&entry).await;
+                tracing::warn!(container_id = %id, error = %why, "container start failed");
+                Err(ContainerError::Start(why))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    // ---- StopContainer ----
+
+    /// Sends the stop signal, waits `timeout`, then kills everything in the
+    /// container; returns once it is dead and its exit is recorded.
+    pub async fn stop(&self, id: &str, timeout: Duration) -> Result<(), ContainerError> {
+        let (id, entry) = self.entry(id)?;
+        let _op = entry.op.lock().await;
+        self.stop_locked(&id, &entry, timeout).await
+    }
+
+    async fn stop_locked(&self, id: &str, entry: &Entry, timeout: Duration) -> Result<(), ContainerError> {
+        let (pidfd_alive, stop_signal, cgroup, started) = {
+            let live = entry.live();
+            if live.removed {
+                return Err(ContainerError::NotFound(id.to_string()));
+            }
+            let alive = live.init.as_ref().is_some_and(|i| !i.pidfd.has_exited());
+            (alive, live.record.stop_signal, live.record.cgroup.clone(), live.record.started_at_ns.is_some())
+        };
+        if pidfd_alive {
+            if started && !timeout.is_zero() {
+                self.signal_init(entry, stop_signal);
+                let exited = {
+                    let waiter = self.init_exit_waiter(entry);
+                    tokio::time::timeout(timeout, waiter).await.is_ok()
+                };
+                if !exited {
+                    tracing::info!(container_id = %id, "stop timeout passed; killing");
+                }
+            }
+            self.kill_all(&cgroup).await;
+            let waiter = self.init_exit_waiter(entry);
+            if tokio::time::timeout(Duration::from_secs(10), waiter).await.is_err() {
+                return Err(ContainerError::Build(format!("container {id} did not die after SIGKILL")));
+            }
+        }
+        // Whatever it left in a shared PID namespace goes too.
+        self.kill_all(&cgroup).await;
+        self.await_exit(entry).await;
+        Ok(())
+    }
+
+    fn signal_init(&self, entry: &Entry, signal: i32) {
+        let live = entry.live();
+        if let Some(init) = &live.init {
+            if let Err(e) = init.pidfd.send_signal(signal) {
+                tracing::warn!(container_id = %live.record.id, error = %e, "cannot signal the container");
+            }
+        }
+    }
+
+    /// A future that resolves when the init exits (at once if there is none).
+    fn init_exit_waiter(&self, entry: &Entry) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let identity = entry.live().init.as_ref().map(|i| i.identity.clone());
+        async move {
+            if let Some(pidfd) = identity.and_then(|i| i.open_pidfd()) {
+                pidfd.exited().await;
+            }
+        }
+    }
+
+    /// SIGKILLs every process in the container cgroup until it is empty.
+    async fn kill_all(&self, cgroup: &CgroupPath) {
+        for _ in 0..200 {
+            let pids = self.cgroups.pids(cgroup);
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits (briefly) for the monitor's exit record of a dead init, and keeps it.
+    async fn await_exit(&self, entry: &Entry) {
+        let (id, run_dir, already) = {
+            let live = entry.live();
+            (
+                live.record.id.clone(),
+                self.paths(&live.record.id).run_dir,
+                live.exit.is_some() && live.record.exit.is_some(),
+            )
+        };
+        if already {
+            return;
+        }
+        let files = RunFiles::new(&run_dir);
+        let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
+        let deadline = tokio::time::Instant::now() + EXIT_RECORD_WAIT;
+        let exit = loop {
+            if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
+                break exit;
+            }
+            let monitor_alive = monitor.as_ref().is_some_and(|m| m.is_running());
+            if !monitor_alive || tokio::time::Instant::now() > deadline {
+                // One last look: the monitor may have just written it.
+                if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
+                    break exit;
+                }
+                break lost_exit();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        {
+            let mut live = entry.live();
+            live.exit = Some(exit.clone());
+            live.init = None;
+        }
+        if let Err(e) = self.update_record(&id, entry, |r| r.exit = Some(exit)) {
+            tracing::warn!(container_id = %id, error = %e, "cannot record the container's exit");
+        }
+    }
+
+    /// Keeps the exit of a container that ends on its own.
+    fn watch(&self, id: String, entry: Arc<Entry>) {
+        let waiter = self.init_exit_waiter(&entry);
+        let this = WatchHandle { entry, id };
+        let run_dir = self.paths(&this.id).run_dir;
+        let record_path = self.paths(&this.id).record();
+        tokio::spawn(async move {
+            waiter.await;
+            // Let an operation that already handles the exit finish first.
+            let _op = this.entry.op.lock().await;
+            if this.entry.live().removed {
+                return;
+            }
+            let files = RunFiles::new(&run_dir);
+            let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
+            let deadline = tokio::time::Instant::now() + EXIT_RECORD_WAIT;
+            let exit = loop {
+                if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
+                    break exit;
+                }
+                if !monitor.as_ref().is_some_and(|m| m.is_running()) || tokio::time::Instant::now() > deadline {
+                    match store::read_json::<ExitRecord>(&files.exit()) {
+                        Ok(Some(exit)) => break exit,
+                        _ => break lost_exit(),
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            let record = {
+                let mut live = this.entry.live();
+                if live.record.exit.is_some() {
+                    return;
+                }
+                live.exit = Some(exit.clone());
+                live.record.exit = Some(exit);
+                live.record.clone()
+            };
+            if let Err(e) = store::write_json(&record_path, &record) {
+                tracing::warn!(container_id = %this.id, error = %e, "cannot record the container's exit");
+            }
+            tracing::info!(container_id = %this.id, exit_code = record.exit.as_ref().map(|e| e.exit_code), "container exited");
+        });
+    }
+
+    fn update_record(
+        &self,
+        id: &str,
+        entry: &Entry,
+        change: impl FnOnce(&mut ContainerRecord),
+    ) -> Result<(), StoreError> {
+        let record = {
+            let mut live = entry.live();
+            change(&mut live.record);
+            live.record.clone()
+        };
+        store::write_json(&self.paths(id).record(), &record)
+    }
+
+    // ---- RemoveContainer ----
+
+    /// Kills the container if needed and removes every trace of it; removing
+    /// an unknown container succeeds.
+    pub async fn remove(&self, id: &str) -> Result<(), ContainerError> {
+        let (id, entry) = match self.entry(id) {
+            Ok(found) => found,
+            Err(ContainerError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let _op = entry.op.lock().await;
+        if entry.live().removed {
+            return Ok(());
+        }
+        self.stop_locked(&id, &entry, Duration::ZERO).await?;
+        let record = entry.live().record.clone();
+        self.tear_down(&record).await?;
+        entry.live().removed = true;
+        let mut index = self.index();
+        index.by_id.remove(&id);
+        let slot = name_slot(&record.sandbox_id, &record.name_key);
+        if index.names.get(&slot) == Some(&id) {
+            index.names.remove(&slot);
+        }
+        tracing::info!(container_id = %id, "container removed");
+        Ok(())
+    }
+
+    /// Removes whatever exists of a container: processes, cgroup, image
+    /// lease, directories (the record first, so a crash half-way leaves a
+    /// directory without record, which the next start removes).
+    async fn tear_down(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        let paths = self.paths(&record.id);
+        self.kill_all(&record.cgroup).await;
+        let monitor: Option<ProcessIdentity> =
+            store::read_json(&RunFiles::new(&paths.run_dir).monitor()).unwrap_or(None);
+        if let Some(pidfd) = monitor.and_then(|m| m.open_pidfd()) {
+            let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
+        }
+        let cgroups = self.cgroups.clone();
+        let cgroup = record.cgroup.clone();
+        tokio::task::spawn_blocking(move || cgroups.remove(&cgroup))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        self.owned_cgroups.prune();
+        store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
+        match std::fs::remove_file(paths.record()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_err("cannot remove the container record")(e))
+            }
+            _ => {}
+        }
+        store::remove_tree(&paths.dir).map_err(io_err(format!("cannot remove {}", paths.dir.display())))?;
+        self.images.release(&record.id)?;
+        Ok(())
+    }
+
+    // ---- status, listing, exec, logs ----
+
+    pub fn get(&self, id: &str) -> Result<ContainerView, ContainerError> {
+        let (id, entry) = self.entry(id)?;
+        self.view_of(&entry).ok_or(ContainerError::NotFound(id))
+    }
+
+    pub fn list(&self) -> Vec<ContainerView> {
+        let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
+        let mut views: Vec<ContainerView> = entries.iter().filter_map(|e| self.view_of(e)).collect();
+        views.sort_by_key(|v| v.record.created_at_ns);
+        views
+    }
+
+    /// Ids of the containers of one sandbox.
+    pub fn in_sandbox(&self, sandbox_id: &str) -> Vec<String> {
+        self.list().into_iter().filter(|v| v.record.sandbox_id == sandbox_id).map(|v| v.record.id).collect()
+    }
+
+    fn view_of(&self, entry: &Entry) -> Option<ContainerView> {
+        let mut live = entry.live();
+        if live.removed {
+            return None;
+        }
+        let paths = self.paths(&live.record.id);
+        let files = RunFiles::new(&paths.run_dir);
+        let alive = live.init.as_ref().is_some_and(|i| !i.pidfd.has_exited());
+        if !alive && live.exit.is_none() {
+            // Dead: its monitor writes the record within moments of the exit.
+            if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
+                live.exit = Some(exit);
+            }
+        }
+        let started_at_ns = live
+            .record
+            .started_at_ns
+            .or_else(|| store::read_json::<StartRecord>(&files.started()).ok().flatten().map(|s| s.started_at_ns));
+        let state = match (&live.exit, alive, started_at_ns) {
+            (Some(_), _, _) => ContainerState::Exited,
+            (None, true, Some(_)) => ContainerState::Running,
+            (None, true, None) => ContainerState::Created,
+            // Dead without a record yet: still running as far as anyone can tell
+            // for a moment, unless its monitor is gone too (then it is lost).
+            (None, false, _) => {
+                let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
+                if monitor.is_some_and(|m| m.is_running()) {
+                    if started_at_ns.is_some() {
+                        ContainerState::Running
+                    } else {
+                        ContainerState::Created
+                    }
+                } else {
+                    live.exit = Some(lost_exit());
+                    ContainerState::Exited
+                }
+            }
+        };
+        Some(ContainerView {
+            record: live.record.clone(),
+            state,
+            started_at_ns,
+            exit: live.exit.clone(),
+            init: live.init.as_ref().filter(|_| alive).map(|i| i.identity.clone()),
+            paths,
+        })
+    }
+
+    pub async fn exec_sync(
+        &self,
+        id: &str,
+        argv: Vec<String>,
+        timeout: Option<Duration>,
+    ) -> Result<ExecOutput, ContainerError> {
+        let view = self.get(id)?;
+        let init = view
+            .init
+            .filter(|_| view.state == ContainerState::Running)
+            .ok_or_else(|| ContainerError::Precondition(format!("container {} is not running", view.record.id)))?;
+        let request = ExecRequest {
+            bundle: view.paths.dir.clone(),
+            init,
+            cgroup_procs: self.cgroups.procs_files(&view.record.cgroup),
+            argv,
+        };
+        Ok(exec::exec_sync(&self.monitor_binary, &request, timeout, &self.reaper).await?)
+    }
+
+    pub async fn reopen_log(&self, id: &str) -> Result<(), ContainerError> {
+        let view = self.get(id)?;
+        if view.state != ContainerState::Running {
+            return Err(ContainerError::Precondition(format!("container {} is not running", view.record.id)));
+        }
+        let socket = RunFiles::new(&view.paths.run_dir).socket();
+        tokio::task::spawn_blocking(move || control::call(&socket, Request::ReopenLog, CONTROL_TIMEOUT))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        Ok(())
+    }
+
+    // ---- restart ----
+
+    /// Reloads persisted containers: a live init (same pid, start time, boot)
+    /// keeps its container CREATED or RUNNING; a dead one is EXITED with the
+    /// exit its monitor recorded. Interrupted creations are undone.
+    pub async fn load(&self) -> Result<(), ContainerError> {
+        let base = self.config.root.join("containers");
+        let run_base = self.config.state.join("containers");
+        for dir in [&base, &run_base] {
+            store::create_dir_all(dir, 0o700).map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let ids = store::list_records(&base).map_err(io_err(format!("cannot list {}", base.display())))?;
+        for id in &ids {
+            let paths = self.paths(id);
+            store::remove_interrupted_writes(&paths.dir);
+            store::remove_interrupted_writes(&paths.run_dir);
+            let record: ContainerRecord = match store::read_json(&paths.record()) {
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    tracing::warn!(container_id = %id, "removing the leftovers of an interrupted container operation");
+                    let _ = store::remove_tree(&paths.run_dir);
+                    let _ = store::remove_tree(&paths.dir);
+                    let _ = self.images.release(id);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(container_id = %id, error = %e, "skipping a container whose record cannot be read");
+                    continue;
+                }
+            };
+            if record.lifecycle == Lifecycle::Creating {
+                tracing::warn!(container_id = %id, "undoing a CreateContainer interrupted by a crash");
+                self.tear_down(&record).await?;
+                continue;
+            }
+            let files = RunFiles::new(&paths.run_dir);
+            let init = store::read_json::<ProcessIdentity>(&files.init())
+                .unwrap_or(None)
+                .and_then(|identity| identity.open_pidfd().map(|pidfd| InitProcess { identity, pidfd }));
+            let running = init.is_some();
+            let entry = Entry::new(record.clone(), init);
+            {
+                let mut index = self.index();
+                index.names.insert(name_slot(&record.sandbox_id, &record.name_key), id.clone());
+                index.by_id.insert(id.clone(), entry.clone());
+            }
+            if running {
+                self.watch(id.clone(), entry);
+            } else if record.exit.is_none() {
+                self.await_exit(&entry).await;
+            }
+            tracing::info!(container_id = %id, running, "container reloaded");
+        }
+        for id in store::list_records(&run_base).unwrap_or_default() {
+            if !ids.contains(&id) {
+                let _ = store::remove_tree(&self.paths(&id).run_dir);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct WatchHandle {
+    entry: Arc<Entry>,
+    id: String,
+}
+
+/// The exit of a container whose monitor died before recording it (or of a
+/// container that did not survive a reboot).
+fn lost_exit() -> ExitRecord {
+    ExitRecord {
+        exit_code: 255,
+        signal: None,
+        finished_at_ns: now_ns(),
+        reason: "Unknown".into(),
+        message: "the container's exit status was lost (its monitor is gone, or the node rebooted)".into(),
+    }
+}
+
+/// A file as the image's merged layers show it (top layer first, honouring
+/// whiteouts and opaque directories).
+fn read_from_layers(layers: &[PathBuf], rel: &str) -> Option<String> {
+    let parent = Path::new(rel).parent();
+    for layer in layers.iter().rev() {
+        let path = layer.join(rel);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_char_device() && meta.rdev() == 0 => return None,
+            Ok(meta) if meta.is_file() => return std::fs::read_to_string(&path).ok(),
+            Ok(_) => return None,
+            Err(_) => {}
+        }
+        if parent.is_some_and(|p| is_overlay_opaque(&layer.join(p))) {
+            return None;
+        }
+    }
+    None
+}
+
+/// The devices a CRI config asks for, read from the host.
+fn config_devices(devices: &[api::Device]) -> Result<Vec<HostDevice>, ContainerError> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let field = format!("config.devices[{i}]");
+            let meta = std::fs::metadata(&d.host_path)
+                .map_err(|e| ContainerError::Invalid(format!("{field}: host_path {:?}: {e}", d.host_path)))?;
+            let ft = meta.file_type();
+            if !ft.is_char_device() && !ft.is_block_device() {
+                return Err(ContainerError::Invalid(format!("{field}: host_path {:?} is not a device", d.host_path)));
+            }
+            let container_path =
+                if d.container_path.is_empty() { d.host_path.clone() } else { d.container_path.clone() };
+            Ok(HostDevice {
+                container_path,
+                char_device: ft.is_char_device(),
+                major: nix::sys::stat::major(meta.rdev()) as i64,
+                minor: nix::sys::stat::minor(meta.rdev()) as i64,
+                file_mode: meta.mode() & 0o777,
+                permissions: if d.permissions.is_empty() { "rwm".into() } else { d.permissions.clone() },
+            })
+        })
+        .collect()
+}
+
+/// Every device node of the host (for privileged containers).
+fn host_devices(dir: &Path) -> Vec<HostDevice> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            let name = entry.file_name();
+            if !matches!(name.to_str(), Some("pts" | "shm" | "mqueue" | "fd")) {
+                out.extend(host_devices(&path));
+            }
+        } else if ft.is_char_device() || ft.is_block_device() {
+            // /dev/console and the pty master belong to the container's own /dev.
+            if matches!(path.to_str(), Some("/dev/console" | "/dev/ptmx" | "/dev/tty")) {
+                continue;
+            }
+            out.push(HostDevice {
+                container_path: path.display().to_string(),
+                char_device: ft.is_char_device(),
+                major: nix::sys::stat::major(meta.rdev()) as i64,
+                minor: nix::sys::stat::minor(meta.rdev()) as i64,
+                file_mode: meta.mode() & 0o777,
+                permissions: "rwm".into(),
+            });
+        }
+    }
+    out
+}
+
+/// The oom_score_adj a container actually gets. Lowering it below the
+/// daemon's own needs CAP_SYS_RESOURCE; without it the request is clamped to
+/// the daemon's value (containerd's `restrict_oom_score_adj`), rather than
+/// failing the container.
+fn effective_oom_score_adj(requested: i32) -> i32 {
+    let own: i32 =
+        std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let can_lower =
+        ::caps::has_cap(None, ::caps::CapSet::Effective, ::caps::Capability::CAP_SYS_RESOURCE).unwrap_or(false);
+    if requested < own && !can_lower {
+        own
+    } else {
+        requested
+    }
+}

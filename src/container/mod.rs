@@ -1,0 +1,66 @@
+//! Containers: CRI ContainerConfig + image → OCI spec, the per-container
+//! monitor that builds and watches each one, their lifecycle and status, and
+//! ExecSync. The image store is reached through `ImageSource`.
+
+pub mod caps;
+pub mod command;
+pub mod exec;
+pub mod manager;
+pub mod record;
+pub mod signal;
+pub mod spec;
+pub mod user;
+
+use std::path::PathBuf;
+
+pub use manager::{ContainerCreate, ContainerError, ContainerState, ContainerView, Containers, PidMode};
+
+/// An image as containers need it.
+#[derive(Debug, Clone, Default)]
+pub struct SourceImage {
+    /// `sha256:` config digest.
+    pub id: String,
+    /// A name to show (first repo tag, else the id).
+    pub name: String,
+    /// A pinned reference (first repo digest, else the id).
+    pub reference: String,
+    pub defaults: spec::ImageDefaults,
+    /// The image config's User.
+    pub user: String,
+    /// The image config's StopSignal.
+    pub stop_signal: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageSourceError {
+    #[error("image {0:?} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Where containers get images and their layers from.
+pub trait ImageSource: Send + Sync {
+    fn resolve(&self, reference: &str) -> Result<SourceImage, ImageSourceError>;
+    /// The unpacked layer directories of `image_id`, lowest first, kept for `holder`.
+    fn lease_layers(&self, holder: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError>;
+    /// Drops `holder`'s lease (idempotent).
+    fn release(&self, holder: &str) -> Result<(), ImageSourceError>;
+}
+
+/// The image source while no image store is wired in: no image is present.
+pub struct NoImages;
+
+impl ImageSource for NoImages {
+    fn resolve(&self, reference: &str) -> Result<SourceImage, ImageSourceError> {
+        Err(ImageSourceError::NotFound(reference.to_string()))
+    }
+    fn lease_layers(&self, _: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError> {
+        Err(ImageSourceError::NotFound(image_id.to_string()))
+    }
+    fn release(&self, _: &str) -> Result<(), ImageSourceError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! What nidus remembers of a container: the persisted record (under `root`)
+//! and where each of its files lives (persistent dir and volatile run dir).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::ContainerConfig;
+use crate::cgroups::CgroupPath;
+use crate::monitor::plan::ExitRecord;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lifecycle {
+    /// CreateContainer has begun; a crash now means undo it at restart.
+    Creating,
+    /// Made (its state then comes from its processes and exit record).
+    Created,
+}
+
+/// The image a container was made from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImageUsed {
+    /// As CreateContainer named it.
+    pub requested: String,
+    /// The image id (`sha256:` config digest).
+    pub id: String,
+    /// A name to show (first repo tag, else the id).
+    pub name: String,
+    /// A pinned reference (first repo digest, else the id).
+    pub reference: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainerRecord {
+    pub id: String,
+    pub sandbox_id: String,
+    /// Unique per sandbox: name and attempt.
+    pub name_key: String,
+    pub config: ContainerConfig,
+    pub image: ImageUsed,
+    pub created_at_ns: i64,
+    pub lifecycle: Lifecycle,
+    pub log_path: Option<PathBuf>,
+    pub cgroup: CgroupPath,
+    pub uid: u32,
+    pub gid: u32,
+    pub additional_gids: Vec<u32>,
+    pub stop_signal: i32,
+    /// oom_score_adj asked for and put in the spec (may be clamped, see README).
+    pub oom_score_adj: Option<(i32, i32)>,
+    pub started_at_ns: Option<i64>,
+    pub exit: Option<ExitRecord>,
+}
+
+/// The on-disk places of one container.
+#[derive(Debug, Clone)]
+pub struct ContainerPaths {
+    /// Persistent: `root/containers/ID` (record, config.json, upper and work dirs).
+    pub dir: PathBuf,
+    /// Volatile: `state/containers/ID` (the monitor's run directory).
+    pub run_dir: PathBuf,
+}
+
+impl ContainerPaths {
+    pub fn new(root: &Path, state: &Path, id: &str) -> Self {
+        Self { dir: root.join("containers").join(id), run_dir: state.join("containers").join(id) }
+    }
+    pub fn record(&self) -> PathBuf {
+        self.dir.join("container.json")
+    }
+    pub fn spec(&self) -> PathBuf {
+        self.dir.join("config.json")
+    }
+    pub fn upper(&self) -> PathBuf {
+        self.dir.join("upper")
+    }
+    pub fn work(&self) -> PathBuf {
+        self.dir.join("work")
+    }
+}

@@ -1,0 +1,684 @@
+//! The container side of clone → execve: everything a container's init does
+//! between the monitor's fork and the execve of the workload. It runs in a
+//! single-threaded child of the monitor (no tokio, no locks held by anyone
+//! else), joins the cgroup and the pod's namespaces, builds the root
+//! filesystem and pivots into it, becomes the container's user with its
+//! capabilities, reports "ok" and waits for StartContainer, then execs.
+
+use std::ffi::CString;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use nix::sched::CloneFlags;
+use oci_spec::runtime::{LinuxNamespaceType, Mount, Spec};
+
+use super::rootfs::{self, create_in_root, fd_path, open_in_root};
+use crate::monitor::plan::MonitorPlan;
+
+/// The init's stdio (already set up by the monitor).
+pub struct InitStdio {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// stdin/stdout/stderr are a terminal: become its session leader.
+    pub tty: bool,
+}
+
+/// Pipes between the init and its monitor.
+pub struct InitPipes {
+    /// init → monitor: "ok" once built, or "error MESSAGE".
+    pub ready: OwnedFd,
+    /// monitor → init: one byte releases the init (StartContainer).
+    pub start: OwnedFd,
+    /// init → monitor: why execve failed; closed by a successful execve.
+    pub exec_error: OwnedFd,
+}
+
+const READY_FD: RawFd = 3;
+const START_FD: RawFd = 4;
+const EXEC_ERROR_FD: RawFd = 5;
+
+/// Monitor side, before the fork: a container joining a PID namespace (the
+/// pod's, or a target container's) must have it as the monitor's namespace
+/// for children; a container with its own gets a fresh one the same way.
+pub fn enter_pid_namespace_for_children(spec: &Spec) -> Result<(), String> {
+    let Some(ns) = namespaces(spec).into_iter().find(|n| n.typ() == LinuxNamespaceType::Pid) else {
+        return Ok(());
+    };
+    match ns.path() {
+        Some(path) => {
+            let file =
+                fs::File::open(path).map_err(|e| format!("cannot open PID namespace {}: {e}", path.display()))?;
+            nix::sched::setns(&file, CloneFlags::CLONE_NEWPID)
+                .map_err(|e| format!("cannot join PID namespace {}: {e}", path.display()))
+        }
+        None => {
+            nix::sched::unshare(CloneFlags::CLONE_NEWPID).map_err(|e| format!("cannot create a PID namespace: {e}"))
+        }
+    }
+}
+
+fn namespaces(spec: &Spec) -> Vec<oci_spec::runtime::LinuxNamespace> {
+    spec.linux().as_ref().and_then(|l| l.namespaces().clone()).unwrap_or_default()
+}
+
+/// The init: never returns.
+pub fn run(spec: &Spec, plan: &MonitorPlan, stdio: InitStdio, pipes: InitPipes) -> ! {
+    super::process::reset_signals();
+    if let Err(e) = place_fds(stdio, pipes) {
+        std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
+    }
+    let exec = match build(spec, plan) {
+        Ok(exec) => exec,
+        Err(e) => std::process::exit(report_and_exit_code(&e)),
+    };
+    {
+        // SAFETY: READY_FD was placed by place_fds and is owned here only.
+        let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
+        if ready.write_all(b"ok").is_err() {
+            std::process::exit(1);
+        }
+    }
+    // Wait for StartContainer: one byte; EOF means the monitor gave up on us.
+    let mut byte = [0u8; 1];
+    // SAFETY: START_FD was placed by place_fds and is owned here only.
+    let mut start = unsafe { fs::File::from_raw_fd(START_FD) };
+    if !matches!(start.read(&mut byte), Ok(1)) {
+        std::process::exit(1);
+    }
+    drop(start);
+    let error = exec.run();
+    // SAFETY: EXEC_ERROR_FD was placed by place_fds and is owned here only.
+    let mut report = unsafe { fs::File::from_raw_fd(EXEC_ERROR_FD) };
+    let _ = report.write_all(error.message.as_bytes());
+    std::process::exit(error.exit_code)
+}
+
+fn report_and_exit_code(message: &str) -> i32 {
+    // SAFETY: READY_FD is ours (or invalid, in which case write fails harmlessly).
+    let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
+    let _ = ready.write_all(format!("error {message}").as_bytes());
+    1
+}
+
+/// stdio on 0–2, the three pipes on 3–5 (close-on-exec), nothing else open.
+fn place_fds(stdio: InitStdio, pipes: InitPipes) -> io::Result<()> {
+    // Move everything above 5 first so the dup2s below cannot clobber a source.
+    let lift = |fd: OwnedFd| -> io::Result<OwnedFd> {
+        // SAFETY: F_DUPFD_CLOEXEC returns a new fd ≥ 10 that we own.
+        let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if new < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: new was just returned by fcntl.
+        Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    };
+    let sources = [
+        lift(stdio.stdin)?,
+        lift(stdio.stdout)?,
+        lift(stdio.stderr)?,
+        lift(pipes.ready)?,
+        lift(pipes.start)?,
+        lift(pipes.exec_error)?,
+    ];
+    for (target, source) in sources.iter().enumerate() {
+        let target = target as RawFd;
+        // SAFETY: dup2 onto a fixed low number; sources are ≥ 10, so distinct.
+        if unsafe { libc::dup2(source.as_raw_fd(), target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if target >= READY_FD {
+            // SAFETY: sets FD_CLOEXEC on a descriptor we just made.
+            unsafe { libc::fcntl(target, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    drop(sources);
+    super::process::close_fds_from(6)?;
+    if stdio.tty {
+        nix::unistd::setsid().map_err(io::Error::from)?;
+        // SAFETY: TIOCSCTTY on stdin, a terminal we own; arg 0 = do not steal.
+        if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// What remains to do once StartContainer releases the init.
+struct Exec {
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    path_dirs: Vec<String>,
+}
+
+struct ExecError {
+    message: String,
+    exit_code: i32,
+}
+
+impl Exec {
+    /// Resolves argv[0] like a shell (`$PATH` of the container's environment) and execs.
+    fn run(self) -> ExecError {
+        let Some(name) = self.argv.first().map(|a| a.to_string_lossy().into_owned()) else {
+            return ExecError {
+                message: "no command given: the image has no Entrypoint or Cmd and the container no command".into(),
+                exit_code: 127,
+            };
+        };
+        let candidates: Vec<String> = if name.contains('/') {
+            vec![name.clone()]
+        } else {
+            self.path_dirs.iter().map(|d| format!("{}/{name}", d.trim_end_matches('/'))).collect()
+        };
+        let found = candidates.into_iter().find(|c| {
+            let Ok(meta) = fs::metadata(c) else { return false };
+            meta.is_file() && nix::unistd::access(c.as_str(), nix::unistd::AccessFlags::X_OK).is_ok()
+        });
+        let Some(path) = found else {
+            let message = if name.contains('/') {
+                match fs::metadata(&name) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        format!("exec: {name:?}: no such file or directory")
+                    }
+                    _ => format!("exec: {name:?}: permission denied"),
+                }
+            } else {
+                format!("exec: {name:?}: executable file not found in $PATH")
+            };
+            return ExecError { message, exit_code: 127 };
+        };
+        let Ok(cpath) = CString::new(path.clone()) else {
+            return ExecError { message: format!("exec: {path:?}: invalid path"), exit_code: 127 };
+        };
+        let err = nix::unistd::execve(&cpath, &self.argv, &self.env).unwrap_err();
+        let code = if err == nix::errno::Errno::ENOENT { 127 } else { 126 };
+        ExecError { message: format!("exec: {path:?}: {}", err.desc().to_lowercase()), exit_code: code }
+    }
+}
+
+/// Builds the container around the init; returns what to exec.
+fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
+    // Nothing outside may read our memory or /proc/self/exe while we hold host state.
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    for procs in &plan.cgroup_procs {
+        fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
+    }
+    join_namespaces(spec)?;
+    let root_path = spec.root().as_ref().map(|r| r.path().clone()).ok_or("the spec has no root")?;
+    // Our mounts never propagate back to the node.
+    rootfs::mount(None, "/", None, (libc::MS_REC | libc::MS_SLAVE) as libc::c_ulong, None)
+        .map_err(|e| format!("cannot make / a slave mount: {e}"))?;
+    rootfs::mount_overlay(&plan.rootfs.lower, &plan.rootfs.upper, &plan.rootfs.work, &root_path)
+        .map_err(|e| format!("cannot mount the container's root filesystem: {e}"))?;
+    let root = fs::File::open(&root_path).map_err(|e| format!("cannot open {}: {e}", root_path.display()))?;
+    let root_fd = root.as_raw_fd();
+    for m in spec.mounts().as_deref().unwrap_or_default() {
+        mount_one(root_fd, m, plan).map_err(|e| format!("mount {}: {e}", m.destination().display()))?;
+    }
+    make_devices(root_fd, spec).map_err(|e| format!("devices: {e}"))?;
+    std::env::set_current_dir(&root_path).map_err(|e| format!("chdir {}: {e}", root_path.display()))?;
+    drop(root);
+    rootfs::pivot_to_cwd().map_err(|e| format!("pivot_root: {e}"))?;
+
+    let linux = spec.linux().clone().unwrap_or_default();
+    for path in linux.masked_paths().as_deref().unwrap_or_default() {
+        mask(path).map_err(|e| format!("masking {path}: {e}"))?;
+    }
+    for path in linux.readonly_paths().as_deref().unwrap_or_default() {
+        make_read_only(path).map_err(|e| format!("making {path} read-only: {e}"))?;
+    }
+    if spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false) {
+        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        rootfs::mount(None, "/", None, flags as libc::c_ulong, None).map_err(|e| format!("read-only root: {e}"))?;
+    }
+
+    let process = spec.process().clone().ok_or("the spec has no process")?;
+    if let Some(adj) = process.oom_score_adj() {
+        fs::write("/proc/self/oom_score_adj", adj.to_string()).map_err(|e| format!("oom_score_adj {adj}: {e}"))?;
+    }
+    for limit in process.rlimits().as_deref().unwrap_or_default() {
+        set_rlimit(limit)?;
+    }
+    if !plan_tty(&process) {
+        // The init leads its own session (CRIU wants the pid namespace's init so).
+        let _ = nix::unistd::setsid();
+    }
+    let cwd = process.cwd();
+    fs::create_dir_all(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
+    std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
+    become_user(&process)?;
+    if process.no_new_privileges().unwrap_or(false) {
+        super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    }
+
+    exec_of(&process)
+}
+
+fn plan_tty(process: &oci_spec::runtime::Process) -> bool {
+    process.terminal().unwrap_or(false)
+}
+
+fn join_namespaces(spec: &Spec) -> Result<(), String> {
+    let mut fresh = CloneFlags::empty();
+    let mut joins = Vec::new();
+    for ns in namespaces(spec) {
+        let flag = match ns.typ() {
+            LinuxNamespaceType::Network => CloneFlags::CLONE_NEWNET,
+            LinuxNamespaceType::Ipc => CloneFlags::CLONE_NEWIPC,
+            LinuxNamespaceType::Uts => CloneFlags::CLONE_NEWUTS,
+            LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
+            LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+            // Entered by the monitor before the fork.
+            LinuxNamespaceType::Pid => continue,
+            other => return Err(format!("{other:?} namespaces are not supported")),
+        };
+        match ns.path() {
+            Some(path) => {
+                let file =
+                    fs::File::open(path).map_err(|e| format!("cannot open namespace {}: {e}", path.display()))?;
+                joins.push((file, flag, path.clone()));
+            }
+            None => fresh |= flag,
+        }
+    }
+    for (file, flag, path) in &joins {
+        nix::sched::setns(file, *flag).map_err(|e| format!("cannot join namespace {}: {e}", path.display()))?;
+    }
+    nix::sched::unshare(fresh).map_err(|e| format!("cannot create namespaces: {e}"))
+}
+
+/// Mount options → (flags, data, propagation, read-only, recursive read-only).
+struct Options {
+    flags: libc::c_ulong,
+    data: Vec<String>,
+    propagation: libc::c_ulong,
+    readonly: bool,
+    recursive_readonly: bool,
+    bind: bool,
+}
+
+fn parse_options(options: &[String]) -> Options {
+    let mut o =
+        Options { flags: 0, data: Vec::new(), propagation: 0, readonly: false, recursive_readonly: false, bind: false };
+    for opt in options {
+        let flag = match opt.as_str() {
+            "ro" => {
+                o.readonly = true;
+                libc::MS_RDONLY
+            }
+            "rw" => 0,
+            "nosuid" => libc::MS_NOSUID,
+            "nodev" => libc::MS_NODEV,
+            "noexec" => libc::MS_NOEXEC,
+            "strictatime" => libc::MS_STRICTATIME,
+            "relatime" => libc::MS_RELATIME,
+            "noatime" => libc::MS_NOATIME,
+            "bind" => {
+                o.bind = true;
+                libc::MS_BIND
+            }
+            "rbind" => {
+                o.bind = true;
+                libc::MS_BIND | libc::MS_REC
+            }
+            "rro" => {
+                o.recursive_readonly = true;
+                0
+            }
+            "private" | "rprivate" | "slave" | "rslave" | "shared" | "rshared" => {
+                let rec = if opt.starts_with('r') { libc::MS_REC } else { 0 };
+                o.propagation = rec
+                    | match opt.trim_start_matches('r') {
+                        "private" => libc::MS_PRIVATE,
+                        "slave" => libc::MS_SLAVE,
+                        _ => libc::MS_SHARED,
+                    };
+                0
+            }
+            other => {
+                o.data.push(other.to_string());
+                0
+            }
+        };
+        o.flags |= flag as libc::c_ulong;
+    }
+    o
+}
+
+fn mount_one(root: RawFd, m: &Mount, plan: &MonitorPlan) -> io::Result<()> {
+    let dest = m.destination();
+    let typ = m.typ().clone().unwrap_or_default();
+    let opts = parse_options(m.options().as_deref().unwrap_or_default());
+    if typ == "cgroup" {
+        return mount_cgroups(root, dest, &opts, plan);
+    }
+    let source = m.source().clone().unwrap_or_default();
+    let is_bind = opts.bind || typ == "bind";
+    let target_is_dir = if is_bind {
+        if !source.exists() {
+            // Like containerd: a missing bind source directory is created.
+            fs::create_dir_all(&source)?;
+        }
+        source.is_dir()
+    } else {
+        true
+    };
+    let target = create_in_root(root, dest, target_is_dir)?;
+    let fstype = if is_bind { None } else { Some(typ.as_str()) };
+    let first_flags = if opts.bind { opts.flags & !(libc::MS_RDONLY as libc::c_ulong) } else { opts.flags };
+    let data = opts.data.join(",");
+    rootfs::mount(Some(&source.to_string_lossy()), &fd_path(&target), fstype, first_flags, Some(&data))?;
+    // From here on, name the new mount itself, not the directory beneath it.
+    let mounted = open_in_root(root, dest, libc::O_PATH, 0)?;
+    let mounted_path = fd_path(&mounted);
+    if is_bind && opts.readonly {
+        let keep = locked_flags(&mounted_path)?;
+        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        rootfs::mount(
+            None,
+            &mounted_path,
+            None,
+            flags as libc::c_ulong | keep | (opts.flags & !(libc::MS_REC | libc::MS_BIND) as libc::c_ulong),
+            None,
+        )?;
+    }
+    if opts.propagation != 0 {
+        rootfs::mount(None, &mounted_path, None, opts.propagation, None)?;
+    }
+    if opts.recursive_readonly {
+        rootfs::make_recursively_read_only(&mounted_path)?;
+    }
+    Ok(())
+}
+
+/// Flags a bind remount must keep (nosuid/nodev/noexec locked on the source mount).
+fn locked_flags(path: &str) -> io::Result<libc::c_ulong> {
+    let st = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
+    let f = st.flags();
+    use nix::sys::statvfs::FsFlags;
+    let mut out = 0;
+    for (flag, ms) in [
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+    ] {
+        if f.contains(flag) {
+            out |= ms as libc::c_ulong;
+        }
+    }
+    Ok(out)
+}
+
+/// /sys/fs/cgroup inside the container: the container's own cgroups (the
+/// init is in a cgroup namespace rooted at them), read-only unless privileged.
+fn mount_cgroups(root: RawFd, dest: &Path, opts: &Options, plan: &MonitorPlan) -> io::Result<()> {
+    let base_flags = (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RELATIME) as libc::c_ulong;
+    let ro = if opts.readonly { libc::MS_RDONLY as libc::c_ulong } else { 0 };
+    if let [only] = plan.cgroup_mounts.as_slice() {
+        if only.dir.is_empty() {
+            let target = create_in_root(root, dest, true)?;
+            return rootfs::mount(
+                Some("cgroup"),
+                &fd_path(&target),
+                Some(&only.fstype),
+                base_flags | ro,
+                Some(&only.data),
+            );
+        }
+    }
+    let target = create_in_root(root, dest, true)?;
+    rootfs::mount(Some("tmpfs"), &fd_path(&target), Some("tmpfs"), base_flags, Some("mode=755"))?;
+    for cg in &plan.cgroup_mounts {
+        let sub = create_in_root(root, &dest.join(&cg.dir), true)?;
+        rootfs::mount(Some("cgroup"), &fd_path(&sub), Some(&cg.fstype), base_flags | ro, Some(&cg.data))?;
+    }
+    if opts.readonly {
+        let mounted = open_in_root(root, dest, libc::O_PATH, 0)?;
+        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        rootfs::mount(None, &fd_path(&mounted), None, flags as libc::c_ulong | base_flags, None)?;
+    }
+    Ok(())
+}
+
+/// The standard device nodes, the spec's devices, and the /dev symlinks.
+fn make_devices(root: RawFd, spec: &Spec) -> io::Result<()> {
+    use nix::sys::stat::{makedev, mknodat, Mode, SFlag};
+    let dev = open_in_root(root, Path::new("/dev"), libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
+    let mut nodes: Vec<(PathBuf, SFlag, u64, u64, u32)> =
+        [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
+            .into_iter()
+            .map(|(n, ma, mi)| (PathBuf::from(format!("/dev/{n}")), SFlag::S_IFCHR, ma, mi, 0o666))
+            .collect();
+    for d in spec.linux().as_ref().and_then(|l| l.devices().clone()).unwrap_or_default() {
+        let kind = match d.typ() {
+            oci_spec::runtime::LinuxDeviceType::B => SFlag::S_IFBLK,
+            _ => SFlag::S_IFCHR,
+        };
+        nodes.push((d.path().clone(), kind, d.major() as u64, d.minor() as u64, d.file_mode().unwrap_or(0o666)));
+    }
+    for (path, kind, major, minor, mode) in nodes {
+        let parent = path.parent().unwrap_or(Path::new("/dev"));
+        let dir = create_in_root(root, parent, true)?;
+        let dir =
+            open_in_root(root, parent, libc::O_DIRECTORY | libc::O_RDONLY, 0).or_else(|_| Ok::<_, io::Error>(dir))?;
+        let name =
+            path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "device without a name"))?;
+        let _ = nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        mknodat(&dir, name, kind, Mode::from_bits_truncate(mode & 0o7777), makedev(major, minor))
+            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mknod {}: {e}", path.display())))?;
+        // The mode given by mknod is masked by the umask: set it exactly.
+        let node = open_in_root(root, &path, libc::O_PATH, 0)?;
+        fs::set_permissions(fd_path(&node), std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        let _ = nix::unistd::unlinkat(&dev, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        nix::unistd::symlinkat(target, &dev, name).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// Hides a path: /dev/null over a file, an empty read-only tmpfs over a directory.
+fn mask(path: &str) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_dir() => {
+            rootfs::mount(Some("tmpfs"), path, Some("tmpfs"), libc::MS_RDONLY as libc::c_ulong, Some("size=0"))
+        }
+        Ok(_) => rootfs::mount(Some("/dev/null"), path, None, libc::MS_BIND as libc::c_ulong, None),
+    }
+}
+
+fn make_read_only(path: &str) -> io::Result<()> {
+    if !Path::new(path).exists() {
+        return Ok(());
+    }
+    rootfs::mount(Some(path), path, None, (libc::MS_BIND | libc::MS_REC) as libc::c_ulong, None)?;
+    let keep = locked_flags(path)?;
+    rootfs::mount(None, path, None, (libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY) as libc::c_ulong | keep, None)
+}
+
+fn set_rlimit(limit: &oci_spec::runtime::PosixRlimit) -> Result<(), String> {
+    let name = format!("{:?}", limit.typ());
+    let resource = match name.to_ascii_uppercase().trim_start_matches("RLIMIT").trim_start_matches('_') {
+        "CPU" => libc::RLIMIT_CPU,
+        "FSIZE" => libc::RLIMIT_FSIZE,
+        "DATA" => libc::RLIMIT_DATA,
+        "STACK" => libc::RLIMIT_STACK,
+        "CORE" => libc::RLIMIT_CORE,
+        "RSS" => libc::RLIMIT_RSS,
+        "NPROC" => libc::RLIMIT_NPROC,
+        "NOFILE" => libc::RLIMIT_NOFILE,
+        "MEMLOCK" => libc::RLIMIT_MEMLOCK,
+        "AS" => libc::RLIMIT_AS,
+        "LOCKS" => libc::RLIMIT_LOCKS,
+        "SIGPENDING" => libc::RLIMIT_SIGPENDING,
+        "MSGQUEUE" => libc::RLIMIT_MSGQUEUE,
+        "NICE" => libc::RLIMIT_NICE,
+        "RTPRIO" => libc::RLIMIT_RTPRIO,
+        "RTTIME" => libc::RLIMIT_RTTIME,
+        _ => return Err(format!("unknown rlimit {name}")),
+    };
+    let value = libc::rlimit { rlim_cur: limit.soft(), rlim_max: limit.hard() };
+    // SAFETY: value is a valid rlimit for the duration of the call.
+    if unsafe { libc::setrlimit(resource, &value) } < 0 {
+        return Err(format!("setrlimit {name} {}/{}: {}", limit.soft(), limit.hard(), io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Groups, gid, uid, then exactly the spec's capabilities.
+fn become_user(process: &oci_spec::runtime::Process) -> Result<(), String> {
+    use caps::{CapSet, Capability as Cap, CapsHashSet};
+    let to_set = |set: &Option<oci_spec::runtime::Capabilities>| -> CapsHashSet {
+        set.as_ref()
+            .map(|s| s.iter().filter_map(|c| format!("CAP_{c}").parse::<Cap>().ok()).collect())
+            .unwrap_or_default()
+    };
+    let capabilities = process.capabilities().clone().unwrap_or_default();
+    let bounding = to_set(capabilities.bounding());
+    for cap in caps::all() {
+        if !bounding.contains(&cap) {
+            caps::drop(None, CapSet::Bounding, cap)
+                .map_err(|e| format!("dropping {cap} from the bounding set: {e}"))?;
+        }
+    }
+    let user = process.user();
+    nix::sys::prctl::set_keepcaps(true).map_err(|e| format!("PR_SET_KEEPCAPS: {e}"))?;
+    let groups: Vec<nix::unistd::Gid> =
+        user.additional_gids().clone().unwrap_or_default().into_iter().map(nix::unistd::Gid::from_raw).collect();
+    nix::unistd::setgroups(&groups).map_err(|e| format!("setgroups: {e}"))?;
+    let gid = nix::unistd::Gid::from_raw(user.gid());
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setgid {}: {e}", user.gid()))?;
+    let uid = nix::unistd::Uid::from_raw(user.uid());
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setuid {}: {e}", user.uid()))?;
+    nix::sys::prctl::set_keepcaps(false).map_err(|e| format!("PR_SET_KEEPCAPS: {e}"))?;
+    // Effective shrinks first (it must stay within Permitted), Permitted last.
+    for (set, wanted) in [
+        (CapSet::Effective, to_set(capabilities.effective())),
+        (CapSet::Inheritable, to_set(capabilities.inheritable())),
+        (CapSet::Permitted, to_set(capabilities.permitted())),
+    ] {
+        caps::set(None, set, &wanted).map_err(|e| format!("setting {set:?} capabilities: {e}"))?;
+    }
+    for cap in to_set(capabilities.ambient()) {
+        caps::raise(None, CapSet::Ambient, cap).map_err(|e| format!("raising ambient {cap}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `nidus-monitor exec`: runs `request.argv` inside a running container —
+/// its cgroup and namespaces, its user, capabilities, environment and working
+/// directory — with our stdout/stderr, and returns the command's exit code
+/// (128 + signal when killed). Why the command could not start is written to
+/// `errors` (the caller's fd 3), which a successful execve closes.
+pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) -> i32 {
+    let fail = |mut errors: &fs::File, message: String| {
+        let _ = errors.write_all(message.as_bytes());
+        126
+    };
+    let spec = match Spec::load(request.bundle.join("config.json")) {
+        Ok(spec) => spec,
+        Err(e) => return fail(&errors, format!("reading the container's spec: {e}")),
+    };
+    let Some(mut process) = spec.process().clone() else {
+        return fail(&errors, "the container's spec has no process".into());
+    };
+    process.set_args(Some(request.argv.clone()));
+    if let Err(e) = join_running(request) {
+        return fail(&errors, e);
+    }
+    match super::process::fork() {
+        Err(e) => fail(&errors, format!("fork: {e}")),
+        Ok(super::process::Forked::Child) => {
+            // Die with the helper, so a timed-out exec does not linger.
+            let _ = nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL));
+            super::process::reset_signals();
+            let code = match prepare_exec(&process) {
+                Ok(exec) => {
+                    let error = exec.run();
+                    let _ = (&errors).write_all(error.message.as_bytes());
+                    error.exit_code
+                }
+                Err(e) => fail(&errors, e),
+            };
+            std::process::exit(code)
+        }
+        Ok(super::process::Forked::Parent { child }) => {
+            drop(errors);
+            loop {
+                match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None) {
+                    Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => return code,
+                    Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => return 128 + sig as i32,
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => return 255,
+                }
+            }
+        }
+    }
+}
+
+/// Joins a running container's cgroup and namespaces (the PID namespace for
+/// the child to come).
+fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), String> {
+    let pid = request.init.pid;
+    // Open every namespace before entering any: /proc changes meaning after the mount namespace.
+    let mut opened = Vec::new();
+    for (kind, flag) in [
+        ("ipc", CloneFlags::CLONE_NEWIPC),
+        ("uts", CloneFlags::CLONE_NEWUTS),
+        ("net", CloneFlags::CLONE_NEWNET),
+        ("cgroup", CloneFlags::CLONE_NEWCGROUP),
+        ("pid", CloneFlags::CLONE_NEWPID),
+        ("mnt", CloneFlags::CLONE_NEWNS),
+    ] {
+        let path = format!("/proc/{pid}/ns/{kind}");
+        let file = fs::File::open(&path).map_err(|e| format!("the container is not running ({path}: {e})"))?;
+        opened.push((file, flag, kind));
+    }
+    if !request.init.is_running() {
+        return Err("the container is not running".into());
+    }
+    for procs in &request.cgroup_procs {
+        fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
+    }
+    for (file, flag, kind) in &opened {
+        nix::sched::setns(file, *flag).map_err(|e| format!("cannot join the container's {kind} namespace: {e}"))?;
+    }
+    Ok(())
+}
+
+/// In the exec child: working directory, user, capabilities, no_new_privs.
+fn prepare_exec(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
+    let cwd = process.cwd();
+    std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
+    become_user(process)?;
+    if process.no_new_privileges().unwrap_or(false) {
+        super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    }
+    exec_of(process)
+}
+
+fn exec_of(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
+    let env: Vec<String> = process.env().clone().unwrap_or_default();
+    let path_dirs = env
+        .iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or(crate::container::command::DEFAULT_PATH)
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(String::from)
+        .collect();
+    let to_c = |items: &[String]| -> Result<Vec<CString>, String> {
+        items.iter().map(|s| CString::new(s.as_str()).map_err(|_| format!("NUL byte in {s:?}"))).collect()
+    };
+    Ok(Exec { argv: to_c(process.args().as_deref().unwrap_or_default())?, env: to_c(&env)?, path_dirs })
+}

@@ -1,0 +1,253 @@
+//! Paths and mounts inside a container's root, resolved so that nothing in the
+//! image (a symlink planted at /dev, /etc/hosts, …) can point a mount or a
+//! device node outside it: every path is opened with openat2(RESOLVE_IN_ROOT)
+//! against the rootfs, and mounts go through /proc/self/fd of that handle.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Component, Path};
+
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+fn cstring(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in {s:?}")))
+}
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    cstring(&p.to_string_lossy())
+}
+
+/// openat2 with RESOLVE_IN_ROOT (and no magic links) below `root`.
+pub fn open_in_root(root: RawFd, path: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let c = cpath(rel)?;
+    // SAFETY: open_how is plain old data; all-zero is valid.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.mode = if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 };
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `c` is a valid NUL-terminated string and `how` a valid open_how
+    // of the size passed; the returned fd is new and owned by nobody else.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root,
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Creates `path` below `root` (and missing parents, as directories) and
+/// returns an O_PATH handle on it: a directory when `dir`, else an empty file.
+pub fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd> {
+    let mut current = open_in_root(root, Path::new("/"), libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    let components: Vec<&std::ffi::OsStr> =
+        path.components().filter_map(|c| if let Component::Normal(n) = c { Some(n) } else { None }).collect();
+    let mut sofar = std::path::PathBuf::from("/");
+    for (i, name) in components.iter().enumerate() {
+        sofar.push(name);
+        let last = i + 1 == components.len();
+        match open_in_root(root, &sofar, libc::O_PATH, 0) {
+            Ok(fd) => current = fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let parent = open_in_root(
+                    root,
+                    sofar.parent().unwrap_or(Path::new("/")),
+                    libc::O_DIRECTORY | libc::O_RDONLY,
+                    0,
+                )?;
+                let cname = cstring(&name.to_string_lossy())?;
+                if !last || dir {
+                    nix::sys::stat::mkdirat(&parent, cname.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o755))
+                        .or_else(|e| if e == nix::errno::Errno::EEXIST { Ok(()) } else { Err(e) })
+                        .map_err(io::Error::from)?;
+                } else {
+                    // SAFETY: parent is an open directory fd and cname a valid C string.
+                    let fd = unsafe {
+                        libc::openat(
+                            parent.as_raw_fd(),
+                            cname.as_ptr(),
+                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                            0o644,
+                        )
+                    };
+                    if fd < 0 {
+                        let err = io::Error::last_os_error();
+                        if err.raw_os_error() != Some(libc::EEXIST) {
+                            return Err(err);
+                        }
+                    } else {
+                        // SAFETY: fd was just returned by openat and is closed once here.
+                        unsafe { libc::close(fd) };
+                    }
+                }
+                current = open_in_root(root, &sofar, libc::O_PATH, 0)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(current)
+}
+
+/// The path through which a handle can be named in mount calls.
+pub fn fd_path(fd: &OwnedFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// mount(2) with string arguments.
+pub fn mount(
+    source: Option<&str>,
+    target: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let source = source.map(cstring).transpose()?;
+    let target = cstring(target)?;
+    let fstype = fstype.map(cstring).transpose()?;
+    let data = data.filter(|d| !d.is_empty()).map(cstring).transpose()?;
+    // SAFETY: every pointer is null or a valid NUL-terminated string that
+    // outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data.as_ref().map_or(std::ptr::null(), |s| s.as_ptr() as *const libc::c_void),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes `target` and everything below it read-only (mount_setattr, Linux ≥ 5.12).
+pub fn make_recursively_read_only(target: &str) -> io::Result<()> {
+    let target = cstring(target)?;
+    let attr = libc::mount_attr { attr_set: libc::MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    // SAFETY: target is a valid C string; attr is a valid mount_attr of the size passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Mounts an overlay of `lower` (lowest first) with `upper`/`work` at
+/// `target`. Uses the new mount API and `lowerdir+` (one layer per call, so
+/// any number of layers fits); falls back to one option string on kernels
+/// without it.
+pub fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
+    match mount_overlay_new_api(lower, upper, work, target) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) => {
+            let lowers: Vec<String> = lower.iter().rev().map(|p| p.display().to_string()).collect();
+            let data = format!("lowerdir={},upperdir={},workdir={}", lowers.join(":"), upper.display(), work.display());
+            if data.len() >= 4096 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} layers do not fit in one overlay mount on this kernel (needs Linux ≥ 6.8 for lowerdir+)",
+                        lower.len()
+                    ),
+                ));
+            }
+            mount(Some("overlay"), &target.to_string_lossy(), Some("overlay"), 0, Some(&data))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
+    let overlay = cstring("overlay")?;
+    // SAFETY: fsopen takes a C string and flags; returns a new fd or -1.
+    let fs = check(unsafe { libc::syscall(libc::SYS_fsopen, overlay.as_ptr(), libc::FSOPEN_CLOEXEC) })?;
+    // SAFETY: fs was just returned by fsopen.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    let set = |key: &str, value: &Path| -> io::Result<()> {
+        let key = cstring(key)?;
+        let value = cpath(value)?;
+        // SAFETY: fs is an fs context fd; key and value are valid C strings.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                libc::FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        })
+        .map(drop)
+    };
+    // lowerdir+ appends below the layers given so far: topmost first.
+    for layer in lower.iter().rev() {
+        set("lowerdir+", layer)?;
+    }
+    set("upperdir", upper)?;
+    set("workdir", work)?;
+    // SAFETY: a create command takes no key or value.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })?;
+    // SAFETY: fs is a created fs context; returns a new mount fd or -1.
+    let mnt = check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0) })?;
+    // SAFETY: mnt was just returned by fsmount.
+    let mnt = unsafe { OwnedFd::from_raw_fd(mnt as RawFd) };
+    let empty = cstring("")?;
+    let target = cpath(target)?;
+    // SAFETY: mnt is a detached mount fd; empty and target are valid C strings.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mnt.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
+}
+
+/// pivot_root into the current directory and detach the old root.
+pub fn pivot_to_cwd() -> io::Result<()> {
+    nix::unistd::pivot_root(".", ".").map_err(io::Error::from)?;
+    nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;
+    std::env::set_current_dir("/")
+}

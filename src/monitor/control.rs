@@ -1,0 +1,56 @@
+//! The monitor's control protocol: one request line per connection on its
+//! Unix socket, one reply line (`ok` or `error MESSAGE`).
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Requests the daemon sends a monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Release the init to execve (StartContainer).
+    Start,
+    /// Reopen the log file (ReopenContainerLog, after kubelet rotated it).
+    ReopenLog,
+}
+
+impl Request {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Request::Start => "start",
+            Request::ReopenLog => "reopen-log",
+        }
+    }
+
+    pub fn parse(line: &str) -> Option<Self> {
+        match line.trim() {
+            "start" => Some(Request::Start),
+            "reopen-log" => Some(Request::ReopenLog),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("the container's monitor is not reachable at {path}: {source}")]
+    Unreachable { path: String, source: io::Error },
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Sends one request and waits (up to `timeout`) for the reply.
+pub fn call(socket: &Path, request: Request, timeout: Duration) -> Result<(), ControlError> {
+    let unreachable = |source| ControlError::Unreachable { path: socket.display().to_string(), source };
+    let mut stream = UnixStream::connect(socket).map_err(unreachable)?;
+    stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
+    stream.write_all(format!("{}\n", request.as_str()).as_bytes()).map_err(unreachable)?;
+    let mut reply = String::new();
+    BufReader::new(&stream).read_line(&mut reply).map_err(unreachable)?;
+    match reply.trim_end() {
+        "ok" => Ok(()),
+        "" => Err(ControlError::Refused("the monitor closed the connection without replying".into())),
+        other => Err(ControlError::Refused(other.strip_prefix("error ").unwrap_or(other).to_string())),
+    }
+}

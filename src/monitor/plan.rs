@@ -1,0 +1,124 @@
+//! What the daemon hands a container's monitor, and the files the monitor
+//! leaves in the container's volatile run directory for the daemon to read.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The monitor's instructions besides the OCI spec (`bundle/config.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MonitorPlan {
+    pub container_id: String,
+    /// Directory holding `config.json`.
+    pub bundle: PathBuf,
+    /// The container's volatile directory: socket and records (see RunFiles).
+    pub run_dir: PathBuf,
+    /// The CRI log file; None: output is read and dropped.
+    pub log_path: Option<PathBuf>,
+    pub rootfs: RootfsPlan,
+    /// `cgroup.procs` of the container cgroup in every hierarchy.
+    pub cgroup_procs: Vec<PathBuf>,
+    /// How to show the container its cgroups at /sys/fs/cgroup.
+    pub cgroup_mounts: Vec<CgroupMount>,
+    /// Keep stdin open for attach (CRI `stdin`).
+    pub stdin: bool,
+    /// `cgroup.procs` the monitor itself joins (the pod's sandbox cgroup).
+    pub monitor_cgroup_procs: Vec<PathBuf>,
+}
+
+/// The overlay that becomes the container's root.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RootfsPlan {
+    /// Image layers, lowest first.
+    pub lower: Vec<PathBuf>,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+}
+
+/// One cgroup filesystem to mount under /sys/fs/cgroup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CgroupMount {
+    /// Directory below /sys/fs/cgroup ("" for the cgroup2 root itself).
+    pub dir: String,
+    /// `cgroup` or `cgroup2`.
+    pub fstype: String,
+    /// Mount data, e.g. the v1 controller list `cpu,cpuacct`.
+    pub data: String,
+}
+
+/// How a container ended, written atomically by its monitor.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExitRecord {
+    pub exit_code: i32,
+    /// The signal that killed the init, if one did.
+    pub signal: Option<i32>,
+    pub finished_at_ns: i64,
+    pub reason: String,
+    pub message: String,
+}
+
+/// When the container's process started (execve succeeded).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StartRecord {
+    pub started_at_ns: i64,
+}
+
+/// Reason and exit code kubelet sees for a start that failed.
+pub const START_ERROR_REASON: &str = "StartError";
+pub const START_ERROR_EXIT_CODE: i32 = 128;
+
+/// The files of a container's run directory.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    pub dir: PathBuf,
+}
+
+impl RunFiles {
+    pub fn new(dir: &Path) -> Self {
+        Self { dir: dir.to_path_buf() }
+    }
+    /// The monitor's instructions.
+    pub fn plan(&self) -> PathBuf {
+        self.dir.join("plan.json")
+    }
+    /// Identity of the container's init process (pid, start time, boot).
+    pub fn init(&self) -> PathBuf {
+        self.dir.join("init.json")
+    }
+    /// Identity of the monitor process.
+    pub fn monitor(&self) -> PathBuf {
+        self.dir.join("monitor.json")
+    }
+    pub fn started(&self) -> PathBuf {
+        self.dir.join("started.json")
+    }
+    pub fn exit(&self) -> PathBuf {
+        self.dir.join("exit.json")
+    }
+    /// The control socket (start, reopen-log).
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("monitor.sock")
+    }
+    /// The monitor's own diagnostics.
+    pub fn monitor_log(&self) -> PathBuf {
+        self.dir.join("monitor.log")
+    }
+    /// Mount point of the rootfs (inside the container's mount namespace only).
+    pub fn rootfs(&self) -> PathBuf {
+        self.dir.join("rootfs")
+    }
+}
+
+/// What `nidus-monitor exec` runs inside a running container (ExecSync): the
+/// command, with the user, capabilities, environment and working directory of
+/// the container's own process (from its OCI spec).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// Directory holding the container's `config.json`.
+    pub bundle: PathBuf,
+    /// The container's init, whose namespaces the command joins.
+    pub init: crate::linux::process::ProcessIdentity,
+    /// `cgroup.procs` of the container cgroup in every hierarchy.
+    pub cgroup_procs: Vec<PathBuf>,
+    pub argv: Vec<String>,
+}

@@ -1,0 +1,371 @@
+//! The monitor process itself: set-up (fork the init and wait until it is
+//! built), then a poll loop over the container's output, the control socket
+//! and SIGCHLD, until the init exits and the exit record is written.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use super::control::Request;
+use super::log::{LineSplitter, Stream};
+use super::plan::{ExitRecord, MonitorPlan, RunFiles, StartRecord, START_ERROR_EXIT_CODE, START_ERROR_REASON};
+use crate::linux::container_init::{self, InitPipes, InitStdio};
+use crate::linux::process::{self, ProcessIdentity};
+use crate::store;
+
+/// `nidus-monitor RUN_DIR`: prints `created PID STARTTIME` (or `error MESSAGE`)
+/// once the container is built, then serves until the container ends.
+pub fn run(run_dir: &Path) -> i32 {
+    let files = RunFiles::new(run_dir);
+    match set_up(&files) {
+        Ok(mut monitor) => {
+            println!("created {} {}", monitor.init.pid, monitor.init.start_time);
+            let _ = io::stdout().flush();
+            let _ = process::stdio_to_devnull_keep_stderr();
+            monitor.serve();
+            0
+        }
+        Err(e) => {
+            println!("error {e}");
+            1
+        }
+    }
+}
+
+struct Monitor {
+    plan: MonitorPlan,
+    files: RunFiles,
+    init: ProcessIdentity,
+    listener: UnixListener,
+    signals: SignalFd,
+    outputs: Vec<Output>,
+    log: Option<File>,
+    start: Option<OwnedFd>,
+    exec_error: Option<OwnedFd>,
+    /// Why execve failed, when it did.
+    start_error: Option<String>,
+    /// Kept open for attach; unused until the streaming server lands.
+    _stdin: Option<OwnedFd>,
+}
+
+struct Output {
+    fd: OwnedFd,
+    splitter: LineSplitter,
+    open: bool,
+}
+
+fn open_log(path: &Path) -> io::Result<File> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new().create(true).append(true).mode(0o640).custom_flags(libc::O_CLOEXEC).open(path)
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+fn set_up(files: &RunFiles) -> Result<Monitor, String> {
+    let plan: MonitorPlan = store::read_json(&files.plan())
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
+    let spec = oci_spec::runtime::Spec::load(plan.bundle.join("config.json"))
+        .map_err(|e| format!("reading the OCI spec: {e}"))?;
+    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    for procs in &plan.monitor_cgroup_procs {
+        fs::write(procs, "0").map_err(|e| format!("cannot join the pod cgroup {}: {e}", procs.display()))?;
+    }
+    if let Ok(diag) = OpenOptions::new().create(true).append(true).mode(0o600).open(files.monitor_log()) {
+        let _ = nix::unistd::dup2_stderr(&diag);
+    }
+    let log = match &plan.log_path {
+        Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),
+        None => None,
+    };
+    let tty = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+
+    // The container's stdio, and our ends of it.
+    let (init_stdio, outputs, stdin_keep) = if tty {
+        let pty = nix::pty::openpty(None, None).map_err(|e| format!("openpty: {e}"))?;
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
+        let stdio = InitStdio { stdin: dup(&pty.slave)?, stdout: dup(&pty.slave)?, stderr: pty.slave, tty: true };
+        let stdin_keep = if plan.stdin { Some(dup(&pty.master)?) } else { None };
+        (stdio, vec![Output { fd: pty.master, splitter: LineSplitter::new(Stream::Stdout), open: true }], stdin_keep)
+    } else {
+        let (out_r, out_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (stdin_r, stdin_keep) = if plan.stdin {
+            let (r, w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+            (r, Some(w))
+        } else {
+            let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+            (OwnedFd::from(null), None)
+        };
+        (
+            InitStdio { stdin: stdin_r, stdout: out_w, stderr: err_w, tty: false },
+            vec![
+                Output { fd: out_r, splitter: LineSplitter::new(Stream::Stdout), open: true },
+                Output { fd: err_r, splitter: LineSplitter::new(Stream::Stderr), open: true },
+            ],
+            stdin_keep,
+        )
+    };
+    let (ready_r, ready_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let (start_r, start_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let (exec_r, exec_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+
+    // SIGCHLD arrives through a signalfd; blocked before the fork so no exit is missed.
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    chld.thread_block().map_err(|e| format!("blocking SIGCHLD: {e}"))?;
+    let signals = SignalFd::with_flags(&chld, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| format!("signalfd: {e}"))?;
+
+    container_init::enter_pid_namespace_for_children(&spec)?;
+    let child = match process::fork().map_err(|e| format!("fork: {e}"))? {
+        process::Forked::Child => {
+            drop((ready_r, start_w, exec_r, outputs, stdin_keep, log));
+            container_init::run(
+                &spec,
+                &plan,
+                init_stdio,
+                InitPipes { ready: ready_w, start: start_r, exec_error: exec_w },
+            )
+        }
+        process::Forked::Parent { child } => child,
+    };
+    drop((init_stdio, ready_w, start_r, exec_w));
+
+    let mut ready = String::new();
+    let _ = File::from(ready_r).read_to_string(&mut ready);
+    if ready != "ok" {
+        let _ = waitpid(Pid::from_raw(child), None);
+        return Err(ready
+            .strip_prefix("error ")
+            .map(String::from)
+            .unwrap_or_else(|| "the container's init died while being built".into()));
+    }
+    let init = ProcessIdentity::of(child).map_err(|e| format!("reading the init's identity: {e}"))?;
+    store::write_json_with(&files.init(), &init, store::Durability::Volatile).map_err(|e| e.to_string())?;
+    let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;
+    store::write_json_with(&files.monitor(), &me, store::Durability::Volatile).map_err(|e| e.to_string())?;
+    let _ = fs::remove_file(files.socket());
+    let listener =
+        UnixListener::bind(files.socket()).map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
+    listener.set_nonblocking(true).map_err(|e| format!("socket: {e}"))?;
+    Ok(Monitor {
+        plan,
+        files: files.clone(),
+        init,
+        listener,
+        signals,
+        outputs,
+        log,
+        start: Some(start_w),
+        exec_error: Some(exec_r),
+        start_error: None,
+        _stdin: stdin_keep,
+    })
+}
+
+impl Monitor {
+    fn serve(&mut self) {
+        loop {
+            let mut fds = vec![
+                PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+            ];
+            let open: Vec<usize> = (0..self.outputs.len()).filter(|i| self.outputs[*i].open).collect();
+            for i in &open {
+                fds.push(PollFd::new(self.outputs[*i].fd.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    eprintln!("monitor: poll: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            }
+            let ready = |pfd: &PollFd| pfd.revents().is_some_and(|r| !r.is_empty());
+            let (listener_ready, signal_ready) = (ready(&fds[0]), ready(&fds[1]));
+            let outputs_ready: Vec<usize> =
+                open.iter().zip(&fds[2..]).filter(|(_, p)| ready(p)).map(|(i, _)| *i).collect();
+            drop(fds);
+            for i in outputs_ready {
+                self.pump(i);
+            }
+            if listener_ready {
+                self.accept();
+            }
+            if signal_ready {
+                while let Ok(Some(_)) = self.signals.read_signal() {}
+                if let Some(status) = self.reap() {
+                    self.finish(status);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Copies what one output has into the log; false at EOF.
+    fn pump(&mut self, i: usize) -> bool {
+        let mut buf = [0u8; 64 * 1024];
+        let output = &mut self.outputs[i];
+        match nix::unistd::read(&output.fd, &mut buf) {
+            Ok(0) | Err(nix::errno::Errno::EIO) => {
+                // EIO: a terminal whose last writer is gone.
+                output.open = false;
+                false
+            }
+            Ok(n) => {
+                let result = match &mut self.log {
+                    Some(log) => output.splitter.feed(&buf[..n], log),
+                    None => Ok(()),
+                };
+                if let Err(e) = result {
+                    eprintln!("monitor: writing the log: {e}");
+                }
+                true
+            }
+            Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => true,
+            Err(e) => {
+                eprintln!("monitor: reading container output: {e}");
+                output.open = false;
+                false
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            self.handle(stream);
+        }
+    }
+
+    fn handle(&mut self, mut stream: UnixStream) {
+        let mut line = String::new();
+        if BufReader::new(&stream).read_line(&mut line).is_err() {
+            return;
+        }
+        let reply = match Request::parse(&line) {
+            Some(Request::Start) => self.start(),
+            Some(Request::ReopenLog) => self.reopen_log(),
+            None => Err(format!("unknown request {:?}", line.trim())),
+        };
+        let text = match reply {
+            Ok(()) => "ok\n".to_string(),
+            Err(e) => format!("error {}\n", e.replace('\n', " ")),
+        };
+        let _ = stream.write_all(text.as_bytes());
+    }
+
+    /// Releases the init and reports whether execve succeeded.
+    fn start(&mut self) -> Result<(), String> {
+        let (Some(start), Some(exec_error)) = (self.start.take(), self.exec_error.take()) else {
+            return Err("the container was already started".into());
+        };
+        File::from(start).write_all(b"s").map_err(|_| "the container's init is gone".to_string())?;
+        let mut why = String::new();
+        let _ = File::from(exec_error).read_to_string(&mut why);
+        if why.is_empty() {
+            let record = StartRecord { started_at_ns: now_ns() };
+            store::write_json_with(&self.files.started(), &record, store::Durability::Volatile)
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        } else {
+            self.start_error = Some(why.clone());
+            Err(why)
+        }
+    }
+
+    fn reopen_log(&mut self) -> Result<(), String> {
+        let Some(path) = &self.plan.log_path else {
+            return Ok(());
+        };
+        let file = open_log(path).map_err(|e| format!("cannot reopen the log file {}: {e}", path.display()))?;
+        self.log = Some(file);
+        Ok(())
+    }
+
+    fn reap(&mut self) -> Option<WaitStatus> {
+        match waitpid(Pid::from_raw(self.init.pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => Some(status),
+            _ => None,
+        }
+    }
+
+    /// The init is gone: take the rest of its output (briefly: a process it
+    /// left behind may hold the pipes open), then write the exit record.
+    fn finish(&mut self, status: WaitStatus) {
+        let finished_at_ns = now_ns();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        for i in 0..self.outputs.len() {
+            let _ =
+                nix::fcntl::fcntl(&self.outputs[i].fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+            while self.outputs[i].open && Instant::now() < deadline {
+                let before = self.outputs[i].open;
+                if !self.pump(i) && before {
+                    break;
+                }
+                let mut fds = [PollFd::new(self.outputs[i].fd.as_fd(), PollFlags::POLLIN)];
+                if !matches!(poll(&mut fds, PollTimeout::from(20u8)), Ok(n) if n > 0) {
+                    break;
+                }
+            }
+        }
+        for output in &mut self.outputs {
+            if let Some(log) = &mut self.log {
+                let _ = output.splitter.finish(log);
+            }
+        }
+        if let Some(log) = &self.log {
+            let _ = log.sync_data();
+        }
+        let record = match (&self.start_error, status) {
+            (Some(why), _) => ExitRecord {
+                exit_code: START_ERROR_EXIT_CODE,
+                signal: None,
+                finished_at_ns,
+                reason: START_ERROR_REASON.into(),
+                message: why.clone(),
+            },
+            (None, WaitStatus::Signaled(_, sig, _)) => ExitRecord {
+                exit_code: 128 + sig as i32,
+                signal: Some(sig as i32),
+                finished_at_ns,
+                reason: "Error".into(),
+                message: String::new(),
+            },
+            (None, WaitStatus::Exited(_, code)) => ExitRecord {
+                exit_code: code,
+                signal: None,
+                finished_at_ns,
+                reason: if code == 0 { "Completed".into() } else { "Error".into() },
+                message: String::new(),
+            },
+            (None, _) => return,
+        };
+        if let Err(e) = store::write_json_with(&self.files.exit(), &record, store::Durability::Volatile) {
+            eprintln!("monitor: cannot write the exit record: {e}");
+        }
+        let _ = fs::remove_file(self.files.socket());
+    }
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}

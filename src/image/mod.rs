@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use digest::Digest;
 pub use reference::Reference;
-pub use store::{ImageStore, ImportedImage, StoreUsage};
+pub use store::{GcReport, ImageStore, ImportedImage, StoreUsage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {

@@ -4,6 +4,8 @@
 CARGO ?= cargo
 # Integration tests each start a daemon; a few at a time suits a 2-core machine.
 TEST_THREADS ?= 4
+# The daemon imports the archives here at start (`[image] import_dir`).
+IMPORT_DIR ?= /var/lib/nidus/import
 
 .PHONY: all build run test test-deps lint clean
 
@@ -13,6 +15,7 @@ build:
 	$(CARGO) build --release --bins
 
 run: build
+	@[ -e $(IMPORT_DIR)/busybox ] || ./scripts/busybox-image $(IMPORT_DIR)/busybox || echo "no busybox image: apt-get install busybox"
 	./target/release/nidus serve
 
 test-deps:

@@ -37,6 +37,7 @@ pub struct Config {
     pub grpc: GrpcConfig,
     pub sandbox: SandboxConfig,
     pub container: ContainerConfig,
+    pub image: ImageStoreConfig,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -79,6 +80,14 @@ pub struct ContainerConfig {
     pub monitor_binary: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImageStoreConfig {
+    /// Image archives (OCI layout directories, OCI or docker-archive
+    /// tarballs) imported at start when new or changed; default `<root>/import`.
+    pub import_dir: Option<PathBuf>,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -91,6 +100,7 @@ impl Default for Config {
             grpc: GrpcConfig::default(),
             sandbox: SandboxConfig::default(),
             container: ContainerConfig::default(),
+            image: ImageStoreConfig::default(),
         }
     }
 }
@@ -193,10 +203,25 @@ impl Config {
         if self.sandbox.shm_size_bytes < 4096 {
             return Err(ConfigError::Invalid("sandbox.shm_size_bytes must be at least 4096".into()));
         }
+        if let Some(dir) = &self.image.import_dir {
+            if !dir.is_absolute() || has_dot_dot(dir) {
+                return Err(ConfigError::Invalid(format!(
+                    "image.import_dir must be an absolute path without '..', got {}",
+                    dir.display()
+                )));
+            }
+        }
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The image import directory scanned at start.
+    pub fn import_dir(&self) -> PathBuf {
+        self.image.import_dir.clone().unwrap_or_else(|| self.root.join("import"))
     }
 }
 
@@ -242,5 +267,17 @@ mod tests {
         assert!(config.validate().unwrap_err().to_string().contains("root"));
         let config = Config { cgroup_root: "../escape".into(), ..Default::default() };
         assert!(config.validate().is_err());
+        let config = Config::parse("[image]\nimport_dir = \"relative/dir\"\n").unwrap();
+        assert!(config.validate().unwrap_err().to_string().contains("image.import_dir"));
+        assert!(Config::parse("[image]\nimport_directory = \"/x\"\n").is_err());
+    }
+
+    #[test]
+    fn import_dir_defaults_under_root() {
+        let config = Config::parse("root = \"/srv/nidus\"\n").unwrap();
+        assert_eq!(config.import_dir(), PathBuf::from("/srv/nidus/import"));
+        let config = Config::parse("[image]\nimport_dir = \"/opt/images\"\n").unwrap();
+        assert_eq!(config.import_dir(), PathBuf::from("/opt/images"));
+        assert_eq!(Config::parse(&config.to_toml()).unwrap(), config);
     }
 }

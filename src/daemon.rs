@@ -18,6 +18,7 @@ use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::container::{Containers, ImageSource};
 use crate::cri::{ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2};
+use crate::image::ImageStore;
 use crate::linux::lock::{self, LockFile};
 use crate::linux::process::set_child_subreaper;
 use crate::linux::reaper::Reaper;
@@ -35,6 +36,7 @@ pub struct Daemon {
     pub containers: Containers,
     pub pause_binary: PathBuf,
     pub monitor_binary: PathBuf,
+    pub images: Arc<ImageStore>,
     _locks: Vec<LockFile>,
 }
 
@@ -78,7 +80,7 @@ impl Daemon {
     }
 }
 
-pub async fn serve(config: Config, images: Arc<dyn ImageSource>) -> Result<()> {
+pub async fn serve(config: Config) -> Result<()> {
     let config = Arc::new(config);
     store::create_dir_all(&config.state, 0o700).with_context(|| format!("creating {}", config.state.display()))?;
     std::fs::set_permissions(&config.state, std::fs::Permissions::from_mode(0o700))
@@ -105,8 +107,16 @@ pub async fn serve(config: Config, images: Arc<dyn ImageSource>) -> Result<()> {
     let sandboxes =
         Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper.clone(), pause_binary.clone());
     sandboxes.load().await.context("reloading sandboxes")?;
-    let containers =
-        Containers::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper, monitor_binary.clone(), images);
+    let images = open_images(&config).await?;
+    let image_source: Arc<dyn ImageSource> = images.clone();
+    let containers = Containers::new(
+        config.clone(),
+        cgroups.clone(),
+        owned_cgroups.clone(),
+        reaper,
+        monitor_binary.clone(),
+        image_source,
+    );
     containers.load().await.context("reloading containers")?;
     owned_cgroups.prune();
     let daemon = Arc::new(Daemon {
@@ -116,6 +126,7 @@ pub async fn serve(config: Config, images: Arc<dyn ImageSource>) -> Result<()> {
         containers,
         pause_binary,
         monitor_binary,
+        images,
         _locks: locks,
     });
 
@@ -186,6 +197,17 @@ pub async fn serve(config: Config, images: Arc<dyn ImageSource>) -> Result<()> {
     served.context("gRPC server")?;
     tracing::info!("stopped serving; pods keep running");
     Ok(())
+}
+
+/// Opens the image store under `--root` and imports what is new in the
+/// import directory, off the async threads.
+async fn open_images(config: &Config) -> Result<Arc<ImageStore>> {
+    let (root, import_dir) = (config.root.clone(), config.import_dir());
+    let images = tokio::task::spawn_blocking(move || ImageStore::open_and_import(&root, &import_dir))
+        .await
+        .context("opening the image store")?
+        .context("opening the image store")?;
+    Ok(Arc::new(images))
 }
 
 /// A helper program installed beside this binary (`nidus-pause`, `nidus-monitor`).

@@ -23,6 +23,7 @@ pub mod container;
 pub mod cri;
 pub mod daemon;
 pub mod ids;
+pub mod image;
 pub mod linux;
 pub mod monitor;
 pub mod pod;

@@ -1,5 +1,5 @@
 //! The nidus command line: `serve` (the CRI daemon), `pause` (a pod's pause
-//! process, started by the daemon) and `config default`.
+//! process, started by the daemon), `image import` and `config default`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,9 +25,41 @@ enum Command {
     /// Run a pod's pause process (started by `nidus serve`).
     #[command(hide = true)]
     Pause(nidus::pod::pause::PauseArgs),
+    /// The local image store.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Configuration helpers.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Import an OCI image layout directory, or an OCI or docker-archive
+    /// tarball (plain, gzip or zstd), into the store under --root; works while
+    /// the daemon runs, which lists the image at once.
+    Import(ImportArgs),
+}
+
+#[derive(clap::Args)]
+struct ImportArgs {
+    /// The archive to import.
+    path: PathBuf,
+    /// Name to give the image (e.g. `busybox:1.36`); the archive must hold one image.
+    #[arg(long)]
+    name: Option<String>,
+    /// TOML config file (default: /etc/nidus/config.toml when present).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// CRI socket of the daemon, asked whether it lists the image.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Persistent state directory holding the image store.
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Log filter for messages on stderr.
+    #[arg(long, default_value = "warn")]
+    log_level: String,
 }
 
 #[derive(clap::Args)]
@@ -67,6 +99,27 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve(args) => serve(args),
+        Command::Image(ImageCommand::Import(args)) => image_import(args),
+    }
+}
+
+fn image_import(args: ImportArgs) -> ExitCode {
+    let overrides =
+        Overrides { socket: args.socket, root: args.root, log_level: Some(args.log_level), ..Default::default() };
+    let config = match Config::load(args.config.as_deref(), overrides) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("nidus: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&config);
+    match nidus::image::cli::import(&config, &args.path, args.name.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nidus: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -93,8 +146,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let images: std::sync::Arc<dyn nidus::container::ImageSource> = std::sync::Arc::new(nidus::container::NoImages);
-    match runtime.block_on(nidus::daemon::serve(config, images)) {
+    match runtime.block_on(nidus::daemon::serve(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");

@@ -38,12 +38,30 @@ async fn unimplemented_rpcs_say_so_and_name_themselves() {
     let mut env = TestEnv::new("unimpl");
     let mut cri = env.start().await;
     let checks: Vec<(&str, tonic::Status)> = vec![
-        ("CheckpointContainer", cri.runtime.checkpoint_container(CheckpointContainerRequest::default()).await.unwrap_err()),
-        ("ListMetricDescriptors", cri.runtime.list_metric_descriptors(ListMetricDescriptorsRequest::default()).await.unwrap_err()),
-        ("UpdatePodSandboxResources", cri.runtime.update_pod_sandbox_resources(UpdatePodSandboxResourcesRequest::default()).await.unwrap_err()),
+        (
+            "CheckpointContainer",
+            cri.runtime.checkpoint_container(CheckpointContainerRequest::default()).await.unwrap_err(),
+        ),
+        (
+            "ListMetricDescriptors",
+            cri.runtime.list_metric_descriptors(ListMetricDescriptorsRequest::default()).await.unwrap_err(),
+        ),
+        (
+            "UpdatePodSandboxResources",
+            cri.runtime.update_pod_sandbox_resources(UpdatePodSandboxResourcesRequest::default()).await.unwrap_err(),
+        ),
         ("ContainerStats", cri.runtime.container_stats(ContainerStatsRequest::default()).await.unwrap_err()),
         ("PortForward", cri.runtime.port_forward(PortForwardRequest::default()).await.unwrap_err()),
-        ("PullImage", cri.images.pull_image(PullImageRequest::default()).await.unwrap_err()),
+        (
+            "PullImage",
+            cri.images
+                .pull_image(PullImageRequest {
+                    image: Some(ImageSpec { image: "busybox".into(), ..Default::default() }),
+                    ..Default::default()
+                })
+                .await
+                .unwrap_err(),
+        ),
     ];
     for (rpc, status) in checks {
         assert_eq!(status.code(), tonic::Code::Unimplemented, "{rpc}: {status:?}");

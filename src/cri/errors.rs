@@ -4,6 +4,7 @@ use tonic::Status;
 
 use crate::container::exec::ExecError;
 use crate::container::{ContainerError, ImageSourceError};
+use crate::image::ImageError;
 use crate::monitor::control::ControlError;
 use crate::pod::SandboxError;
 use crate::runtime::PodError;
@@ -63,5 +64,19 @@ impl From<PodError> for Status {
             PodError::Sandbox(e) => e.into(),
             PodError::Container(e) => e.into(),
         }
+    }
+}
+
+/// An image store error as a gRPC status; `field` names the request field
+/// that held the image reference.
+pub fn image_error(field: &str, e: ImageError) -> Status {
+    match e {
+        ImageError::NotFound(_) => Status::not_found(e.to_string()),
+        ImageError::InvalidReference(_) | ImageError::Ambiguous(_) => invalid(field, e),
+        ImageError::InvalidHolder(_) => Status::invalid_argument(e.to_string()),
+        ImageError::BadContent(_)
+        | ImageError::BadLayer { .. }
+        | ImageError::BlobMissing(_)
+        | ImageError::Io { .. } => Status::internal(e.to_string()),
     }
 }

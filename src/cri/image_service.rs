@@ -1,5 +1,7 @@
-//! The CRI ImageService. The local image store arrives with the containers
-//! issue and registry pulls after it; until then every RPC says so.
+//! The CRI ImageService over the local image store: list, status, remove and
+//! filesystem usage. Registry pulls arrive with a later issue; until then
+//! `PullImage` answers for images already present (so kubelet's
+//! `IfNotPresent` works) and is Unimplemented otherwise.
 
 use std::sync::Arc;
 
@@ -8,11 +10,12 @@ use tonic::{Request, Response, Status};
 use crate::api::image_service_server::ImageService;
 use crate::api::*;
 use crate::daemon::Daemon;
+use crate::image::{self, ImageError, ImageStore, ImageUser};
 
-use super::errors::unimplemented;
+use super::errors::image_error;
+use super::runtime_service::{chunked, StreamOf};
 
 pub struct ImageApi {
-    #[allow(dead_code)]
     daemon: Arc<Daemon>,
 }
 
@@ -20,38 +23,134 @@ impl ImageApi {
     pub fn new(daemon: Arc<Daemon>) -> Self {
         Self { daemon }
     }
+
+    /// Runs blocking store work off the async threads.
+    async fn with_store<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&ImageStore) -> Result<T, ImageError> + Send + 'static,
+    ) -> Result<T, ImageError> {
+        let images = self.daemon.images.clone();
+        tokio::task::spawn_blocking(move || work(&images))
+            .await
+            .map_err(|e| ImageError::io("image store task", std::io::Error::other(e)))?
+    }
+
+    async fn list(&self, filter: Option<ImageFilter>) -> Result<Vec<Image>, Status> {
+        const FIELD: &str = "filter.image.image";
+        let wanted = filter.and_then(|f| f.image).map(|spec| spec.image).filter(|s| !s.is_empty());
+        let images = self
+            .with_store(move |store| match wanted {
+                Some(reference) => store.find(&reference).map(|found| found.into_iter().collect()),
+                None => store.list(),
+            })
+            .await
+            .map_err(|e| image_error(FIELD, e))?;
+        Ok(images.iter().map(cri_image).collect())
+    }
 }
 
-type StreamOf<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+/// The image reference of a request: `image.image`, required.
+fn reference(spec: Option<ImageSpec>) -> Result<String, Status> {
+    let spec = spec.ok_or_else(|| super::errors::invalid("image", "is required"))?;
+    if spec.image.is_empty() {
+        return Err(super::errors::invalid("image.image", "must not be empty"));
+    }
+    Ok(spec.image)
+}
+
+fn cri_image(image: &image::Image) -> Image {
+    let (uid, username) = match image.config.image_user() {
+        ImageUser::Unset => (None, String::new()),
+        ImageUser::Uid(value) => (Some(Int64Value { value }), String::new()),
+        ImageUser::Name(name) => (None, name),
+    };
+    Image {
+        id: image.id.clone(),
+        repo_tags: image.repo_tags.clone(),
+        repo_digests: image.repo_digests.clone(),
+        size: image.size,
+        uid,
+        username,
+        spec: Some(ImageSpec { image: image.id.clone(), ..Default::default() }),
+        pinned: false,
+    }
+}
 
 #[tonic::async_trait]
 impl ImageService for ImageApi {
-    async fn list_images(&self, _: Request<ListImagesRequest>) -> Result<Response<ListImagesResponse>, Status> {
-        Err(unimplemented("ListImages"))
+    async fn list_images(&self, request: Request<ListImagesRequest>) -> Result<Response<ListImagesResponse>, Status> {
+        let images = self.list(request.into_inner().filter).await?;
+        Ok(Response::new(ListImagesResponse { images }))
     }
 
     type StreamImagesStream = StreamOf<StreamImagesResponse>;
 
     async fn stream_images(
         &self,
-        _: Request<StreamImagesRequest>,
+        request: Request<StreamImagesRequest>,
     ) -> Result<Response<Self::StreamImagesStream>, Status> {
-        Err(unimplemented("StreamImages"))
+        let images = self.list(request.into_inner().filter).await?;
+        Ok(Response::new(chunked(images, |images| StreamImagesResponse { images })))
     }
 
-    async fn image_status(&self, _: Request<ImageStatusRequest>) -> Result<Response<ImageStatusResponse>, Status> {
-        Err(unimplemented("ImageStatus"))
+    async fn image_status(
+        &self,
+        request: Request<ImageStatusRequest>,
+    ) -> Result<Response<ImageStatusResponse>, Status> {
+        let request = request.into_inner();
+        let reference = reference(request.image)?;
+        let verbose = request.verbose;
+        let found = self
+            .with_store(move |store| {
+                Ok(store.find(&reference)?.map(|image| {
+                    let info = verbose.then(|| store.verbose_info(&image).to_string());
+                    (image, info)
+                }))
+            })
+            .await
+            .map_err(|e| image_error("image.image", e))?;
+        // An absent image is an empty answer, not an error: kubelet pulls then.
+        let Some((image, info)) = found else { return Ok(Response::new(ImageStatusResponse::default())) };
+        Ok(Response::new(ImageStatusResponse {
+            image: Some(cri_image(&image)),
+            info: info.map(|info| [("info".to_string(), info)].into()).unwrap_or_default(),
+        }))
     }
 
-    async fn pull_image(&self, _: Request<PullImageRequest>) -> Result<Response<PullImageResponse>, Status> {
-        Err(unimplemented("PullImage"))
+    async fn pull_image(&self, request: Request<PullImageRequest>) -> Result<Response<PullImageResponse>, Status> {
+        let reference = reference(request.into_inner().image)?;
+        let shown = reference.clone();
+        let found =
+            self.with_store(move |store| store.find(&reference)).await.map_err(|e| image_error("image.image", e))?;
+        match found {
+            Some(image) => Ok(Response::new(PullImageResponse { image_ref: image.id })),
+            None => Err(Status::unimplemented(format!(
+                "PullImage is not implemented by nidus yet (registry pulls come with a later issue) and {shown:?} \
+                 is not in the local store; import it with `nidus image import`"
+            ))),
+        }
     }
 
-    async fn remove_image(&self, _: Request<RemoveImageRequest>) -> Result<Response<RemoveImageResponse>, Status> {
-        Err(unimplemented("RemoveImage"))
+    async fn remove_image(
+        &self,
+        request: Request<RemoveImageRequest>,
+    ) -> Result<Response<RemoveImageResponse>, Status> {
+        let reference = reference(request.into_inner().image)?;
+        self.with_store(move |store| store.remove(&reference)).await.map_err(|e| image_error("image.image", e))?;
+        Ok(Response::new(RemoveImageResponse {}))
     }
 
     async fn image_fs_info(&self, _: Request<ImageFsInfoRequest>) -> Result<Response<ImageFsInfoResponse>, Status> {
-        Err(unimplemented("ImageFsInfo"))
+        let usage = self.with_store(|store| Ok(store.usage())).await.map_err(|e| Status::internal(e.to_string()))?;
+        let filesystem = FilesystemUsage {
+            timestamp: crate::pod::manager::now_ns(),
+            fs_id: Some(FilesystemIdentifier { mountpoint: usage.mountpoint.to_string_lossy().into_owned() }),
+            used_bytes: Some(UInt64Value { value: usage.used_bytes }),
+            inodes_used: Some(UInt64Value { value: usage.inodes }),
+        };
+        Ok(Response::new(ImageFsInfoResponse {
+            image_filesystems: vec![filesystem],
+            container_filesystems: Vec::new(),
+        }))
     }
 }

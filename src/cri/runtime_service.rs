@@ -46,9 +46,9 @@ impl RuntimeApi {
     }
 }
 
-type StreamOf<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+pub(super) type StreamOf<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
 
-fn chunked<T: Send + 'static, M: Send + 'static>(items: Vec<T>, wrap: fn(Vec<T>) -> M) -> StreamOf<M> {
+pub(super) fn chunked<T: Send + 'static, M: Send + 'static>(items: Vec<T>, wrap: fn(Vec<T>) -> M) -> StreamOf<M> {
     let mut chunks = Vec::new();
     let mut items = items.into_iter().peekable();
     while items.peek().is_some() {

@@ -28,15 +28,7 @@ pub struct LockFile {
 /// and records our pid in it for the message another instance prints.
 pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
     let open_err = |source| LockError::Open { path: path.to_path_buf(), source };
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(open_err)?;
+    let mut file = open_lock_file(path)?;
     let mut holder = String::new();
     let _ = file.read_to_string(&mut holder);
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -59,4 +51,37 @@ pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
     };
     write(&mut lock).map_err(open_err)?;
     Ok(LockFile { _lock: lock })
+}
+
+/// A lock cooperating processes wait for: exclusive (one holder) or shared
+/// (many holders, no exclusive one). Released when dropped.
+pub fn wait(path: &Path, shared: bool) -> Result<LockFile, LockError> {
+    let file = open_lock_file(path)?;
+    let arg = if shared { FlockArg::LockShared } else { FlockArg::LockExclusive };
+    match Flock::lock(file, arg) {
+        Ok(lock) => Ok(LockFile { _lock: lock }),
+        Err((_, source)) => Err(LockError::Lock { path: path.to_path_buf(), source }),
+    }
+}
+
+/// The exclusive lock at `path` if nobody holds it (shared or exclusive) now.
+pub fn try_exclusive(path: &Path) -> Result<Option<LockFile>, LockError> {
+    let file = open_lock_file(path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(LockFile { _lock: lock })),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, source)) => Err(LockError::Lock { path: path.to_path_buf(), source }),
+    }
+}
+
+fn open_lock_file(path: &Path) -> Result<File, LockError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| LockError::Open { path: path.to_path_buf(), source })
 }

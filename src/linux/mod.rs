@@ -2,6 +2,7 @@
 //! All `unsafe` code in nidus lives in this module tree, each block with a
 //! `// SAFETY:` line; callers above it see only safe functions.
 
+pub mod beneath;
 pub mod container_init;
 pub mod lock;
 pub mod mount;

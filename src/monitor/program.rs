@@ -283,7 +283,8 @@ impl Monitor {
         let _ = File::from(exec_error).read_to_string(&mut why);
         if why.is_empty() {
             let record = StartRecord { started_at_ns: now_ns() };
-            store::write_json_with(&self.files.started(), &record, store::Durability::Volatile).map_err(|e| e.to_string())?;
+            store::write_json_with(&self.files.started(), &record, store::Durability::Volatile)
+                .map_err(|e| e.to_string())?;
             Ok(())
         } else {
             self.start_error = Some(why.clone());

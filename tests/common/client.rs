@@ -70,6 +70,35 @@ impl Cri {
         status.status.expect("status").state()
     }
 
+    pub async fn image_status(&mut self, reference: &str) -> Result<ImageStatusResponse, tonic::Status> {
+        Ok(self
+            .images
+            .image_status(ImageStatusRequest { image: Some(image_spec(reference)), verbose: true })
+            .await?
+            .into_inner())
+    }
+
+    /// The image `reference` names, `None` when absent.
+    pub async fn image(&mut self, reference: &str) -> Option<Image> {
+        self.image_status(reference).await.expect("ImageStatus").image
+    }
+
+    /// The verbose info JSON of an image.
+    pub async fn image_info(&mut self, reference: &str) -> serde_json::Value {
+        let status = self.image_status(reference).await.expect("ImageStatus");
+        serde_json::from_str(status.info.get("info").expect("verbose image info")).expect("info is JSON")
+    }
+
+    pub async fn list_images(&mut self, filter: Option<&str>) -> Result<Vec<Image>, tonic::Status> {
+        let filter = filter.map(|f| ImageFilter { image: Some(image_spec(f)) });
+        Ok(self.images.list_images(ListImagesRequest { filter }).await?.into_inner().images)
+    }
+
+    pub async fn remove_image(&mut self, reference: &str) -> Result<(), tonic::Status> {
+        self.images.remove_image(RemoveImageRequest { image: Some(image_spec(reference)) }).await?;
+        Ok(())
+    }
+
     pub async fn list_pods(&mut self, filter: Option<PodSandboxFilter>) -> Vec<PodSandbox> {
         self.runtime
             .list_pod_sandbox(ListPodSandboxRequest { filter })
@@ -78,6 +107,10 @@ impl Cri {
             .into_inner()
             .items
     }
+}
+
+pub fn image_spec(reference: &str) -> ImageSpec {
+    ImageSpec { image: reference.into(), ..Default::default() }
 }
 
 /// A gRPC channel over the CRI Unix socket.
@@ -282,7 +315,11 @@ impl Cri {
     pub async fn exec(&mut self, id: &str, cmd: &[&str], timeout: i64) -> Result<ExecSyncResponse, tonic::Status> {
         Ok(self
             .runtime
-            .exec_sync(ExecSyncRequest { container_id: id.into(), cmd: cmd.iter().map(|s| s.to_string()).collect(), timeout })
+            .exec_sync(ExecSyncRequest {
+                container_id: id.into(),
+                cmd: cmd.iter().map(|s| s.to_string()).collect(),
+                timeout,
+            })
             .await?
             .into_inner())
     }
@@ -295,7 +332,12 @@ impl Cri {
     }
 
     pub async fn list_containers(&mut self, filter: Option<ContainerFilter>) -> Vec<Container> {
-        self.runtime.list_containers(ListContainersRequest { filter }).await.expect("ListContainers").into_inner().containers
+        self.runtime
+            .list_containers(ListContainersRequest { filter })
+            .await
+            .expect("ListContainers")
+            .into_inner()
+            .containers
     }
 
     /// The log records of a container so far.

@@ -8,11 +8,12 @@
 pub mod apis;
 pub mod client;
 pub mod host;
+pub mod images;
 pub mod v1alpha2;
 
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -166,6 +167,38 @@ impl TestEnv {
         self.kill_cgroup_processes();
         host::unmount_under(&self.base);
         let _ = fs::remove_dir_all(&self.state);
+    }
+
+    /// Runs `nidus image import PATH [--name NAME]` on this environment's
+    /// root and socket, as an operator would beside the running daemon.
+    pub fn image_import(&self, path: &Path, name: Option<&str>) -> Output {
+        let mut cmd = Command::new(nidus_bin());
+        cmd.args(["image", "import"]).arg(path).arg("--root").arg(&self.root).arg("--socket").arg(&self.socket);
+        if let Some(name) = name {
+            cmd.args(["--name", name]);
+        }
+        cmd.output().expect("running nidus image import")
+    }
+
+    /// Imports a test image through the CLI, checks the daemon lists it, and
+    /// returns its reference.
+    pub async fn import_image(&self, cri: &mut Cri, image: &images::TestImage) -> String {
+        let out = self.image_import(&image.layout, None);
+        assert!(
+            out.status.success(),
+            "nidus image import {} failed: {}{}",
+            image.layout.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed = cri.image(&image.reference).await;
+        assert_eq!(listed.map(|i| i.id), Some(image.id.clone()), "the daemon lists {}", image.reference);
+        image.reference.clone()
+    }
+
+    /// Imports the busybox test image ([`images::BUSYBOX`]); returns its reference.
+    pub async fn import_busybox(&self, cri: &mut Cri) -> String {
+        self.import_image(cri, images::busybox()).await
     }
 
     /// A pod config like kubelet's whose log directory is inside this test's directory.

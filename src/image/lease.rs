@@ -1,0 +1,119 @@
+//! Leases: durable records (`images/leases/<holder>.json`) that a holder — a
+//! container — uses some unpacked layers, so garbage collection keeps them
+//! even when their image is removed, and across restarts.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::digest::Digest;
+use super::ImageError;
+use crate::store;
+
+const MAX_HOLDER: usize = 128;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Lease {
+    pub holder: String,
+    /// Images the holder leased layers of.
+    pub images: Vec<String>,
+    pub diff_ids: Vec<Digest>,
+    pub created_at_ns: i64,
+}
+
+#[derive(Debug)]
+pub struct Leases {
+    dir: PathBuf,
+}
+
+/// A holder names a file: letters, digits, `_`, `-`, `.`; not hidden.
+pub fn validate_holder(holder: &str) -> Result<(), ImageError> {
+    let ok = !holder.is_empty()
+        && holder.len() <= MAX_HOLDER
+        && !holder.starts_with('.')
+        && holder.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ImageError::InvalidHolder(holder.to_string()))
+    }
+}
+
+impl Leases {
+    pub fn open(dir: &Path) -> Result<Self, ImageError> {
+        store::create_dir_all(dir, 0o700).map_err(|e| ImageError::io(format!("creating {}", dir.display()), e))?;
+        Ok(Self { dir: dir.to_path_buf() })
+    }
+
+    fn path(&self, holder: &str) -> PathBuf {
+        self.dir.join(format!("{holder}.json"))
+    }
+
+    /// Removes what interrupted writes left; the caller holds the store lock
+    /// (under which every lease is written).
+    pub fn remove_interrupted_writes(&self) {
+        store::remove_interrupted_writes(&self.dir);
+    }
+
+    pub fn get(&self, holder: &str) -> Result<Option<Lease>, ImageError> {
+        let path = self.path(holder);
+        store::read_json(&path).map_err(|e| ImageError::io(format!("reading {}", path.display()), io::Error::other(e)))
+    }
+
+    /// Records a lease durably; the caller holds the store lock.
+    pub fn put(&self, lease: &Lease) -> Result<(), ImageError> {
+        let path = self.path(&lease.holder);
+        store::write_json(&path, lease)
+            .map_err(|e| ImageError::io(format!("writing {}", path.display()), io::Error::other(e)))
+    }
+
+    /// Drops a lease; true when there was one. The caller holds the store lock.
+    pub fn remove(&self, holder: &str) -> Result<bool, ImageError> {
+        let path = self.path(holder);
+        match fs::remove_file(&path) {
+            Ok(()) => {
+                store::sync_dir(&self.dir).map_err(|e| ImageError::io("syncing the lease directory", e))?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(ImageError::io(format!("removing {}", path.display()), e)),
+        }
+    }
+
+    /// Every lease. A lease that cannot be read is an error: garbage
+    /// collection must not guess what it protects.
+    pub fn all(&self) -> Result<Vec<Lease>, ImageError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| ImageError::io(format!("listing {}", self.dir.display()), e))?;
+        let mut leases = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(holder) = name.strip_suffix(".json") else { continue };
+            if validate_holder(holder).is_err() {
+                continue;
+            }
+            if let Some(lease) = self.get(holder)? {
+                leases.push(lease);
+            }
+        }
+        leases.sort_by(|a, b| a.holder.cmp(&b.holder));
+        Ok(leases)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_are_safe_file_names() {
+        for good in ["abc", "0123456789abcdef", "import-12-x", "a.b_c"] {
+            validate_holder(good).unwrap();
+        }
+        for bad in ["", ".hidden", "a/b", "../x", "a b", &"x".repeat(129)] {
+            assert!(validate_holder(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The local image store under `<root>/images/`: content-addressed blobs,
+//! layers unpacked once per diff id for overlayfs, an index of images and
+//! their names, durable leases of containers on layers, and garbage collection.
+//! Imports read OCI image layouts and OCI / docker-archive tarballs.
+
+pub mod cli;
+mod container_source;
+pub mod content;
+pub mod digest;
+mod gc;
+mod import;
+mod index;
+mod layer_entry;
+pub mod layers;
+mod lease;
+pub mod reference;
+mod store;
+mod temp;
+pub mod unpack;
+
+use std::collections::HashMap;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+pub use digest::Digest;
+pub use reference::Reference;
+pub use store::{GcReport, ImageStore, ImportedImage, StoreUsage};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("image {0:?} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    InvalidReference(#[from] reference::ReferenceError),
+    #[error("{0:?} matches more than one image id; give more of it")]
+    Ambiguous(String),
+    #[error("lease holder {0:?} is invalid: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'")]
+    InvalidHolder(String),
+    /// Blobs, manifests or configs that are malformed or do not match their digests.
+    #[error("{0}")]
+    BadContent(String),
+    /// A layer that is malformed, does not match its diff id, or would write outside itself.
+    #[error("layer {layer} refused: {why}")]
+    BadLayer { layer: Digest, why: String },
+    #[error("blob {0} is not in the image store (was its image removed?)")]
+    BlobMissing(Digest),
+    #[error("{context}: {source}")]
+    Io { context: String, source: io::Error },
+}
+
+impl ImageError {
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Self::Io { context: context.into(), source }
+    }
+}
+
+/// An image in the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    /// `sha256:<config digest>`.
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+    /// Bytes of its manifest, config and (compressed) layer blobs.
+    pub size: u64,
+    pub config: ImageConfig,
+    /// Digest of the manifest.
+    pub manifest_digest: String,
+    /// Its layers, lowest first.
+    pub layers: Vec<ImageLayer>,
+}
+
+/// One layer of an image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageLayer {
+    /// Digest of the blob (compressed as stored).
+    pub digest: Digest,
+    /// Digest of the uncompressed tar.
+    pub diff_id: Digest,
+    pub size: u64,
+    pub media_type: String,
+}
+
+/// What the image config says about running the image; empty where it says nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ImageConfig {
+    pub user: String,
+    pub env: Vec<String>,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    pub working_dir: String,
+    pub stop_signal: String,
+    pub labels: HashMap<String, String>,
+    pub volumes: Vec<String>,
+}
+
+/// Who the image runs as, as CRI's Image message reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageUser {
+    /// The config names no user (root).
+    Unset,
+    Uid(i64),
+    Name(String),
+}
+
+impl ImageConfig {
+    /// The user part of `User` (`name`, `uid`, `name:group`, `uid:gid`).
+    pub fn image_user(&self) -> ImageUser {
+        let user = self.user.split(':').next().unwrap_or_default();
+        if user.is_empty() {
+            ImageUser::Unset
+        } else if let Ok(uid) = user.parse::<i64>() {
+            ImageUser::Uid(uid)
+        } else {
+            ImageUser::Name(user.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_user_reads_name_or_uid() {
+        let user = |u: &str| ImageConfig { user: u.into(), ..Default::default() }.image_user();
+        assert_eq!(user(""), ImageUser::Unset);
+        assert_eq!(user("1000"), ImageUser::Uid(1000));
+        assert_eq!(user("1000:2000"), ImageUser::Uid(1000));
+        assert_eq!(user("app"), ImageUser::Name("app".into()));
+        assert_eq!(user("app:extra"), ImageUser::Name("app".into()));
+        assert_eq!(user(":2000"), ImageUser::Unset);
+    }
+}

@@ -226,12 +226,14 @@ async fn bind_socket(path: &Path) -> Result<UnixListener> {
     let dir = path.parent().context("socket path has no directory")?;
     store::create_dir_all(dir, 0o700).with_context(|| format!("creating {}", dir.display()))?;
     if path.exists() {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
+        if crate::linux::socket::connect(path).is_ok() {
             bail!("socket {} is in use by another process", path.display());
         }
         std::fs::remove_file(path).with_context(|| format!("removing stale socket {}", path.display()))?;
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    let listener = crate::linux::socket::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    listener.set_nonblocking(true).context("socket")?;
+    let listener = UnixListener::from_std(listener).context("socket")?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .with_context(|| format!("chmod 0660 {}", path.display()))?;
     Ok(listener)

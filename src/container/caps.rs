@@ -103,6 +103,16 @@ pub fn container_set(privileged: bool, add: &[String], drop: &[String]) -> Resul
     Ok(set.into_iter().map(|c| format!("CAP_{c}")).collect())
 }
 
+/// Splits `wanted` into the capabilities this process holds (and so can give)
+/// and those it lacks.
+pub fn available(wanted: BTreeSet<String>) -> (BTreeSet<String>, Vec<String>) {
+    let held: Vec<String> = ::caps::read(None, ::caps::CapSet::Permitted)
+        .map(|set| set.iter().map(|c| c.to_string()).collect())
+        .unwrap_or_default();
+    let (kept, lacking): (BTreeSet<String>, BTreeSet<String>) = wanted.into_iter().partition(|c| held.contains(c));
+    (kept, lacking.into_iter().collect())
+}
+
 /// The number of a capability named `CAP_…` (its bit in the kernel's masks).
 pub fn number(name: &str) -> Option<u32> {
     let bare = name.strip_prefix("CAP_").unwrap_or(name);

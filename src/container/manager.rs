@@ -320,7 +320,12 @@ impl Containers {
         for dir in [paths.upper(), paths.work(), files.rootfs()] {
             store::create_dir_new(&dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))?;
         }
-        let layers = self.images.lease_layers(&id, &image.id)?;
+        let layers = {
+            let (images, holder, image_id) = (self.images.clone(), id.clone(), image.id.clone());
+            tokio::task::spawn_blocking(move || images.lease_layers(&holder, &image_id))
+                .await
+                .map_err(|e| ContainerError::Build(e.to_string()))??
+        };
         lap("layers leased");
 
         // Who the process runs as, from the image's /etc/passwd and /etc/group.
@@ -343,8 +348,15 @@ impl Containers {
 
         let capabilities = {
             let c = sc.capabilities.clone().unwrap_or_default();
-            caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
-                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?
+            let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
+                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
+            // Nobody can hand out a capability it lacks (this node's root may
+            // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
+            let (kept, unavailable) = caps::available(wanted);
+            if !unavailable.is_empty() {
+                tracing::warn!(container_id = %id, ?unavailable, "capabilities the runtime itself lacks are left out");
+            }
+            kept
         };
         let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
         let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
@@ -759,7 +771,10 @@ impl Containers {
             _ => {}
         }
         store::remove_tree(&paths.dir).map_err(io_err(format!("cannot remove {}", paths.dir.display())))?;
-        self.images.release(&record.id)?;
+        let (images, holder) = (self.images.clone(), record.id.clone());
+        tokio::task::spawn_blocking(move || images.release(&holder))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
         Ok(())
     }
 

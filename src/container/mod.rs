@@ -49,18 +49,3 @@ pub trait ImageSource: Send + Sync {
     /// Drops `holder`'s lease (idempotent).
     fn release(&self, holder: &str) -> Result<(), ImageSourceError>;
 }
-
-/// The image source while no image store is wired in: no image is present.
-pub struct NoImages;
-
-impl ImageSource for NoImages {
-    fn resolve(&self, reference: &str) -> Result<SourceImage, ImageSourceError> {
-        Err(ImageSourceError::NotFound(reference.to_string()))
-    }
-    fn lease_layers(&self, _: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError> {
-        Err(ImageSourceError::NotFound(image_id.to_string()))
-    }
-    fn release(&self, _: &str) -> Result<(), ImageSourceError> {
-        Ok(())
-    }
-}

@@ -599,8 +599,6 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
     match super::process::fork() {
         Err(e) => fail(&errors, format!("fork: {e}")),
         Ok(super::process::Forked::Child) => {
-            // Die with the helper, so a timed-out exec does not linger.
-            let _ = nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL));
             super::process::reset_signals();
             let code = match prepare_exec(&process) {
                 Ok(exec) => {
@@ -660,7 +658,15 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
 fn prepare_exec(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
     let cwd = process.cwd();
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
+    let helper = nix::unistd::getppid();
     become_user(process)?;
+    // Die with the helper, so a timed-out exec does not linger. Set after the
+    // uid change, which clears it; a helper gone meanwhile means give up.
+    nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL))
+        .map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
+    if nix::unistd::getppid() != helper {
+        return Err("the exec helper is gone".into());
+    }
     if process.no_new_privileges().unwrap_or(false) {
         super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     }

@@ -11,3 +11,4 @@ pub mod net;
 pub mod process;
 pub mod reaper;
 pub mod rootfs;
+pub mod socket;

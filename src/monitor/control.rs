@@ -2,7 +2,6 @@
 //! Unix socket, one reply line (`ok` or `error MESSAGE`).
 
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -43,7 +42,7 @@ pub enum ControlError {
 /// Sends one request and waits (up to `timeout`) for the reply.
 pub fn call(socket: &Path, request: Request, timeout: Duration) -> Result<(), ControlError> {
     let unreachable = |source| ControlError::Unreachable { path: socket.display().to_string(), source };
-    let mut stream = UnixStream::connect(socket).map_err(unreachable)?;
+    let mut stream = crate::linux::socket::connect(socket).map_err(unreachable)?;
     stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
     stream.write_all(format!("{}\n", request.as_str()).as_bytes()).map_err(unreachable)?;
     let mut reply = String::new();

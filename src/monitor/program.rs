@@ -160,8 +160,8 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
     let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;
     store::write_json_with(&files.monitor(), &me, store::Durability::Volatile).map_err(|e| e.to_string())?;
     let _ = fs::remove_file(files.socket());
-    let listener =
-        UnixListener::bind(files.socket()).map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
+    let listener = crate::linux::socket::bind(&files.socket())
+        .map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
     listener.set_nonblocking(true).map_err(|e| format!("socket: {e}"))?;
     Ok(Monitor {
         plan,

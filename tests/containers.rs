@@ -1,0 +1,578 @@
+//! Containers through the socket: namespaces and cgroup, Kubernetes' command,
+//! env, workdir and user rules, capabilities and hardening, CRI logs with
+//! rotation, exit codes and stop timeouts, start errors, ExecSync, a daemon
+//! crash while containers run, and churn without leftovers.
+
+mod common;
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use common::client::{container_config, log_lines, security};
+use common::{host, images, TestEnv};
+use nidus::api::*;
+
+/// The capabilities a default container has (the Docker/containerd set).
+const DEFAULT_CAPS: u64 = 0x0000_0000_a804_25fb;
+
+fn cap_eff(status: &str) -> u64 {
+    let line = status.lines().find(|l| l.starts_with("CapEff:")).expect("CapEff line");
+    u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+}
+
+#[tokio::test]
+async fn a_container_lives_in_the_pods_namespaces_with_its_own_mounts_and_cgroup() {
+    let mut env = TestEnv::new("ctrns");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("web");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let pause = cri.pause_pid(&pod_id).await;
+
+    let id = cri.create_container(&pod_id, &pod, container_config("app", &image, &["sleep", "1000"])).await.unwrap();
+    assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerCreated);
+    let init = cri.container_pid(&id).await;
+    cri.start_container(&id).await.unwrap();
+    let status = cri.status_of(&id).await;
+    assert_eq!(status.state(), ContainerState::ContainerRunning);
+    assert!(status.started_at >= status.created_at && status.created_at > 0);
+    assert_eq!(cri.container_pid(&id).await, init, "the init execs in place");
+
+    for kind in ["net", "ipc", "uts"] {
+        assert_eq!(host::namespace(init, kind), host::namespace(pause, kind), "{kind} is the pod's");
+    }
+    assert_ne!(host::namespace(init, "mnt"), host::namespace(pause, "mnt"), "own mount namespace");
+    assert_ne!(host::namespace(init, "pid"), host::namespace(pause, "pid"), "CONTAINER: own PID namespace");
+    let memcg = host::cgroup_of(init, "memory").or_else(|| host::cgroup_of(init, "")).unwrap();
+    let pod_cgroup = cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().to_string();
+    assert!(memcg.ends_with(&format!("{}/{id}", pod_cgroup)), "container cgroup {memcg} under pod {pod_cgroup}");
+    // Only stdio reaches the workload.
+    let fds = cri.exec_ok(&id, &["ls", "/proc/1/fd"]).await;
+    assert_eq!(fds.split_whitespace().collect::<Vec<_>>(), vec!["0", "1", "2"], "fds of the container's process");
+    // The pod's files and /dev/shm.
+    assert_eq!(cri.exec_ok(&id, &["cat", "/etc/hostname"]).await, "web\n");
+    assert!(cri.exec_ok(&id, &["cat", "/etc/resolv.conf"]).await.contains("nameserver 10.96.0.10"));
+    cri.exec_ok(&id, &["sh", "-c", "echo shared > /dev/shm/note"]).await;
+
+    // POD: the pause's PID namespace; TARGET: another container's.
+    let mut shared = container_config("shared", &image, &["sleep", "1000"]);
+    security(&mut shared).namespace_options.as_mut().unwrap().pid = NamespaceMode::Pod as i32;
+    let shared = cri.run_container(&pod_id, &pod, shared).await;
+    let shared_pid = cri.container_pid(&shared).await;
+    assert_eq!(host::namespace(shared_pid, "pid"), host::namespace(pause, "pid"));
+    assert_eq!(cri.exec_ok(&shared, &["cat", "/dev/shm/note"]).await, "shared\n", "one /dev/shm per pod");
+    let mut debug = container_config("debug", &image, &["sleep", "1000"]);
+    let ns = security(&mut debug).namespace_options.as_mut().unwrap();
+    ns.pid = NamespaceMode::Target as i32;
+    ns.target_id = id.clone();
+    let debug = cri.run_container(&pod_id, &pod, debug).await;
+    let debug_pid = cri.container_pid(&debug).await;
+    assert_eq!(host::namespace(debug_pid, "pid"), host::namespace(init, "pid"));
+
+    // Listing and filters.
+    let all = cri.list_containers(None).await;
+    assert_eq!(all.len(), 3);
+    let by_prefix = cri.list_containers(Some(ContainerFilter { id: id[..12].into(), ..Default::default() })).await;
+    assert_eq!(by_prefix.len(), 1);
+    assert_eq!(by_prefix[0].pod_sandbox_id, pod_id);
+    let sandbox_status = cri.pod_status(&pod_id).await.unwrap();
+    assert_eq!(sandbox_status.containers_statuses.len(), 3);
+
+    // Removing the pod takes its containers with it.
+    cri.stop_pod(&pod_id).await.unwrap();
+    for c in [&id, &shared, &debug] {
+        assert_eq!(cri.status_of(c).await.state(), ContainerState::ContainerExited);
+    }
+    assert!(host::wait_gone(init));
+    cri.remove_pod(&pod_id).await.unwrap();
+    assert!(cri.list_containers(None).await.is_empty());
+    env.assert_no_leftovers();
+}
+
+/// Runs a container to completion and returns its stdout lines.
+async fn output_of(
+    cri: &mut common::Cri,
+    pod_id: &str,
+    pod: &PodSandboxConfig,
+    config: ContainerConfig,
+) -> Vec<String> {
+    let id = cri.run_container(pod_id, pod, config).await;
+    let status = cri.wait_exited(&id, 20).await;
+    let records = cri.logs(&id).await;
+    assert_eq!(status.exit_code, 0, "{:?}", records);
+    cri.remove_container(&id).await.unwrap();
+    log_lines(&records, "stdout")
+}
+
+#[tokio::test]
+async fn command_env_workdir_and_user_follow_kubernetes_rules() {
+    let mut env = TestEnv::new("ctrrules");
+    let mut cri = env.start().await;
+    let app = env.import_image(&mut cri, images::busybox_app()).await;
+    let pod = env.pod("rules");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let mut n = 0;
+    let mut run = |command: &[&str], args: &[&str]| {
+        n += 1;
+        let mut c = container_config(&format!("c{n}"), &app, command);
+        c.args = args.iter().map(|s| s.to_string()).collect();
+        c
+    };
+
+    // Entrypoint ["echo","from-entrypoint"], Cmd ["from-cmd"] in the image.
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, run(&[], &[])).await, vec!["from-entrypoint from-cmd"]);
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, run(&[], &["a", "b"])).await, vec!["from-entrypoint a b"]);
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, run(&["echo", "cmd"], &[])).await, vec!["cmd"]);
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, run(&["echo"], &["x", "y"])).await, vec!["x y"]);
+
+    // Env: the image's, overlaid by the config's.
+    let mut c = run(&["env"], &[]);
+    c.envs = vec![
+        KeyValue { key: "OVERRIDE_ME".into(), value: b"config".to_vec() },
+        KeyValue { key: "NEW".into(), value: b"1".to_vec() },
+    ];
+    let envs = output_of(&mut cri, &pod_id, &pod, c).await;
+    for want in ["IMAGE_VAR=from-image", "OVERRIDE_ME=config", "NEW=1", images::PATH_ENV] {
+        assert!(envs.iter().any(|e| e == want), "{want} missing from {envs:?}");
+    }
+    assert!(!envs.iter().any(|e| e == "OVERRIDE_ME=image"));
+
+    // Working dir: the image's, or the config's.
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, run(&["pwd"], &[])).await, vec![images::APP_WORKDIR]);
+    let mut c = run(&["pwd"], &[]);
+    c.working_dir = "/tmp/made/here".into();
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, c).await, vec!["/tmp/made/here"], "a missing working dir is created");
+
+    // User: the image's USER (app, with its /etc/group memberships)...
+    let id_of = |lines: Vec<String>| lines.join(" ");
+    let out = id_of(output_of(&mut cri, &pod_id, &pod, run(&["id"], &[])).await);
+    assert!(out.starts_with("uid=1000(app) gid=1000(app)"), "{out}");
+    assert!(out.contains("2000(extra)"), "image group membership: {out}");
+    // ...run_as_user / run_as_group / supplemental groups override it...
+    let mut c = run(&["id"], &[]);
+    let sc = security(&mut c);
+    sc.run_as_user = Some(Int64Value { value: 65534 });
+    sc.run_as_group = Some(Int64Value { value: 3000 });
+    sc.supplemental_groups = vec![4000];
+    let out = id_of(output_of(&mut cri, &pod_id, &pod, c).await);
+    assert!(out.starts_with("uid=65534(nobody) gid=3000"), "{out}");
+    assert!(out.contains("4000"), "{out}");
+    // ...and run_as_username resolves in the image's /etc/passwd.
+    let mut c = run(&["id", "-u"], &[]);
+    security(&mut c).run_as_username = "nobody".into();
+    assert_eq!(output_of(&mut cri, &pod_id, &pod, c).await, vec!["65534"]);
+    let mut c = run(&["id"], &[]);
+    security(&mut c).run_as_username = "ghost".into();
+    let err = cri.create_container(&pod_id, &pod, c).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("ghost"), "{}", err.message());
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn capabilities_read_only_rootfs_and_masked_paths() {
+    let mut env = TestEnv::new("ctrcaps");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("caps");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let sleeper = |name: &str| container_config(name, &image, &["sleep", "1000"]);
+
+    let default = cri.run_container(&pod_id, &pod, sleeper("default")).await;
+    let status = cri.exec_ok(&default, &["cat", "/proc/self/status"]).await;
+    assert_eq!(cap_eff(&status), DEFAULT_CAPS, "{status}");
+    // Masked and read-only paths (/proc/keys is masked and non-empty on the node).
+    assert!(!fs::read_to_string("/proc/keys").unwrap_or_default().is_empty(), "the node has keys to hide");
+    assert_eq!(cri.exec_ok(&default, &["wc", "-c", "/proc/keys"]).await.split_whitespace().next(), Some("0"));
+    assert_eq!(cri.exec_ok(&default, &["ls", "-A", "/sys/firmware"]).await, "");
+    let out = cri.exec(&default, &["sh", "-c", "echo h > /proc/sysrq-trigger"], 10).await.unwrap();
+    assert_ne!(out.exit_code, 0, "writing /proc/sysrq-trigger must fail");
+    let out = cri.exec(&default, &["touch", "/sys/kernel/x"], 10).await.unwrap();
+    assert_ne!(out.exit_code, 0, "/sys is read-only");
+
+    let mut c = sleeper("adddrop");
+    security(&mut c).capabilities = Some(Capability {
+        add_capabilities: vec!["NET_ADMIN".into()],
+        drop_capabilities: vec!["NET_RAW".into()],
+        ..Default::default()
+    });
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    let eff = cap_eff(&cri.exec_ok(&id, &["cat", "/proc/self/status"]).await);
+    assert_eq!(eff, (DEFAULT_CAPS | 1 << 12) & !(1 << 13), "NET_ADMIN (12) added, NET_RAW (13) dropped");
+
+    let mut c = sleeper("none");
+    security(&mut c).capabilities = Some(Capability { drop_capabilities: vec!["ALL".into()], ..Default::default() });
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    assert_eq!(cap_eff(&cri.exec_ok(&id, &["cat", "/proc/self/status"]).await), 0);
+
+    let mut c = sleeper("privileged");
+    security(&mut c).privileged = true;
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    // Every capability the runtime holds (this node's root lacks CAP_SYS_RESOURCE).
+    let ours = cap_eff(&fs::read_to_string("/proc/self/status").unwrap());
+    assert_eq!(cap_eff(&cri.exec_ok(&id, &["cat", "/proc/self/status"]).await), ours);
+    assert!(ours.count_ones() >= 38, "root holds almost every capability: {ours:x}");
+    assert_ne!(
+        cri.exec_ok(&id, &["wc", "-c", "/proc/keys"]).await.split_whitespace().next(),
+        Some("0"),
+        "nothing masked"
+    );
+    assert!(cri.exec_ok(&id, &["ls", "/dev"]).await.lines().count() > 10, "privileged sees the node's devices");
+
+    let mut c = sleeper("readonly");
+    security(&mut c).readonly_rootfs = true;
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    let out = cri.exec(&id, &["touch", "/newfile"], 10).await.unwrap();
+    assert_ne!(out.exit_code, 0);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{out:?}");
+
+    // Non-root users get no effective capabilities.
+    let mut c = sleeper("nonroot");
+    security(&mut c).run_as_user = Some(Int64Value { value: 1000 });
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    assert_eq!(cap_eff(&cri.exec_ok(&id, &["cat", "/proc/self/status"]).await), 0);
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn logs_split_long_lines_and_survive_rotation() {
+    let mut env = TestEnv::new("ctrlogs");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("logs");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+
+    let script = r#"echo to-stdout; echo to-stderr >&2; printf "%40960s\n" x; printf no-newline"#;
+    let id = cri.run_container(&pod_id, &pod, container_config("long", &image, &["sh", "-c", script])).await;
+    cri.wait_exited(&id, 20).await;
+    let records = cri.logs(&id).await;
+    let tags: Vec<&str> = records.iter().filter(|r| r.stream == "stdout").map(|r| r.tag.as_str()).collect();
+    assert_eq!(tags, vec!["F", "P", "P", "F", "F"], "{records:?}");
+    let stdout = log_lines(&records, "stdout");
+    assert_eq!(stdout[0], "to-stdout");
+    assert_eq!(stdout[1].len(), 40960);
+    assert!(stdout[1].ends_with('x'));
+    assert_eq!(stdout[2], "no-newline", "an unterminated last line is kept");
+    assert_eq!(log_lines(&records, "stderr"), vec!["to-stderr"]);
+
+    // kubelet's rotation: rename, then ReopenContainerLog; no line is lost.
+    let script = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.005; done";
+    let id = cri.run_container(&pod_id, &pod, container_config("rotate", &image, &["sh", "-c", script])).await;
+    let path = cri.status_of(&id).await.log_path;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fs::rename(&path, format!("{path}.1")).unwrap();
+    cri.runtime.reopen_container_log(ReopenContainerLogRequest { container_id: id.clone() }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cri.stop_container(&id, 0).await.unwrap();
+    let old = common::client::parse_log(&fs::read_to_string(format!("{path}.1")).unwrap());
+    let new = common::client::parse_log(&fs::read_to_string(&path).unwrap());
+    assert!(!old.is_empty() && !new.is_empty(), "both files have lines");
+    let numbers: Vec<u64> = log_lines(&old, "stdout")
+        .iter()
+        .chain(log_lines(&new, "stdout").iter())
+        .map(|l| l.strip_prefix("line-").unwrap().parse().unwrap())
+        .collect();
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "no gap or repeat across the rotation: {numbers:?}");
+    // Reopening the log of an exited container is refused.
+    let err =
+        cri.runtime.reopen_container_log(ReopenContainerLogRequest { container_id: id.clone() }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn exit_codes_reasons_stop_signals_and_timeouts() {
+    let mut env = TestEnv::new("ctrexit");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let app = env.import_image(&mut cri, images::busybox_app()).await;
+    let pod = env.pod("exit");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+
+    let ok = cri.run_container(&pod_id, &pod, container_config("ok", &image, &["true"])).await;
+    let s = cri.wait_exited(&ok, 20).await;
+    assert_eq!((s.exit_code, s.reason.as_str()), (0, "Completed"));
+    assert!(s.finished_at >= s.started_at && s.started_at > 0);
+    let bad = cri.run_container(&pod_id, &pod, container_config("bad", &image, &["sh", "-c", "exit 3"])).await;
+    let s = cri.wait_exited(&bad, 20).await;
+    assert_eq!((s.exit_code, s.reason.as_str()), (3, "Error"));
+
+    // A process that ignores SIGTERM is killed when the timeout passes.
+    let stubborn = cri
+        .run_container(
+            &pod_id,
+            &pod,
+            container_config("stubborn", &image, &["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]),
+        )
+        .await;
+    let t = Instant::now();
+    cri.stop_container(&stubborn, 2).await.unwrap();
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(8), "stop took {took:?}");
+    let s = cri.status_of(&stubborn).await;
+    assert_eq!((s.state(), s.exit_code), (ContainerState::ContainerExited, 137));
+
+    // One that exits on SIGTERM stops at once.
+    let polite = cri
+        .run_container(
+            &pod_id,
+            &pod,
+            container_config("polite", &image, &["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]),
+        )
+        .await;
+    let t = Instant::now();
+    cri.stop_container(&polite, 30).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "stop took {:?}", t.elapsed());
+    assert_eq!(cri.status_of(&polite).await.exit_code, 0);
+    // Stopping again is fine.
+    cri.stop_container(&polite, 30).await.unwrap();
+
+    // The image's StopSignal (SIGUSR1) is what the container gets.
+    let mut c = container_config(
+        "usr1",
+        &app,
+        &["sh", "-c", "trap 'echo got-usr1; exit 7' USR1; while true; do sleep 0.1; done"],
+    );
+    security(&mut c).run_as_user = Some(Int64Value { value: 0 });
+    let usr1 = cri.run_container(&pod_id, &pod, c).await;
+    assert_eq!(cri.status_of(&usr1).await.stop_signal(), Signal::Sigusr1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cri.stop_container(&usr1, 10).await.unwrap();
+    let s = cri.status_of(&usr1).await;
+    assert_eq!(s.exit_code, 7);
+    assert_eq!(log_lines(&cri.logs(&usr1).await, "stdout"), vec!["got-usr1"]);
+
+    // A missing executable: CreateContainer works, StartContainer says why, EXITED.
+    let missing =
+        cri.create_container(&pod_id, &pod, container_config("missing", &image, &["no-such-binary"])).await.unwrap();
+    let err = cri.start_container(&missing).await.unwrap_err();
+    assert!(err.message().contains("executable file not found in $PATH"), "{err:?}");
+    let s = cri.status_of(&missing).await;
+    assert_eq!(s.state(), ContainerState::ContainerExited);
+    assert!(s.message.contains("executable file not found in $PATH"), "{s:?}");
+    assert_eq!(s.reason, "StartError");
+    // Starting twice is refused.
+    let err = cri.start_container(&ok).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn exec_sync_output_exit_codes_cap_and_timeout() {
+    let mut env = TestEnv::new("ctrexec");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("exec");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let mut c = container_config("target", &image, &["sleep", "1000"]);
+    c.working_dir = "/tmp".into();
+    c.envs = vec![KeyValue { key: "FROM_CONFIG".into(), value: b"yes".to_vec() }];
+    security(&mut c).run_as_user = Some(Int64Value { value: 1000 });
+    let id = cri.run_container(&pod_id, &pod, c).await;
+
+    let out = cri.exec(&id, &["sh", "-c", "echo out; echo err >&2; exit 3"], 10).await.unwrap();
+    assert_eq!((out.stdout.as_slice(), out.stderr.as_slice(), out.exit_code), (&b"out\n"[..], &b"err\n"[..], 3));
+    // The container's user, environment and working directory.
+    assert_eq!(cri.exec_ok(&id, &["id", "-u"]).await, "1000\n");
+    assert_eq!(cri.exec_ok(&id, &["pwd"]).await, "/tmp\n");
+    assert!(cri.exec_ok(&id, &["env"]).await.contains("FROM_CONFIG=yes"));
+
+    // 16 MiB cap, truncation noted.
+    let out = cri.exec(&id, &["sh", "-c", "yes 0123456789abcdef | head -c 17000000"], 30).await.unwrap();
+    assert_eq!(out.stdout.len(), 16 << 20);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdout truncated at 16 MiB"));
+
+    // Timeout: DeadlineExceeded and the process is gone.
+    let t = Instant::now();
+    let err = cri.exec(&id, &["sleep", "77"], 1).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ps = cri.exec_ok(&id, &["ps", "-o", "args"]).await;
+    assert!(!ps.contains("sleep 77"), "the timed-out command must be killed: {ps}");
+
+    // Errors.
+    let err = cri.exec(&id, &["no-such-binary"], 10).await.unwrap_err();
+    assert!(err.message().contains("executable file not found in $PATH"), "{err:?}");
+    let err = cri.exec(&id, &[], 10).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    cri.stop_container(&id, 0).await.unwrap();
+    let err = cri.exec(&id, &["true"], 10).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_daemon_crash_leaves_containers_running_logging_and_recording_exits() {
+    let mut env = TestEnv::new("ctrcrash");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("crash");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let ticker = cri
+        .run_container(
+            &pod_id,
+            &pod,
+            container_config(
+                "ticker",
+                &image,
+                &["sh", "-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.05; done"],
+            ),
+        )
+        .await;
+    let quitter =
+        cri.run_container(&pod_id, &pod, container_config("quitter", &image, &["sh", "-c", "sleep 1; exit 5"])).await;
+    let ticker_pid = cri.container_pid(&ticker).await;
+
+    env.kill_daemon();
+    let down_at = nidus::pod::manager::now_ns();
+    let before = fs::read_to_string(env.base.join("logs/crash/ticker/0.log")).unwrap().lines().count();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = fs::read_to_string(env.base.join("logs/crash/ticker/0.log")).unwrap().lines().count();
+    assert!(after > before + 10, "the container kept logging while the daemon was down ({before} → {after})");
+    let up_at = nidus::pod::manager::now_ns();
+
+    let mut cri = env.start().await;
+    let s = cri.status_of(&ticker).await;
+    assert_eq!(s.state(), ContainerState::ContainerRunning);
+    assert_eq!(cri.container_pid(&ticker).await, ticker_pid);
+    let s = cri.status_of(&quitter).await;
+    assert_eq!((s.state(), s.exit_code), (ContainerState::ContainerExited, 5));
+    assert!(s.finished_at > down_at && s.finished_at < up_at, "finished while the daemon was down");
+    let ticks = log_lines(&cri.logs(&ticker).await, "stdout");
+    let numbers: Vec<u64> = ticks.iter().map(|l| l.strip_prefix("tick-").unwrap().parse().unwrap()).collect();
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "no line lost");
+    // Still fully manageable.
+    assert_eq!(cri.exec_ok(&ticker, &["echo", "hi"]).await, "hi\n");
+    cri.stop_container(&ticker, 5).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn create_container_refuses_bad_input_and_leaves_nothing() {
+    let mut env = TestEnv::new("ctrbad");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("bad");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+
+    type Edit = fn(&mut ContainerConfig);
+    let cases: Vec<(&str, Edit, tonic::Code)> = vec![
+        ("config.metadata", |c| c.metadata = None, tonic::Code::InvalidArgument),
+        ("config.image.image", |c| c.image = None, tonic::Code::InvalidArgument),
+        ("not found", |c| c.image.as_mut().unwrap().image = "no-such-image:1".into(), tonic::Code::NotFound),
+        ("config.working_dir", |c| c.working_dir = "relative".into(), tonic::Code::InvalidArgument),
+        ("config.log_path", |c| c.log_path = "../../escape.log".into(), tonic::Code::InvalidArgument),
+        (
+            "config.mounts[0].host_path",
+            |c| {
+                c.mounts = vec![Mount { container_path: "/data".into(), host_path: "rel".into(), ..Default::default() }]
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.mounts[0].container_path",
+            |c| {
+                c.mounts =
+                    vec![Mount { container_path: "/a/../..".into(), host_path: "/tmp".into(), ..Default::default() }]
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.envs[0]",
+            |c| c.envs = vec![KeyValue { key: "A=B".into(), value: vec![] }],
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "capabilities",
+            |c| {
+                security(c).capabilities =
+                    Some(Capability { add_capabilities: vec!["CAP_BOGUS".into()], ..Default::default() })
+            },
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "config.devices[0]",
+            |c| {
+                c.devices = vec![Device {
+                    host_path: "/etc/passwd".into(),
+                    container_path: "/dev/x".into(),
+                    permissions: "rwm".into(),
+                }]
+            },
+            tonic::Code::InvalidArgument,
+        ),
+    ];
+    for (field, edit, code) in cases {
+        let mut config = container_config("bad", &image, &["true"]);
+        edit(&mut config);
+        let err = cri.create_container(&pod_id, &pod, config).await.unwrap_err();
+        assert_eq!(err.code(), code, "{field}: {err:?}");
+        assert!(err.message().contains(field), "message {:?} must name {field}", err.message());
+    }
+    let err = cri.create_container("abcdef1234", &pod, container_config("x", &image, &["true"])).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    // Name conflicts within a sandbox.
+    let first = cri.create_container(&pod_id, &pod, container_config("same", &image, &["true"])).await.unwrap();
+    let err = cri.create_container(&pod_id, &pod, container_config("same", &image, &["true"])).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::AlreadyExists);
+    cri.remove_container(&first).await.unwrap();
+    cri.remove_container(&first).await.unwrap();
+    assert!(cri.list_containers(None).await.is_empty());
+    // A stopped sandbox takes no new containers.
+    cri.stop_pod(&pod_id).await.unwrap();
+    let err = cri.create_container(&pod_id, &pod, container_config("late", &image, &["true"])).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn churn_of_200_containers_leaves_nothing_behind() {
+    let mut env = TestEnv::new("ctrchurn");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("churn");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let daemon = env.daemon_pid().unwrap();
+    let fds_before = fs::read_dir(format!("/proc/{daemon}/fd")).unwrap().count();
+    let procs_before = env.cgroup_processes().len();
+    // Mounts of this test (other tests mount and unmount beside it).
+    let mounts_before = env.leftover_mounts();
+
+    for i in 0..200 {
+        let mut c = container_config("churn", &image, &["sleep", "1000"]);
+        c.metadata.as_mut().unwrap().attempt = i;
+        let id = cri.run_container(&pod_id, &pod, c).await;
+        cri.stop_container(&id, 0).await.unwrap();
+        cri.remove_container(&id).await.unwrap();
+    }
+
+    assert!(cri.list_containers(None).await.is_empty());
+    let fds_after = fs::read_dir(format!("/proc/{daemon}/fd")).unwrap().count();
+    assert!(fds_after <= fds_before + 2, "daemon fds {fds_before} → {fds_after}");
+    assert_eq!(env.cgroup_processes().len(), procs_before, "only the pause is left");
+    assert_eq!(env.leftover_mounts(), mounts_before, "no mount left");
+    assert_eq!(fs::read_dir(env.root.join("containers")).unwrap().count(), 0, "no container dir or upper dir left");
+    assert_eq!(fs::read_dir(env.state.join("containers")).unwrap().count(), 0);
+    let pod_cgroup =
+        cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().trim_start_matches('/').to_string();
+    for dir in env.cgroup_dirs() {
+        let children: Vec<_> =
+            fs::read_dir(dir.join(&pod_cgroup)).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+        assert_eq!(children.len(), 1, "only the sandbox cgroup under the pod in {}", dir.display());
+    }
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}

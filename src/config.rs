@@ -78,7 +78,42 @@ pub struct ContainerConfig {
     /// The per-container monitor (and exec helper); default: `nidus-monitor`
     /// beside the nidus binary.
     pub monitor_binary: Option<PathBuf>,
+    /// Resource limits every container's process gets (CRI has no field for
+    /// them); empty: inherit the runtime's. E.g.
+    /// `rlimits = [{ type = "RLIMIT_NOFILE", soft = 1024, hard = 4096 }]`.
+    pub rlimits: Vec<Rlimit>,
 }
+
+/// One POSIX resource limit.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rlimit {
+    /// `RLIMIT_NOFILE`, `RLIMIT_NPROC`, `RLIMIT_CORE`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// The resource limits Linux has, by name.
+pub const RLIMITS: &[&str] = &[
+    "RLIMIT_CPU",
+    "RLIMIT_FSIZE",
+    "RLIMIT_DATA",
+    "RLIMIT_STACK",
+    "RLIMIT_CORE",
+    "RLIMIT_RSS",
+    "RLIMIT_NPROC",
+    "RLIMIT_NOFILE",
+    "RLIMIT_MEMLOCK",
+    "RLIMIT_AS",
+    "RLIMIT_LOCKS",
+    "RLIMIT_SIGPENDING",
+    "RLIMIT_MSGQUEUE",
+    "RLIMIT_NICE",
+    "RLIMIT_RTPRIO",
+    "RLIMIT_RTTIME",
+];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -208,6 +243,17 @@ impl Config {
                 return Err(ConfigError::Invalid(format!(
                     "image.import_dir must be an absolute path without '..', got {}",
                     dir.display()
+                )));
+            }
+        }
+        for limit in &self.container.rlimits {
+            if !RLIMITS.contains(&limit.kind.as_str()) {
+                return Err(ConfigError::Invalid(format!("container.rlimits: unknown type {:?}", limit.kind)));
+            }
+            if limit.soft > limit.hard {
+                return Err(ConfigError::Invalid(format!(
+                    "container.rlimits: {} soft limit above hard limit",
+                    limit.kind
                 )));
             }
         }

@@ -576,3 +576,65 @@ async fn churn_of_200_containers_leaves_nothing_behind() {
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn rlimits_oom_score_adj_tty_and_stdin() {
+    let config = std::env::temp_dir().join(format!("nidus-rlimits-{}.toml", std::process::id()));
+    fs::write(&config, "[container]\nrlimits = [{ type = \"RLIMIT_NOFILE\", soft = 512, hard = 1024 }]\n").unwrap();
+    let mut env = TestEnv::new("ctropts").with_args(&["--config", config.to_str().unwrap()]);
+    let mut cri = env.start().await;
+    let _ = fs::remove_file(&config);
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("opts");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let daemon = env.daemon_pid().unwrap();
+
+    // rlimits from the runtime's config.
+    let id = cri.run_container(&pod_id, &pod, container_config("limits", &image, &["sleep", "1000"])).await;
+    assert_eq!(cri.exec_ok(&id, &["sh", "-c", "ulimit -Sn; ulimit -Hn"]).await, "512\n1024\n");
+
+    // oom_score_adj: raising it works; lowering it below the runtime's own
+    // needs CAP_SYS_RESOURCE, which this node's root lacks, so the request is
+    // clamped to the runtime's value (and both are reported), not refused.
+    let own: i32 = fs::read_to_string(format!("/proc/{daemon}/oom_score_adj")).unwrap().trim().parse().unwrap();
+    let can_lower = fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("CapEff:"))
+        .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap() & (1 << 24) != 0)
+        .unwrap();
+    for (name, requested, expected) in [("raise", 500, 500), ("lower", -997, if can_lower { -997 } else { own })] {
+        let mut c = container_config(name, &image, &["sleep", "1000"]);
+        c.linux.as_mut().unwrap().resources =
+            Some(LinuxContainerResources { oom_score_adj: requested, ..Default::default() });
+        let id = cri.run_container(&pod_id, &pod, c).await;
+        assert_eq!(cri.exec_ok(&id, &["cat", "/proc/1/oom_score_adj"]).await.trim(), expected.to_string(), "{name}");
+        let info = cri.container_info(&id).await;
+        assert_eq!(info["oomScoreAdj"]["requested"], requested);
+        assert_eq!(info["oomScoreAdj"]["applied"], expected);
+    }
+
+    // tty: the process sees a terminal; its output is logged as stdout.
+    let mut c =
+        container_config("tty", &image, &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo is-a-tty; echo to-stderr >&2"]);
+    c.tty = true;
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    cri.wait_exited(&id, 20).await;
+    let records = cri.logs(&id).await;
+    assert!(records.iter().all(|r| r.stream == "stdout"), "{records:?}");
+    let lines: Vec<String> =
+        log_lines(&records, "stdout").iter().map(|l| l.trim_end_matches('\r').to_string()).collect();
+    assert_eq!(lines, vec!["is-a-tty", "to-stderr"]);
+
+    // stdin: kept open for attach (cat waits); without it stdin is at EOF.
+    let mut c = container_config("stdin", &image, &["cat"]);
+    c.stdin = true;
+    let with_stdin = cri.run_container(&pod_id, &pod, c).await;
+    let without = cri.run_container(&pod_id, &pod, container_config("nostdin", &image, &["cat"])).await;
+    assert_eq!(cri.wait_exited(&without, 20).await.exit_code, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(cri.status_of(&with_stdin).await.state(), ContainerState::ContainerRunning);
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}

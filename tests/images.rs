@@ -623,17 +623,20 @@ async fn shared_layers_unpack_once_and_leases_keep_them_until_released() {
     assert_eq!(unpacked_at(&app_layers[0]), base_unpacked_at, "and was not unpacked again");
     assert_eq!(layer_dirs(&env).len(), 3);
 
-    // The container code's view of the store (another handle on the same root).
-    let store = nidus::image::ImageStore::open(&env.root).unwrap();
-    let app = store.resolve("busybox-app").unwrap();
-    let leased = store.lease_layers("c0ffee", &app).unwrap();
-    assert_eq!(leased, app_layers, "lower dirs, lowest first");
+    // A container leases the image's layers.
+    let pod = env.pod("lease");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let container =
+        cri.run_container(&pod_id, &pod, common::client::container_config("c", BUSYBOX_APP, &["sleep", "1000"])).await;
+    let leased = app_layers.clone();
+    let app_id = images::busybox_app().id.clone();
 
     // Removing the image keeps the leased layers; its blobs go.
     cri.remove_image(BUSYBOX_APP).await.unwrap();
     assert!(cri.image(BUSYBOX_APP).await.is_none());
     assert!(leased.iter().all(|l| l.join("etc/passwd").exists() || l.join("home/app/hello.txt").exists()));
-    assert!(!blobs(&env).iter().any(|b| app.id.ends_with(b.as_str())), "the removed image's config blob is collected");
+    assert!(!blobs(&env).iter().any(|b| app_id.ends_with(b.as_str())), "the removed image's config blob is collected");
+    assert_eq!(cri.exec_ok(&container, &["cat", "/home/app/hello.txt"]).await, "hello from the image\n");
 
     // A crash and restart (which collects garbage) keeps them too.
     env.kill_daemon();
@@ -643,11 +646,11 @@ async fn shared_layers_unpack_once_and_leases_keep_them_until_released() {
     assert!(leased.iter().all(|l| l.is_dir()), "the base layer is still leased");
     assert!(!busybox_layers[1].exists(), "busybox's own top layer is collected");
 
-    // Release: everything goes.
-    store.release("c0ffee").unwrap();
+    // Removing the container releases the lease: everything goes.
+    cri.remove_container(&container).await.unwrap();
     assert!(leased.iter().all(|l| !l.exists()));
     assert!(layer_dirs(&env).is_empty(), "{:?}", layer_dirs(&env));
     assert!(blobs(&env).is_empty(), "{:?}", blobs(&env));
-    store.release("c0ffee").unwrap();
-    assert!(matches!(store.release("../evil"), Err(nidus::image::ImageError::InvalidHolder(_))));
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
 }

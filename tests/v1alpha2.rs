@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 
 use common::apis::CriApi;
-use common::client::pod_config;
+use common::client::{container_config, parse_log, pod_config};
 use common::v1alpha2::{self, api as a2, CriV1alpha2};
 use common::TestEnv;
 use nidus::api::*;
@@ -71,7 +71,7 @@ async fn pod_status<C: CriApi>(cri: &mut C, id: &str) -> PodSandboxStatus {
 
 /// The pod sandbox lifecycle, Version, Status, image calls and the answers to
 /// bad input and to RPCs nidus does not serve yet, through one API.
-async fn scenario<C: CriApi>(cri: &mut C) -> Vec<String> {
+async fn scenario<C: CriApi>(cri: &mut C, image: &str, logs: &std::path::Path) -> Vec<String> {
     let mut seen = Transcript::default();
 
     let version = cri.version(VersionRequest { version: "0.1.0".into() }).await.expect("Version");
@@ -92,7 +92,9 @@ async fn scenario<C: CriApi>(cri: &mut C) -> Vec<String> {
     let mut db_config = pod_config("db");
     db_config.labels.insert("tier".into(), "back".into());
     let mut ids = HashMap::new();
-    for (name, config) in [("web", pod_config("web")), ("db", db_config)] {
+    let mut web_config = pod_config("web");
+    web_config.log_directory = logs.join("web").display().to_string();
+    for (name, config) in [("web", web_config.clone()), ("db", db_config)] {
         let request = RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() };
         let id = cri.run_pod_sandbox(request).await.expect("RunPodSandbox").pod_sandbox_id;
         seen.ids.push((id.clone(), name.to_string()));
@@ -125,15 +127,7 @@ async fn scenario<C: CriApi>(cri: &mut C) -> Vec<String> {
     seen.see("list by label", pod_names(cri, Some(filter_by_label("tier", "back"))).await);
     seen.see("list by unknown id", pod_names(cri, Some(filter_by_id("0123456789ab"))).await);
 
-    // TODO(containers): when CreateContainer and friends land, add here, in pod
-    // `web`: CreateContainer (an image from the local store, a command that
-    // prints to stdout and stderr), StartContainer, ListContainers (unfiltered,
-    // and by id prefix, state, pod and label), ContainerStatus (verbose),
-    // ExecSync (stdout, stderr, exit code, timeout), the container's log file
-    // under log_directory and ReopenContainerLog, ContainerStats and
-    // ListContainerStats, UpdateContainerResources, StopContainer and
-    // RemoveContainer, each recorded with `seen`; and drop from
-    // `not_yet_served` below the calls this makes real.
+    containers(cri, &mut seen, &web, &web_config, image).await;
 
     cri.stop_pod_sandbox(StopPodSandboxRequest { pod_sandbox_id: db.clone() }).await.expect("StopPodSandbox");
     assert_eq!(pod_status(cri, &db).await.state(), PodSandboxState::SandboxNotready);
@@ -181,6 +175,116 @@ async fn scenario<C: CriApi>(cri: &mut C) -> Vec<String> {
     seen.outcome("status after remove", gone);
     seen.outcome("remove again", cri.remove_pod_sandbox(RemovePodSandboxRequest { pod_sandbox_id: web }).await);
     seen.lines
+}
+
+/// A container's life in pod `web`: create, start, list (with filters),
+/// status, ExecSync, its log and ReopenContainerLog, stop, remove.
+async fn containers<C: CriApi>(
+    cri: &mut C,
+    seen: &mut Transcript,
+    pod: &str,
+    pod_config: &PodSandboxConfig,
+    image: &str,
+) {
+    let mut config = container_config("app", image, &["sh", "-c", "echo out; echo err >&2; exec sleep 1000"]);
+    config.labels.insert("role".into(), "app".into());
+    let create = CreateContainerRequest {
+        pod_sandbox_id: pod.into(),
+        config: Some(config),
+        sandbox_config: Some(pod_config.clone()),
+    };
+    let app = cri.create_container(create).await.expect("CreateContainer").container_id;
+    seen.ids.push((app.clone(), "app".into()));
+    let created = cri.container_status(ContainerStatusRequest { container_id: app.clone(), verbose: false }).await;
+    seen.see("created state", created.expect("ContainerStatus").status.expect("status").state());
+    seen.outcome("StartContainer", cri.start_container(StartContainerRequest { container_id: app.clone() }).await);
+    seen.outcome("start again", cri.start_container(StartContainerRequest { container_id: app.clone() }).await);
+
+    let list = |filter: ContainerFilter| ListContainersRequest { filter: Some(filter) };
+    let names = |r: Result<ListContainersResponse, tonic::Status>| {
+        r.expect("ListContainers")
+            .containers
+            .into_iter()
+            .map(|c| (c.id, c.metadata.map(|m| m.name), c.state))
+            .collect::<Vec<_>>()
+    };
+    seen.see("containers", names(cri.list_containers(ListContainersRequest::default()).await));
+    seen.see(
+        "containers by id prefix",
+        names(cri.list_containers(list(ContainerFilter { id: app[..12].into(), ..Default::default() })).await),
+    );
+    let running = ContainerStateValue { state: ContainerState::ContainerRunning as i32 };
+    seen.see(
+        "running containers",
+        names(cri.list_containers(list(ContainerFilter { state: Some(running), ..Default::default() })).await),
+    );
+    seen.see(
+        "containers of the pod",
+        names(cri.list_containers(list(ContainerFilter { pod_sandbox_id: pod.into(), ..Default::default() })).await),
+    );
+    let by_label =
+        ContainerFilter { label_selector: HashMap::from([("role".into(), "app".into())]), ..Default::default() };
+    seen.see("containers by label", names(cri.list_containers(list(by_label)).await));
+
+    let status = cri
+        .container_status(ContainerStatusRequest { container_id: app.clone(), verbose: true })
+        .await
+        .expect("ContainerStatus");
+    let s = status.status.expect("status");
+    assert!(s.started_at > 0 && s.log_path.ends_with("app/0.log"));
+    seen.see(
+        "status",
+        // Fields both APIs have (user, stop_signal and user_specified_image are v1 only).
+        (s.state(), &s.metadata, s.image.as_ref().map(|i| &i.image), &s.image_ref, s.exit_code, &s.labels),
+    );
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).expect("verbose info is JSON");
+    assert!(info["pid"].as_i64().unwrap_or(0) > 0, "{info}");
+    seen.see("status info", (&info["sandboxID"], &info["runtimeSpec"]["process"]["args"]));
+
+    let exec = |cmd: &[&str], timeout| ExecSyncRequest {
+        container_id: app.clone(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        timeout,
+    };
+    let out = cri.exec_sync(exec(&["sh", "-c", "echo hi; echo oops >&2; exit 4"], 5)).await.expect("ExecSync");
+    seen.see(
+        "ExecSync",
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.exit_code,
+        ),
+    );
+    seen.outcome("ExecSync timeout", cri.exec_sync(exec(&["sleep", "10"], 1)).await);
+
+    // The log file, without its timestamps.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let records = loop {
+        let records = parse_log(&std::fs::read_to_string(&s.log_path).unwrap_or_default());
+        if records.len() >= 2 || std::time::Instant::now() > deadline {
+            break records;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let mut lines: Vec<_> = records.into_iter().map(|r| (r.stream, r.tag, r.content)).collect();
+    lines.sort();
+    seen.see("log", lines);
+    seen.outcome(
+        "ReopenContainerLog",
+        cri.reopen_container_log(ReopenContainerLogRequest { container_id: app.clone() }).await,
+    );
+
+    seen.outcome(
+        "StopContainer",
+        cri.stop_container(StopContainerRequest { container_id: app.clone(), timeout: 0 }).await,
+    );
+    let stopped = cri.container_status(ContainerStatusRequest { container_id: app.clone(), verbose: false }).await;
+    let stopped = stopped.expect("ContainerStatus").status.expect("status");
+    seen.see("stopped", (stopped.state(), stopped.exit_code, &stopped.reason));
+    seen.outcome("ExecSync when stopped", cri.exec_sync(exec(&["true"], 1)).await);
+    seen.outcome("RemoveContainer", cri.remove_container(RemoveContainerRequest { container_id: app.clone() }).await);
+    seen.outcome("remove again", cri.remove_container(RemoveContainerRequest { container_id: app.clone() }).await);
+    seen.see("containers after remove", names(cri.list_containers(ListContainersRequest::default()).await));
 }
 
 /// Containers, exec, stats, runtime config updates and images: the calls a
@@ -250,9 +354,11 @@ async fn both_apis_give_the_same_results() {
     let mut v1 = env.start().await;
     let mut v1alpha2 = CriV1alpha2::connect(&env.socket).await.expect("connect through runtime.v1alpha2");
 
-    let through_v1 = scenario(&mut v1).await;
+    let image = env.import_busybox(&mut v1).await;
+    let logs = env.base.join("logs");
+    let through_v1 = scenario(&mut v1, &image, &logs.join("v1")).await;
     env.assert_no_leftovers();
-    let through_v1alpha2 = scenario(&mut v1alpha2).await;
+    let through_v1alpha2 = scenario(&mut v1alpha2, &image, &logs.join("v1alpha2")).await;
     env.assert_no_leftovers();
 
     assert!(through_v1.len() > 40, "the scenario ran: {through_v1:#?}");

@@ -411,6 +411,7 @@ impl Containers {
             cgroups_path: &cgroups_path,
             oom_score_adj: oom_score_adj.map(|(_, applied)| applied),
             devices: &devices,
+            rlimits: &self.config.container.rlimits,
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;

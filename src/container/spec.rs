@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{
     Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxDeviceBuilder, LinuxDeviceType, LinuxNamespaceBuilder,
-    LinuxNamespaceType, Mount, MountBuilder, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
+    LinuxNamespaceType, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder, RootBuilder, Spec,
+    SpecBuilder, UserBuilder,
 };
 
 use super::user::ResolvedUser;
@@ -89,6 +90,8 @@ pub struct SpecInput<'a> {
     pub oom_score_adj: Option<i32>,
     /// Devices from the config, resolved on the host.
     pub devices: &'a [HostDevice],
+    /// Resource limits from the runtime's config.
+    pub rlimits: &'a [crate::config::Rlimit],
 }
 
 /// A host device node a container gets (its type and numbers read on the host).
@@ -219,6 +222,18 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
     if let Some(adj) = input.oom_score_adj {
         process = process.oom_score_adj(adj);
     }
+    if !input.rlimits.is_empty() {
+        let rlimits = input
+            .rlimits
+            .iter()
+            .map(|l| {
+                let kind: PosixRlimitType =
+                    l.kind.parse().map_err(|_| SpecError(format!("unknown rlimit {}", l.kind)))?;
+                PosixRlimitBuilder::default().typ(kind).soft(l.soft).hard(l.hard).build().map_err(err)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        process = process.rlimits(rlimits);
+    }
     let process = process.build().map_err(err)?;
 
     let mut namespaces = vec![
@@ -330,6 +345,7 @@ mod tests {
             cgroups_path: "/nidus/pod/c1",
             oom_score_adj: Some(100),
             devices: &[],
+            rlimits: &[],
         }
     }
 

@@ -235,12 +235,7 @@ fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
     }
 
     let process = spec.process().clone().ok_or("the spec has no process")?;
-    if let Some(adj) = process.oom_score_adj() {
-        fs::write("/proc/self/oom_score_adj", adj.to_string()).map_err(|e| format!("oom_score_adj {adj}: {e}"))?;
-    }
-    for limit in process.rlimits().as_deref().unwrap_or_default() {
-        set_rlimit(limit)?;
-    }
+    apply_process_limits(&process)?;
     if !plan_tty(&process) {
         // The init leads its own session (CRIU wants the pid namespace's init so).
         let _ = nix::unistd::setsid();
@@ -506,6 +501,16 @@ fn make_read_only(path: &str) -> io::Result<()> {
     rootfs::mount(None, path, None, (libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY) as libc::c_ulong | keep, None)
 }
 
+fn apply_process_limits(process: &oci_spec::runtime::Process) -> Result<(), String> {
+    if let Some(adj) = process.oom_score_adj() {
+        fs::write("/proc/self/oom_score_adj", adj.to_string()).map_err(|e| format!("oom_score_adj {adj}: {e}"))?;
+    }
+    for limit in process.rlimits().as_deref().unwrap_or_default() {
+        set_rlimit(limit)?;
+    }
+    Ok(())
+}
+
 fn set_rlimit(limit: &oci_spec::runtime::PosixRlimit) -> Result<(), String> {
     let name = format!("{:?}", limit.typ());
     let resource = match name.to_ascii_uppercase().trim_start_matches("RLIMIT").trim_start_matches('_') {
@@ -654,8 +659,10 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
     Ok(())
 }
 
-/// In the exec child: working directory, user, capabilities, no_new_privs.
+/// In the exec child: the container process's oom_score_adj and rlimits,
+/// working directory, user, capabilities, no_new_privs.
 fn prepare_exec(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
+    apply_process_limits(process)?;
     let cwd = process.cwd();
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
     let helper = nix::unistd::getppid();

@@ -638,3 +638,41 @@ async fn rlimits_oom_score_adj_tty_and_stdin() {
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn an_image_of_many_layers_runs() {
+    // 60 layers: their lower-dir paths (~95 bytes each) are far beyond the 4 KiB
+    // of one mount option string, so this needs a layer-at-a-time overlay mount.
+    let mut env = TestEnv::new("ctrlayers");
+    let mut cri = env.start().await;
+    let mut layers = vec![(images::busybox_base_layer(), images::Compression::Gzip)];
+    for i in 0..59 {
+        let mut layer = images::LayerTar::new();
+        layer.dir("layers", 0o755).file(&format!("layers/{i:02}"), 0o644, format!("{i}\n").as_bytes());
+        if i == 58 {
+            // The top layer also hides a file of a lower one (a whiteout).
+            layer.file("layers/.wh.00", 0o644, b"");
+        }
+        layers.push((layer.finish(), images::Compression::None));
+    }
+    let def = images::ImageDef {
+        name: Some("docker.io/library/many-layers:1".into()),
+        layers,
+        config: serde_json::json!({ "Env": [images::PATH_ENV], "Cmd": ["sh"] }),
+    };
+    let dir = env.base.join("many-layers");
+    images::write_oci_layout(&dir, &def);
+    let out = env.image_import(&dir, None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let pod = env.pod("layers");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("deep", "many-layers:1", &["sleep", "1000"])).await;
+    let listing = cri.exec_ok(&id, &["ls", "/layers"]).await;
+    let names: Vec<&str> = listing.split_whitespace().collect();
+    assert_eq!(names.len(), 58, "layers 01–58 visible, 00 whited out: {names:?}");
+    assert!(!names.contains(&"00") && names.contains(&"01") && names.contains(&"58"));
+    assert_eq!(cri.exec_ok(&id, &["cat", "/layers/42"]).await, "42\n");
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}

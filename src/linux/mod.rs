@@ -13,5 +13,6 @@ pub mod net;
 pub mod process;
 pub mod reaper;
 pub mod rootfs;
+pub mod runtime_program;
 pub mod seccomp;
 pub mod socket;

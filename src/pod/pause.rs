@@ -179,6 +179,12 @@ fn set_up(args: &PauseArgs) -> Result<(), String> {
         fs::write(format!("/proc/sys/{path}"), value)
             .map_err(|e| format!("cannot set sysctl {} to {value:?}: {e}", path.replace('/', ".")))?;
     }
+    // A container sharing the pod's PID namespace sees pause as a process of
+    // its own: nothing of the node may be reachable through it (its root,
+    // cwd, memory or executable in /proc).
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    crate::linux::rootfs::enter_empty_root("/proc")
+        .map_err(|e| format!("cannot give the pause process an empty root: {e}"))?;
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
     std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
     process::exit_on_term_signals().map_err(|e| format!("signal handlers: {e}"))?;

@@ -1,32 +1,34 @@
-//! OCI profile → stacked BPF filters. seccompiler builds filters with one
-//! match action and one default each, while an OCI profile maps every rule to
-//! its own action. The kernel runs every installed filter on every syscall and
-//! keeps the most restrictive verdict (KILL_PROCESS > KILL_THREAD > TRAP >
-//! ERRNO > TRACE > LOG > ALLOW; among equal kinds, the most recently installed
-//! filter's). So a profile becomes:
+//! OCI profile → one BPF filter. An OCI profile maps every rule to its own
+//! action; seccompiler's filters have one match action each and find a
+//! syscall by a linear scan, which makes the kernel's install step (it
+//! emulates the filter for every syscall number to precompute its
+//! always-allowed cache) cost about a millisecond for RuntimeDefault. So the
+//! filter is assembled here, with seccompiler generating each rule's argument
+//! conditions and the action codes:
 //!
-//! - a *default* filter: every syscall some rule names (with its argument
-//!   conditions) → ALLOW, anything else → the profile's default action;
-//! - one filter per other action: that action's rules → the action, anything
-//!   else → ALLOW — installed in reverse order of first appearance, so that
-//!   between two ERRNO rules with different errnos the first listed wins;
-//! - on x86_64, a guard killing calls numbered in the x32 range (the
-//!   architecture check of seccompiler's filters lets those through).
+//! - a prologue: another architecture's call is killed; on x86_64 so is a call
+//!   numbered in the x32 range (bit 30), which carries the x86_64 audit arch;
+//! - a binary search over intervals of syscall numbers with the same outcome
+//!   (an action, or the block of one syscall whose rules look at arguments);
+//! - per such syscall a block trying its rules most restrictive action first
+//!   (KILL_PROCESS > KILL_THREAD > TRAP > ERRNO > TRACE > LOG > ALLOW, ties in
+//!   profile order) and answering the default action when none matches.
 //!
-//! A call no rule matches gets the default; a call rules match gets the most
-//! restrictive of their actions. Within one rule the argument conditions are
-//! ANDed, except that several conditions on the same argument are ORed (as
-//! runc does). Only the native architecture's syscalls are translated; calls
-//! of any other ABI are killed by every filter's architecture check.
+//! So a call no rule matches gets the default action, and a call rules match
+//! gets the most restrictive of their actions — what stacking one filter per
+//! action would give through the kernel's precedence, in one filter. Within
+//! one rule the argument conditions are ANDed, except that several conditions
+//! on the same argument are ORed (as runc does). Only the native
+//! architecture's syscalls are translated; other ABIs are killed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
-use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
+use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
 use sha2::{Digest, Sha256};
 
 use super::profile::{Action, Arg, Op, Profile, SUPPORTED_FLAGS};
-use super::program::{CompiledProfile, Filter, Instruction};
+use super::program::{CompiledProfile, Filter, Instruction, MAX_INSTRUCTIONS};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CompileError {
@@ -48,6 +50,33 @@ enum Verdict {
     Log,
 }
 
+impl Verdict {
+    /// The kernel's precedence: lower is more restrictive.
+    fn precedence(self) -> u8 {
+        match self {
+            Verdict::KillProcess => 0,
+            Verdict::KillThread => 1,
+            Verdict::Trap => 2,
+            Verdict::Errno(_) => 3,
+            Verdict::Trace(_) => 4,
+            Verdict::Log => 5,
+            Verdict::Allow => 6,
+        }
+    }
+
+    fn code(self) -> u32 {
+        u32::from(match self {
+            Verdict::Allow => SeccompAction::Allow,
+            Verdict::Errno(e) => SeccompAction::Errno(e),
+            Verdict::KillThread => SeccompAction::KillThread,
+            Verdict::KillProcess => SeccompAction::KillProcess,
+            Verdict::Trap => SeccompAction::Trap,
+            Verdict::Trace(m) => SeccompAction::Trace(m),
+            Verdict::Log => SeccompAction::Log,
+        })
+    }
+}
+
 /// errno of SCMP_ACT_ERRNO (and message of SCMP_ACT_TRACE) when none is given.
 const DEFAULT_ERRNO: u32 = libc::EPERM as u32;
 
@@ -65,19 +94,7 @@ fn verdict(action: Action, errno_ret: Option<u32>) -> Verdict {
     }
 }
 
-fn backend_action(v: Verdict) -> SeccompAction {
-    match v {
-        Verdict::Allow => SeccompAction::Allow,
-        Verdict::Errno(e) => SeccompAction::Errno(e),
-        Verdict::KillThread => SeccompAction::KillThread,
-        Verdict::KillProcess => SeccompAction::KillProcess,
-        Verdict::Trap => SeccompAction::Trap,
-        Verdict::Trace(m) => SeccompAction::Trace(m),
-        Verdict::Log => SeccompAction::Log,
-    }
-}
-
-/// Which calls of one syscall a group of rules matches.
+/// Which calls of one syscall a verdict's rules match.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Calls {
     /// Whatever the arguments.
@@ -110,26 +127,21 @@ fn alternatives(args: &[Arg]) -> Calls {
 }
 
 /// The native number of a syscall name; None when this architecture lacks it.
-pub fn syscall_number(name: &str) -> Option<i64> {
-    syscalls::Sysno::from_str(name).ok().map(|s| i64::from(s.id()))
+pub fn syscall_number(name: &str) -> Option<u32> {
+    syscalls::Sysno::from_str(name).ok().map(|s| s.id() as u32)
 }
 
-type Matches = BTreeMap<i64, Calls>;
-
-fn add(matches: &mut Matches, nr: i64, calls: Calls) {
-    match matches.get_mut(&nr) {
-        Some(existing) => existing.merge(calls),
-        None => {
-            matches.insert(nr, calls);
-        }
-    }
+/// What the filter does for one syscall number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Return(Verdict),
+    /// Rules that look at arguments, most restrictive first.
+    Block(Vec<(Verdict, Calls)>),
 }
 
 /// Compiles a resolved profile.
 pub fn compile(profile: &Profile) -> Result<CompiledProfile, CompileError> {
-    let arch: seccompiler::TargetArch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|_| CompileError::Architecture(std::env::consts::ARCH.to_string()))?;
+    let audit_arch = native_audit_arch().ok_or_else(|| CompileError::Architecture(std::env::consts::ARCH.into()))?;
     let default = verdict(profile.default_action, profile.default_errno_ret);
     let flags = profile
         .flags
@@ -137,94 +149,210 @@ pub fn compile(profile: &Profile) -> Result<CompiledProfile, CompileError> {
         .filter_map(|f| SUPPORTED_FLAGS.iter().find(|(name, _)| name == f).map(|(_, bit)| *bit))
         .fold(0, |all, bit| all | bit);
 
-    // Rules grouped by verdict, in order of first appearance.
-    let mut groups: Vec<(Verdict, Matches)> = Vec::new();
+    // Per syscall number, its (verdict, calls) in profile order, one per verdict.
+    let mut rules: BTreeMap<u32, Vec<(Verdict, Calls)>> = BTreeMap::new();
     let mut skipped = BTreeSet::new();
     for rule in &profile.syscalls {
         let v = verdict(rule.action, rule.errno_ret);
-        let position = match groups.iter().position(|(g, _)| *g == v) {
-            Some(p) => p,
-            None => {
-                groups.push((v, Matches::new()));
-                groups.len() - 1
-            }
-        };
         for name in &rule.names {
-            match syscall_number(name) {
-                Some(nr) => add(&mut groups[position].1, nr, alternatives(&rule.args)),
-                None => {
-                    skipped.insert(name.clone());
-                }
+            let Some(nr) = syscall_number(name) else {
+                skipped.insert(name.clone());
+                continue;
+            };
+            let candidates = rules.entry(nr).or_default();
+            match candidates.iter_mut().find(|(existing, _)| *existing == v) {
+                Some((_, calls)) => calls.merge(alternatives(&rule.args)),
+                None => candidates.push((v, alternatives(&rule.args))),
             }
         }
     }
+    let outcomes: BTreeMap<u32, Outcome> = rules
+        .into_iter()
+        .map(|(nr, mut candidates)| {
+            // Stable: ties keep profile order.
+            candidates.sort_by_key(|(v, _)| v.precedence());
+            let outcome = match candidates.first() {
+                Some((v, Calls::Any)) => Outcome::Return(*v),
+                _ => Outcome::Block(candidates),
+            };
+            (nr, outcome)
+        })
+        .collect();
 
-    // Syscalls that appear under more than one verdict.
-    let mut seen: BTreeMap<i64, usize> = BTreeMap::new();
-    for (_, matches) in &groups {
-        for nr in matches.keys() {
-            *seen.entry(*nr).or_default() += 1;
-        }
-    }
-    let shared = |nr: &i64| seen.get(nr).copied().unwrap_or(0) > 1;
-
-    let mut filters = Vec::new();
-    if let Some(guard) = abi_guard() {
-        filters.push(Filter { flags, instructions: guard });
-    }
-    if default != Verdict::Allow {
-        // A rule with the default's own verdict changes nothing unless another
-        // rule also names its syscall (then the most restrictive must win).
-        let mut union = Matches::new();
-        for (v, matches) in &groups {
-            for (nr, calls) in matches {
-                if *v != default || shared(nr) {
-                    add(&mut union, *nr, calls.clone());
-                }
-            }
-        }
-        filters.push(build(union, default, Verdict::Allow, arch, flags)?);
-    }
-    for (v, matches) in groups.into_iter().rev() {
-        if v == Verdict::Allow {
-            continue;
-        }
-        let matches: Matches =
-            if v == default { matches.into_iter().filter(|(nr, _)| shared(nr)).collect() } else { matches };
-        if matches.is_empty() {
-            continue;
-        }
-        filters.push(build(matches, Verdict::Allow, v, arch, flags)?);
+    let mut program = prologue(audit_arch);
+    program.extend(dispatch(&outcomes, default)?);
+    if program.len() > MAX_INSTRUCTIONS {
+        return Err(CompileError::Backend(format!(
+            "the filter needs {} instructions, more than the kernel's {MAX_INSTRUCTIONS}",
+            program.len()
+        )));
     }
     let sha256 = hex::encode(Sha256::digest(profile.canonical_json()));
-    Ok(CompiledProfile { filters, sha256, skipped_names: skipped.into_iter().collect() })
+    Ok(CompiledProfile {
+        filters: vec![Filter { flags, instructions: program }],
+        sha256,
+        skipped_names: skipped.into_iter().collect(),
+    })
 }
 
-fn build(
-    matches: Matches,
-    mismatch: Verdict,
-    on_match: Verdict,
-    arch: seccompiler::TargetArch,
-    flags: u32,
-) -> Result<Filter, CompileError> {
-    let backend = |e: seccompiler::BackendError| CompileError::Backend(e.to_string());
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for (nr, calls) in matches {
-        let chain = match calls {
-            Calls::Any => Vec::new(),
-            Calls::When(alternatives) => alternatives
-                .iter()
-                .map(|conditions| SeccompRule::new(conditions.iter().map(condition).collect::<Result<_, _>>()?))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(backend)?,
-        };
-        rules.insert(nr, chain);
+// Classic BPF opcodes and seccomp facts (linux/filter.h, linux/seccomp.h, linux/audit.h).
+const LD_W_ABS: u16 = 0x20;
+const JA: u16 = 0x05;
+const JEQ_K: u16 = 0x15;
+const JGE_K: u16 = 0x35;
+const RET_K: u16 = 0x06;
+const SECCOMP_DATA_NR: u32 = 0;
+const SECCOMP_DATA_ARCH: u32 = 4;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+fn insn(code: u16, jt: u8, jf: u8, k: u32) -> Instruction {
+    Instruction { code, jt, jf, k }
+}
+
+fn native_audit_arch() -> Option<u32> {
+    match std::env::consts::ARCH {
+        "x86_64" => Some(0xc000_003e),
+        "aarch64" => Some(0xc000_00b7),
+        "riscv64" => Some(0xc000_00f3),
+        _ => None,
     }
-    let filter =
-        SeccompFilter::new(rules, backend_action(mismatch), backend_action(on_match), arch).map_err(backend)?;
-    let program: seccompiler::BpfProgram = filter.try_into().map_err(backend)?;
-    let instructions = program.iter().map(|i| Instruction { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
-    Ok(Filter { flags, instructions })
+}
+
+/// Kills other ABIs; leaves the syscall number in the accumulator.
+fn prologue(audit_arch: u32) -> Vec<Instruction> {
+    let mut out = vec![
+        insn(LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
+        insn(JEQ_K, 1, 0, audit_arch),
+        insn(RET_K, 0, 0, RET_KILL_PROCESS),
+        insn(LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
+    ];
+    if std::env::consts::ARCH == "x86_64" {
+        out.push(insn(JGE_K, 0, 1, X32_SYSCALL_BIT));
+        out.push(insn(RET_K, 0, 0, RET_KILL_PROCESS));
+    }
+    out
+}
+
+/// A run of syscall numbers from `start` with one outcome (`None`: the default).
+struct Interval<'a> {
+    start: u32,
+    outcome: Option<&'a Outcome>,
+}
+
+/// Appends an interval unless it continues the last one.
+fn push_interval<'a>(intervals: &mut Vec<Interval<'a>>, start: u32, outcome: Option<&'a Outcome>, default: Verdict) {
+    let outcome = match outcome {
+        Some(Outcome::Return(v)) if *v == default => None,
+        other => other,
+    };
+    let continues = intervals.last().is_some_and(|last| match (last.outcome, outcome) {
+        (None, None) => true,
+        (Some(Outcome::Return(x)), Some(Outcome::Return(y))) => x == y,
+        _ => false,
+    });
+    if !continues {
+        intervals.push(Interval { start, outcome });
+    }
+}
+
+/// The binary search over syscall-number intervals, then the blocks.
+fn dispatch(outcomes: &BTreeMap<u32, Outcome>, default: Verdict) -> Result<Vec<Instruction>, CompileError> {
+    let mut intervals: Vec<Interval> = Vec::new();
+    let mut next = 0u32;
+    for (nr, outcome) in outcomes {
+        if *nr > next {
+            push_interval(&mut intervals, next, None, default);
+        }
+        push_interval(&mut intervals, *nr, Some(outcome), default);
+        next = nr + 1;
+    }
+    push_interval(&mut intervals, next, None, default);
+
+    let mut program = Vec::new();
+    let mut jumps_to_blocks: Vec<(usize, usize)> = Vec::new();
+    search(&intervals, default, &mut program, &mut jumps_to_blocks);
+    // The blocks, and the leaf jumps patched to reach them.
+    let mut block_at = BTreeMap::new();
+    for (i, interval) in intervals.iter().enumerate() {
+        if let Some(Outcome::Block(candidates)) = interval.outcome {
+            block_at.insert(i, program.len());
+            program.extend(block(candidates, default)?);
+        }
+    }
+    for (at, interval) in jumps_to_blocks {
+        program[at].k = (block_at[&interval] - at - 1) as u32;
+    }
+    Ok(program)
+}
+
+/// Emits the search over `intervals` (the accumulator holds the syscall
+/// number): two instructions per inner node, one per leaf.
+fn search(intervals: &[Interval], default: Verdict, out: &mut Vec<Instruction>, jumps: &mut Vec<(usize, usize)>) {
+    fn go(
+        all: &[Interval],
+        lo: usize,
+        hi: usize,
+        default: Verdict,
+        out: &mut Vec<Instruction>,
+        jumps: &mut Vec<(usize, usize)>,
+    ) {
+        if hi - lo == 1 {
+            match all[lo].outcome {
+                None => out.push(insn(RET_K, 0, 0, default.code())),
+                Some(Outcome::Return(v)) => out.push(insn(RET_K, 0, 0, v.code())),
+                Some(Outcome::Block(_)) => {
+                    jumps.push((out.len(), lo));
+                    out.push(insn(JA, 0, 0, 0));
+                }
+            }
+            return;
+        }
+        let mid = (lo + hi) / 2;
+        // nr >= pivot: the upper half (through the JA), else the lower half.
+        out.push(insn(JGE_K, 0, 1, all[mid].start));
+        let ja = out.len();
+        out.push(insn(JA, 0, 0, 0));
+        go(all, lo, mid, default, out, jumps);
+        out[ja].k = (out.len() - ja - 1) as u32;
+        go(all, mid, hi, default, out, jumps);
+    }
+    go(intervals, 0, intervals.len(), default, out, jumps);
+}
+
+/// One syscall's rules, most restrictive first; the default when none matches.
+fn block(candidates: &[(Verdict, Calls)], default: Verdict) -> Result<Vec<Instruction>, CompileError> {
+    let backend = |e: seccompiler::BackendError| CompileError::Backend(e.to_string());
+    let mut out = Vec::new();
+    for (v, calls) in candidates {
+        match calls {
+            Calls::Any => {
+                out.push(insn(RET_K, 0, 0, v.code()));
+                return Ok(out);
+            }
+            Calls::When(alternatives) => {
+                for conditions in alternatives {
+                    let rule =
+                        SeccompRule::new(conditions.iter().map(condition).collect::<Result<_, _>>().map_err(backend)?)
+                            .map_err(backend)?;
+                    // A rule falls through to what follows its action when a
+                    // condition fails. It opens with `JA 1` (enter) and a JA that
+                    // seccompiler's own dispatch uses to skip it; entered only
+                    // from the top here, that second jump is dead and is made a
+                    // no-op so it never points past the program.
+                    let mut rule: seccompiler::BpfProgram = rule.into();
+                    match rule.get_mut(..2) {
+                        Some([enter, skip]) if enter.code == JA && enter.k == 1 && skip.code == JA => skip.k = 0,
+                        _ => return Err(CompileError::Backend("unexpected seccompiler rule layout".into())),
+                    }
+                    out.extend(rule.iter().map(|i| insn(i.code, i.jt, i.jf, i.k)));
+                    out.push(insn(RET_K, 0, 0, v.code()));
+                }
+            }
+        }
+    }
+    out.push(insn(RET_K, 0, 0, default.code()));
+    Ok(out)
 }
 
 /// Arguments are compared as 64-bit values, as libseccomp does.
@@ -239,36 +367,6 @@ fn condition(arg: &Arg) -> Result<SeccompCondition, seccompiler::BackendError> {
         Op::MaskedEq => (SeccompCmpOp::MaskedEq(arg.value), arg.value_two.unwrap_or(0)),
     };
     SeccompCondition::new(arg.index as u8, SeccompCmpArgLen::Qword, op, value)
-}
-
-// Classic BPF opcodes and seccomp facts (linux/filter.h, linux/seccomp.h, linux/audit.h).
-const LD_W_ABS: u16 = 0x20;
-const JEQ_K: u16 = 0x15;
-const JGE_K: u16 = 0x35;
-const RET_K: u16 = 0x06;
-const SECCOMP_DATA_NR: u32 = 0;
-const SECCOMP_DATA_ARCH: u32 = 4;
-const RET_ALLOW: u32 = 0x7fff_0000;
-const RET_KILL_PROCESS: u32 = 0x8000_0000;
-
-/// x86_64 only: kills calls of the x32 ABI (numbers with bit 30 set), which
-/// carry the x86_64 audit architecture and would otherwise fall through to
-/// the default action of every filter.
-fn abi_guard() -> Option<Vec<Instruction>> {
-    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    if std::env::consts::ARCH != "x86_64" {
-        return None;
-    }
-    let i = |code, jt, jf, k| Instruction { code, jt, jf, k };
-    Some(vec![
-        i(LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
-        i(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
-        i(LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
-        i(JGE_K, 1, 0, X32_SYSCALL_BIT),
-        i(RET_K, 0, 0, RET_ALLOW),
-        i(RET_K, 0, 0, RET_KILL_PROCESS),
-    ])
 }
 
 #[cfg(test)]
@@ -304,6 +402,34 @@ mod tests {
                 }
                 o => panic!("load at offset {o}"),
             }
+        }
+
+        /// What the kernel checks before it takes a filter (bpf_check_classic,
+        /// seccomp_check_filter): known opcodes, aligned loads inside
+        /// seccomp_data, jumps forward inside the program, a RET at the end.
+        pub fn check(program: &[Instruction]) -> Result<(), String> {
+            let len = program.len();
+            if len == 0 || len > 4096 {
+                return Err(format!("{len} instructions"));
+            }
+            for (pc, i) in program.iter().enumerate() {
+                let bad = |why: &str| Err(format!("instruction {pc} {i:?}: {why}"));
+                match i.code {
+                    0x20 if i.k >= 64 || i.k % 4 != 0 => return bad("load outside seccomp_data"),
+                    0x20 | 0x54 | 0x06 => {}
+                    0x05 if i.k as usize >= len - pc - 1 => return bad("jump past the end"),
+                    0x05 => {}
+                    0x15 | 0x25 | 0x35 if pc + i.jt as usize + 1 >= len || pc + i.jf as usize + 1 >= len => {
+                        return bad("jump past the end")
+                    }
+                    0x15 | 0x25 | 0x35 => {}
+                    _ => return bad("opcode"),
+                }
+            }
+            if program[len - 1].code != 0x06 {
+                return Err("the last instruction is not a RET".into());
+            }
+            Ok(())
         }
 
         pub fn run(program: &[Instruction], call: &Call) -> u32 {
@@ -357,11 +483,15 @@ mod tests {
     fn call(name: &str, args: &[u64]) -> Call {
         let mut all = [0u64; 6];
         all[..args.len()].copy_from_slice(args);
-        Call { nr: syscall_number(name).unwrap() as u32, arch: kernel::AUDIT_ARCH_X86_64, args: all }
+        Call { nr: syscall_number(name).unwrap(), arch: kernel::AUDIT_ARCH_X86_64, args: all }
     }
 
     fn compiled(json: &str) -> CompiledProfile {
-        compile(&Profile::parse(json.as_bytes()).unwrap()).unwrap()
+        let p = compile(&Profile::parse(json.as_bytes()).unwrap()).unwrap();
+        for f in &p.filters {
+            kernel::check(&f.instructions).unwrap();
+        }
+        p
     }
 
     fn verdict(p: &CompiledProfile, name: &str, args: &[u64]) -> u32 {
@@ -488,9 +618,7 @@ mod tests {
         assert_eq!(verdict(&p, "personality", &[8]), errno(1));
         assert_eq!(verdict(&p, "write", &[]), errno(1));
         assert_eq!(verdict(&p, "read", &[]), ALLOW);
-        // write's rule needs no filter of its own: only the default filter and the guard
-        // plus the one for the shared personality rule.
-        assert_eq!(p.filters.len(), 3);
+        assert_eq!(p.filters.len(), 1, "one filter per profile");
     }
 
     #[test]
@@ -515,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn an_allow_everything_profile_needs_only_the_guard_and_flags_travel() {
+    fn an_allow_everything_profile_is_the_prologue_and_flags_travel() {
         let p = compiled(
             r#"{"defaultAction":"SCMP_ACT_ALLOW","flags":["SECCOMP_FILTER_FLAG_LOG","SECCOMP_FILTER_FLAG_SPEC_ALLOW"]}"#,
         );
@@ -643,6 +771,88 @@ mod tests {
             assert_eq!(verdict(&p, "clone", &[libc::CLONE_NEWUSER as u64]), ALLOW);
             assert_eq!(verdict(&p, "init_module", &[]), errno(1));
             assert_eq!(verdict(&p, "keyctl", &[]), errno(1));
+        }
+    }
+
+    /// OCI semantics straight from the profile: the most restrictive action
+    /// of the rules that match (ties: the first listed), else the default.
+    fn reference(profile: &Profile, call: &Call) -> u32 {
+        let holds = |a: &Arg| {
+            let x = call.args[a.index as usize];
+            match a.op {
+                Op::Ne => x != a.value,
+                Op::Lt => x < a.value,
+                Op::Le => x <= a.value,
+                Op::Eq => x == a.value,
+                Op::Ge => x >= a.value,
+                Op::Gt => x > a.value,
+                Op::MaskedEq => x & a.value == a.value_two.unwrap_or(0),
+            }
+        };
+        let mut best: Option<Verdict> = None;
+        for rule in &profile.syscalls {
+            if !rule.names.iter().any(|n| syscall_number(n) == Some(call.nr)) {
+                continue;
+            }
+            let matches = match alternatives(&rule.args) {
+                Calls::Any => true,
+                Calls::When(alts) => alts.iter().any(|conds| conds.iter().all(holds)),
+            };
+            let v = super::verdict(rule.action, rule.errno_ret);
+            if matches && best.is_none_or(|b| v.precedence() < b.precedence()) {
+                best = Some(v);
+            }
+        }
+        best.unwrap_or(super::verdict(profile.default_action, profile.default_errno_ret)).code()
+    }
+
+    #[test]
+    fn every_syscall_number_gets_what_the_profile_says() {
+        let template = Profile::parse(crate::seccomp::RUNTIME_DEFAULT_JSON.as_bytes()).unwrap();
+        let mut profiles: Vec<Profile> = [
+            vec![],
+            crate::container::caps::DEFAULT.iter().map(|c| format!("CAP_{c}")).collect(),
+            vec!["CAP_SYS_ADMIN".to_string(), "CAP_SYS_PTRACE".into()],
+        ]
+        .into_iter()
+        .map(|caps| template.resolve(&caps.into_iter().collect()))
+        .collect();
+        for json in [
+            r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[
+                {"names":["mkdir","read"],"action":"SCMP_ACT_ERRNO","errnoRet":13},
+                {"names":["read"],"action":"SCMP_ACT_KILL_PROCESS","args":[{"index":0,"value":7,"op":"SCMP_CMP_GT"}]},
+                {"names":["write"],"action":"SCMP_ACT_LOG"},
+                {"names":["clone"],"action":"SCMP_ACT_TRAP","args":[{"index":0,"value":268435456,"valueTwo":268435456,"op":"SCMP_CMP_MASKED_EQ"}]}]}"#,
+            r#"{"defaultAction":"SCMP_ACT_KILL_THREAD","syscalls":[
+                {"names":["personality"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":8,"op":"SCMP_CMP_LE"},{"index":1,"value":3,"op":"SCMP_CMP_EQ"}]},
+                {"names":["exit_group","getpid"],"action":"SCMP_ACT_ALLOW"},
+                {"names":["getpid"],"action":"SCMP_ACT_TRACE","errnoRet":5}]}"#,
+        ] {
+            profiles.push(Profile::parse(json.as_bytes()).unwrap());
+        }
+        let arg_sets: [[u64; 6]; 6] = [
+            [0; 6],
+            [8, 3, 0, 0, 0, 0],
+            [9, 3, 0, 0, 0, 0],
+            [(libc::CLONE_NEWUSER | libc::SIGCHLD) as u64, 0, 0, 0, 0, 0],
+            [0xffff_ffff, 0, 0, 0, 0, 0],
+            [1 << 40, u64::MAX, 0, 0, 0, 0],
+        ];
+        for profile in &profiles {
+            let compiled = compile(profile).unwrap();
+            for f in &compiled.filters {
+                kernel::check(&f.instructions).unwrap();
+            }
+            for nr in 0..520u32 {
+                for args in arg_sets {
+                    let call = Call { nr, arch: kernel::AUDIT_ARCH_X86_64, args };
+                    assert_eq!(
+                        kernel::verdict(&compiled.filters, &call),
+                        reference(profile, &call),
+                        "syscall {nr} with {args:x?}"
+                    );
+                }
+            }
         }
     }
 

@@ -445,7 +445,13 @@ impl Containers {
             let mut linux = oci.linux().clone().unwrap_or_default();
             linux.set_seccomp(Some(profile));
             oci.set_linux(Some(linux));
-            store::write_atomic(&paths.seccomp(), &crate::seccomp::program::encode(&program.program.filters), 0o600)?;
+            // Not fsynced: only a running container loads it, and a reboot ends them all.
+            store::write_atomic_with(
+                &paths.seccomp(),
+                &crate::seccomp::program::encode(&program.program.filters),
+                0o600,
+                store::Durability::Volatile,
+            )?;
         }
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
         store::write_atomic(&paths.spec(), &spec_json, 0o600)?;

@@ -108,7 +108,8 @@ const BPF_PROG_TYPE_CGROUP_DEVICE: u32 = 15;
 const BPF_CGROUP_DEVICE: u32 = 6;
 const BPF_F_ALLOW_MULTI: u32 = 2;
 
-/// The head of `union bpf_attr` for BPF_PROG_LOAD (the rest stays zero).
+/// The head of `union bpf_attr` for BPF_PROG_LOAD (the rest stays zero);
+/// 72 bytes, no padding.
 #[repr(C, align(8))]
 #[derive(Default)]
 struct ProgLoadAttr {
@@ -126,7 +127,8 @@ struct ProgLoadAttr {
     expected_attach_type: u32,
 }
 
-/// The head of `union bpf_attr` for BPF_PROG_ATTACH.
+/// The head of `union bpf_attr` for BPF_PROG_ATTACH. Every byte is a field
+/// (no padding): the kernel refuses non-zero bytes it does not expect.
 #[repr(C, align(8))]
 #[derive(Default)]
 struct ProgAttachAttr {
@@ -135,6 +137,7 @@ struct ProgAttachAttr {
     attach_type: u32,
     attach_flags: u32,
     replace_bpf_fd: u32,
+    relative_fd: u32,
 }
 
 fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
@@ -161,7 +164,20 @@ pub fn attach(dir: &Path, rules: &[DeviceRule]) -> io::Result<()> {
         prog_name: name,
         ..Default::default()
     };
-    let prog = bpf(BPF_PROG_LOAD, &mut load)?;
+    let prog = match bpf(BPF_PROG_LOAD, &mut load) {
+        Ok(fd) => fd,
+        Err(e) => {
+            // Again with the verifier's log, to say why.
+            let mut log = vec![0u8; 64 * 1024];
+            load.log_level = 1;
+            load.log_size = log.len() as u32;
+            load.log_buf = log.as_mut_ptr() as u64;
+            let _ = bpf(BPF_PROG_LOAD, &mut load);
+            let text = String::from_utf8_lossy(&log);
+            let text = text.trim_end_matches('\0').trim();
+            return Err(io::Error::new(e.kind(), format!("loading the device program: {e}; verifier: {text}")));
+        }
+    };
     // SAFETY: BPF_PROG_LOAD returned a new fd that nothing else owns.
     let prog = unsafe { OwnedFd::from_raw_fd(prog as i32) };
     let cgroup = std::fs::File::open(dir)?;
@@ -172,7 +188,8 @@ pub fn attach(dir: &Path, rules: &[DeviceRule]) -> io::Result<()> {
         attach_flags: BPF_F_ALLOW_MULTI,
         ..Default::default()
     };
-    bpf(BPF_PROG_ATTACH, &mut attach)?;
+    bpf(BPF_PROG_ATTACH, &mut attach)
+        .map_err(|e| io::Error::new(e.kind(), format!("attaching the device program to {}: {e}", dir.display())))?;
     Ok(())
 }
 
@@ -205,6 +222,12 @@ mod tests {
                 c => panic!("opcode {c:#x}"),
             }
         }
+    }
+
+    #[test]
+    fn the_attributes_have_no_padding() {
+        assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
+        assert_eq!(std::mem::size_of::<ProgAttachAttr>(), 24);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! Installing a program is `linux::seccomp`'s job.
 
 pub mod cache;
+pub mod check;
 pub mod compile;
 pub mod profile;
 pub mod program;

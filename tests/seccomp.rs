@@ -158,6 +158,30 @@ async fn the_filter_goes_in_with_and_without_no_new_privs_and_capabilities_still
         assert!(init.contains("Seccomp:\t2"), "{name}: {init}");
         assert!(init.lines().any(|l| l == "CapEff:\t0000000000000000" || l == "CapEff:\t00000000a80425fb"), "{name}");
     }
+
+    // Without no_new_privs the runtime's own capset comes after the filter: a
+    // profile refusing capset refuses the start. With no_new_privs it does not.
+    let no_capset = profile_file(
+        &dir,
+        "no-capset.json",
+        r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["capset"],"action":"SCMP_ACT_ERRNO"}]}"#,
+    );
+    for (name, no_new_privs) in [("capset-escalation", false), ("capset-nnp", true)] {
+        let mut config = with_seccomp(sleeper(name, &image), ProfileType::Localhost, no_capset.to_str().unwrap());
+        let sc = security(&mut config);
+        sc.no_new_privs = no_new_privs;
+        sc.run_as_user = Some(Int64Value { value: 1000 });
+        let id = cri.create_container(&pod_id, &pod, config).await.unwrap();
+        let started = cri.start_container(&id).await;
+        if no_new_privs {
+            started.unwrap();
+            assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
+        } else {
+            let e = started.unwrap_err();
+            assert!(e.message().contains("setting capabilities after the seccomp filter"), "{}", e.message());
+            assert_eq!(cri.status_of(&id).await.reason, "StartError");
+        }
+    }
     cri.stop_pod(&pod_id).await.unwrap();
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
@@ -285,6 +309,28 @@ async fn legacy_strings_pod_settings_privileged_and_one_compile_per_profile() {
     let seccomp = cri.container_info(&privileged).await["security"]["seccomp"].clone();
     assert_eq!(seccomp["profile"], "Unconfined");
     assert_eq!(seccomp["source"], "config.linux.security_context.privileged");
+
+    // AppArmor and SELinux options are accepted and reported, not enforced.
+    let mut lsm = sleeper("lsm", &image);
+    let sc = security(&mut lsm);
+    sc.apparmor = Some(profile(ProfileType::Localhost, "k8s-apparmor-example"));
+    sc.apparmor_profile = "localhost/k8s-apparmor-example".into();
+    sc.selinux_options = Some(SeLinuxOption {
+        user: "system_u".into(),
+        role: "system_r".into(),
+        r#type: "container_t".into(),
+        level: "s0:c1,c2".into(),
+    });
+    let lsm = cri.run_container(&pod_id, &pod, lsm).await;
+    let report = cri.container_info(&lsm).await["security"].clone();
+    assert_eq!(report["apparmor"]["requested"], "localhost/k8s-apparmor-example");
+    assert_eq!(report["apparmor"]["enforced"], false);
+    assert_eq!(report["selinux"]["requested"], "system_u:system_r:container_t:s0:c1,c2");
+    assert_eq!(report["selinux"]["enforced"], false);
+    let apparmor_here =
+        std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").is_ok_and(|s| s.trim() == "Y");
+    assert_eq!(report["apparmor"]["hostHasModule"], apparmor_here);
+    assert_eq!(report["selinux"]["hostHasModule"], std::path::Path::new("/sys/fs/selinux/enforce").exists());
 
     // Ten containers with the same profile and capabilities: compiled once.
     let before = cri_seccomp_stats(&mut cri).await;

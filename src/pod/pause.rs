@@ -153,13 +153,14 @@ fn enter(args: &PauseArgs) -> Result<(), String> {
 /// Child side: set the sandbox up, report, and settle into reaping.
 fn become_pause(args: &PauseArgs, report: OwnedFd) -> ! {
     let mut report = fs::File::from(report);
+    // Before set_up: the pause's own root has no /dev/null.
+    let _ = process::stdio_to_devnull();
     if let Err(e) = set_up(args) {
         let _ = write!(report, "error {e}");
         std::process::exit(1);
     }
     let _ = write!(report, "ok");
     drop(report);
-    let _ = process::stdio_to_devnull();
     let _ = process::close_fds_from(3);
     process::reap_children_forever()
 }

@@ -93,19 +93,20 @@ static int do_ptrace_child(void) {
     return result(rc);
 }
 
-/* Lists this process's open descriptors (not the one reading the list). */
-static int do_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
+/* Prints "ok" and the open descriptors in `dir` (a /proc/PID/fd) with their
+ * targets, leaving out `skip` (the descriptor reading the list). */
+static int list_fds(const char *dir, int skip_own) {
+    DIR *d = opendir(dir);
     if (!d)
         return fail();
-    int own = dirfd(d);
+    int own = skip_own ? dirfd(d) : -1;
     struct dirent *e;
     printf("ok");
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || atoi(e->d_name) == own)
             continue;
-        char path[320], target[512];
-        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        char path[400], target[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         ssize_t n = readlink(path, target, sizeof target - 1);
         target[n < 0 ? 0 : n] = 0;
         printf(" %s=%s", e->d_name, target);
@@ -164,29 +165,6 @@ static int do_exe_attack(const char *needle) {
     }
     closedir(d);
     printf("found=%d\n", found);
-    return 0;
-}
-
-/* The open descriptors of another process, by target. */
-static int do_fds_of(const char *pid) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%s/fd", pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return fail();
-    struct dirent *e;
-    printf("ok");
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char fd[400], target[512];
-        snprintf(fd, sizeof fd, "%s/%s", path, e->d_name);
-        ssize_t n = readlink(fd, target, sizeof target - 1);
-        target[n < 0 ? 0 : n] = 0;
-        printf(" %s=%s", e->d_name, target);
-    }
-    printf("\n");
-    closedir(d);
     return 0;
 }
 
@@ -293,9 +271,12 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "raw-socket"))
         return result(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
     if (!strcmp(c, "fds"))
-        return do_fds();
-    if (!strcmp(c, "fds-of"))
-        return do_fds_of(a1);
+        return list_fds("/proc/self/fd", 1);
+    if (!strcmp(c, "fds-of")) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "/proc/%d/fd", atoi(a1));
+        return list_fds(dir, 0);
+    }
     if (!strcmp(c, "exe-attack"))
         return do_exe_attack(a1);
     if (!strcmp(c, "ls"))

@@ -82,6 +82,10 @@ pub struct ContainerConfig {
     /// them); empty: inherit the runtime's. E.g.
     /// `rlimits = [{ type = "RLIMIT_NOFILE", soft = 1024, hard = 4096 }]`.
     pub rlimits: Vec<Rlimit>,
+    /// The seccomp profile of a container whose config (and pod) sets none,
+    /// in the legacy CRI form: "" (unconfined, as containerd),
+    /// `runtime/default`, `unconfined` or `localhost/<absolute path>`.
+    pub unset_seccomp_profile: String,
 }
 
 /// One POSIX resource limit.
@@ -257,6 +261,11 @@ impl Config {
                 )));
             }
         }
+        crate::container::security::from_legacy_path(
+            "container.unset_seccomp_profile",
+            &self.container.unset_seccomp_profile,
+        )
+        .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }

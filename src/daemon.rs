@@ -22,6 +22,7 @@ use crate::image::ImageStore;
 use crate::linux::lock::{self, LockFile};
 use crate::linux::process::set_child_subreaper;
 use crate::linux::reaper::Reaper;
+use crate::linux::runtime_program::RuntimeProgram;
 use crate::pod::Sandboxes;
 use crate::store;
 
@@ -37,6 +38,8 @@ pub struct Daemon {
     pub pause_binary: PathBuf,
     pub monitor_binary: PathBuf,
     pub images: Arc<ImageStore>,
+    /// pause and monitor as exec'd (from read-only mounts of their files).
+    pub runtime_programs: Vec<RuntimeProgram>,
     _locks: Vec<LockFile>,
 }
 
@@ -74,7 +77,9 @@ impl Daemon {
             "cgroupHierarchies": self.cgroups.hierarchies,
             "pauseBinary": self.pause_binary,
             "monitorBinary": self.monitor_binary,
+            "helpersFromReadOnlyMounts": self.runtime_programs.iter().all(RuntimeProgram::read_only),
             "containers": self.containers.list().len(),
+            "seccompPrograms": self.containers.seccomp_cache_stats(),
             "sandboxes": self.sandboxes.list().len(),
         })
     }
@@ -101,11 +106,21 @@ pub async fn serve(config: Config) -> Result<()> {
         None => sibling_program("nidus-monitor")?,
     };
 
+    // Helpers are exec'd from read-only mounts of their files (see RuntimeProgram).
+    let programs_dir = config.state.join("bin");
+    let pause_program = RuntimeProgram::prepare(&pause_binary, &programs_dir);
+    let monitor_program = RuntimeProgram::prepare(&monitor_binary, &programs_dir);
+
     let owned_cgroups = Arc::new(
         OwnedCgroups::load(cgroups.clone(), config.root.join("owned-cgroups.json")).context("reading owned cgroups")?,
     );
-    let sandboxes =
-        Sandboxes::new(config.clone(), cgroups.clone(), owned_cgroups.clone(), reaper.clone(), pause_binary.clone());
+    let sandboxes = Sandboxes::new(
+        config.clone(),
+        cgroups.clone(),
+        owned_cgroups.clone(),
+        reaper.clone(),
+        pause_program.exec_path().to_path_buf(),
+    );
     sandboxes.load().await.context("reloading sandboxes")?;
     let images = open_images(&config).await?;
     let image_source: Arc<dyn ImageSource> = images.clone();
@@ -114,7 +129,7 @@ pub async fn serve(config: Config) -> Result<()> {
         cgroups.clone(),
         owned_cgroups.clone(),
         reaper,
-        monitor_binary.clone(),
+        monitor_program.exec_path().to_path_buf(),
         image_source,
     );
     containers.load().await.context("reloading containers")?;
@@ -127,6 +142,7 @@ pub async fn serve(config: Config) -> Result<()> {
         pause_binary,
         monitor_binary,
         images,
+        runtime_programs: vec![pause_program, monitor_program],
         _locks: locks,
     });
 

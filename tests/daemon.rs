@@ -117,7 +117,12 @@ async fn the_pause_subcommand_of_nidus_works_as_the_pause_program() {
     let id = cri.run_pod(pod_config("web")).await.unwrap();
     let pause = cri.pause_pid(&id).await;
     let cmdline = std::fs::read_to_string(format!("/proc/{pause}/cmdline")).unwrap();
-    assert!(cmdline.starts_with(&format!("{}\0pause\0", common::nidus_bin().display())), "{cmdline:?}");
+    // Run through <state>/bin/nidus (a read-only mount of the configured file).
+    assert!(cmdline.starts_with(&format!("{}\0pause\0", env.state.join("bin/nidus").display())), "{cmdline:?}");
+    use std::os::unix::fs::MetadataExt;
+    let running = std::fs::metadata(format!("/proc/{pause}/exe")).unwrap();
+    let configured = std::fs::metadata(common::nidus_bin()).unwrap();
+    assert_eq!((running.dev(), running.ino()), (configured.dev(), configured.ino()), "the configured binary runs");
     assert_eq!(cri.pod_state(&id).await, PodSandboxState::SandboxReady);
     cri.remove_pod(&id).await.unwrap();
     assert!(host::wait_gone(pause));

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub mod devices;
 pub mod owned;
 pub use owned::OwnedCgroups;
 

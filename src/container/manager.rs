@@ -24,8 +24,10 @@ use crate::pod::manager::now_ns;
 use crate::pod::{SandboxState, SandboxView};
 use crate::store::{self, StoreError};
 
+use super::confinement::{ConfinementError, SeccompProgram, SeccompPrograms};
 use super::exec::{self, ExecError, ExecOutput};
 use super::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
+use super::security::{self, HostModules, SeccompReport, SecurityReport};
 use super::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
 use super::user::{self, UserRequest};
 use super::{caps, signal, ImageSource, ImageSourceError};
@@ -84,6 +86,8 @@ pub enum ContainerError {
     Exec(#[from] ExecError),
     #[error(transparent)]
     Control(#[from] ControlError),
+    #[error(transparent)]
+    Confinement(#[from] ConfinementError),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
@@ -157,6 +161,8 @@ pub struct Containers {
     monitor_binary: PathBuf,
     images: Arc<dyn ImageSource>,
     index: Mutex<Index>,
+    /// The RuntimeDefault profile and compiled seccomp programs, by content.
+    seccomp: Arc<SeccompPrograms>,
 }
 
 fn name_slot(sandbox_id: &str, name_key: &str) -> String {
@@ -172,7 +178,21 @@ impl Containers {
         monitor_binary: PathBuf,
         images: Arc<dyn ImageSource>,
     ) -> Self {
-        Self { config, cgroups, owned_cgroups, reaper, monitor_binary, images, index: Mutex::default() }
+        Self {
+            config,
+            cgroups,
+            owned_cgroups,
+            reaper,
+            monitor_binary,
+            images,
+            index: Mutex::default(),
+            seccomp: Arc::new(SeccompPrograms::new()),
+        }
+    }
+
+    /// Compiled seccomp programs: how many, compiled and reused since start.
+    pub fn seccomp_cache_stats(&self) -> crate::seccomp::cache::CacheStats {
+        self.seccomp.cache_stats()
     }
 
     fn index(&self) -> MutexGuard<'_, Index> {
@@ -283,6 +303,7 @@ impl Containers {
             oom_score_adj: None,
             started_at_ns: None,
             exit: None,
+            security: SecurityReport::default(),
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
         store::create_dir_new(&paths.dir, 0o700)
@@ -359,6 +380,8 @@ impl Containers {
             kept
         };
         let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
+        let (seccomp_choice, seccomp_source, seccomp) = self.seccomp_program(&id, &sc, sandbox, &capabilities).await?;
+        record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref());
         let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
         let oom_score_adj = requested_adj.map(|want| (want, effective_oom_score_adj(want)));
         record.oom_score_adj = oom_score_adj;
@@ -398,7 +421,7 @@ impl Containers {
         };
         let rootfs = files.rootfs();
         let cgroups_path = record.cgroup.to_string();
-        let oci = spec::build(&SpecInput {
+        let mut oci = spec::build(&SpecInput {
             container_id: &id,
             config,
             pod: &pod,
@@ -414,10 +437,27 @@ impl Containers {
             rlimits: &self.config.container.rlimits,
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        if let Some(program) = &seccomp {
+            // The profile goes into the spec (as runc would get it); its
+            // compiled form beside it is what the init and exec helper load.
+            let profile =
+                program.profile.to_oci().map_err(|e| ContainerError::Build(format!("seccomp profile: {e}")))?;
+            let mut linux = oci.linux().clone().unwrap_or_default();
+            linux.set_seccomp(Some(profile));
+            oci.set_linux(Some(linux));
+            // Not fsynced: only a running container loads it, and a reboot ends them all.
+            store::write_atomic_with(
+                &paths.seccomp(),
+                &crate::seccomp::program::encode(&program.program.filters),
+                0o600,
+                store::Durability::Volatile,
+            )?;
+        }
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
         store::write_atomic(&paths.spec(), &spec_json, 0o600)?;
         lap("spec written");
         self.owned_cgroups.create(&record.cgroup)?;
+        self.restrict_devices(&record.cgroup, sc.privileged, &devices).await?;
         lap("cgroup made");
         let plan = MonitorPlan {
             container_id: id.clone(),
@@ -443,6 +483,75 @@ impl Containers {
         let pidfd =
             identity.open_pidfd().ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
         Ok(InitProcess { identity, pidfd })
+    }
+
+    /// Limits the container cgroup to the default devices and the config's
+    /// (privileged containers keep every device).
+    async fn restrict_devices(
+        &self,
+        cgroup: &CgroupPath,
+        privileged: bool,
+        devices: &[HostDevice],
+    ) -> Result<(), ContainerError> {
+        use crate::cgroups::devices::{self, GrantedDevice};
+        let granted: Vec<GrantedDevice> = devices
+            .iter()
+            .map(|d| GrantedDevice {
+                char_device: d.char_device,
+                major: d.major as u32,
+                minor: d.minor as u32,
+                permissions: d.permissions.clone(),
+            })
+            .collect();
+        let Some(rules) = devices::rules_for(privileged, &granted) else {
+            return Ok(());
+        };
+        let (cgroups, cgroup) = (self.cgroups.clone(), cgroup.clone());
+        tokio::task::spawn_blocking(move || devices::restrict(&cgroups, &cgroup, &rules))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))?
+            .map_err(|e| ContainerError::Build(e.to_string()))
+    }
+
+    /// The container's seccomp program (None: unconfined), compiled through
+    /// the cache off the async threads.
+    async fn seccomp_program(
+        &self,
+        id: &str,
+        sc: &api::LinuxContainerSecurityContext,
+        sandbox: &SandboxView,
+        capabilities: &std::collections::BTreeSet<String>,
+    ) -> Result<(security::SeccompChoice, &'static str, Option<SeccompProgram>), ContainerError> {
+        let pod_sc = sandbox.record.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
+        let (choice, source) = security::seccomp_choice(sc, pod_sc, &self.config.container.unset_seccomp_profile)
+            .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        let (programs, task_choice, bounding) = (self.seccomp.clone(), choice.clone(), capabilities.clone());
+        let program = tokio::task::spawn_blocking(move || programs.prepare(&task_choice, &bounding, source))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        let Some(program) = program else {
+            tracing::debug!(container_id = %id, source, "seccomp: unconfined");
+            return Ok((choice, source, None));
+        };
+        let summary = program.program.summary();
+        tracing::debug!(
+            container_id = %id,
+            profile = choice.kind(),
+            source,
+            cached = program.cached,
+            prepare_us = program.prepare_us,
+            filters = summary.filters,
+            instructions = summary.instructions,
+            "seccomp program ready"
+        );
+        if !summary.skipped_syscalls.is_empty() {
+            tracing::warn!(
+                container_id = %id,
+                skipped = ?summary.skipped_syscalls,
+                "seccomp: syscalls this architecture does not have are skipped"
+            );
+        }
+        Ok((choice, source, Some(program)))
     }
 
     fn cgroup_mounts(&self) -> Vec<CgroupMount> {
@@ -955,6 +1064,26 @@ fn lost_exit() -> ExitRecord {
         reason: "Unknown".into(),
         message: "the container's exit status was lost (its monitor is gone, or the node rebooted)".into(),
     }
+}
+
+/// What a container's status reports of its confinement.
+fn security_report(
+    sc: &api::LinuxContainerSecurityContext,
+    choice: &security::SeccompChoice,
+    source: &str,
+    program: Option<&SeccompProgram>,
+) -> SecurityReport {
+    let seccomp = SeccompReport {
+        profile: choice.kind().into(),
+        localhost_ref: match choice {
+            security::SeccompChoice::Localhost(path) => Some(path.clone()),
+            _ => None,
+        },
+        source: source.into(),
+        program: program.map(|p| p.program.summary()),
+    };
+    let (apparmor, selinux) = security::lsm_reports(sc, HostModules::detect());
+    SecurityReport { seccomp, apparmor, selinux }
 }
 
 /// A file as the image's merged layers show it (top layer first, honouring

@@ -4,9 +4,11 @@
 
 pub mod caps;
 pub mod command;
+pub mod confinement;
 pub mod exec;
 pub mod manager;
 pub mod record;
+pub mod security;
 pub mod signal;
 pub mod spec;
 pub mod user;

@@ -51,6 +51,9 @@ pub struct ContainerRecord {
     pub oom_score_adj: Option<(i32, i32)>,
     pub started_at_ns: Option<i64>,
     pub exit: Option<ExitRecord>,
+    /// Seccomp profile, AppArmor and SELinux requests (for status).
+    #[serde(default)]
+    pub security: crate::container::security::SecurityReport,
 }
 
 /// The on-disk places of one container.
@@ -71,6 +74,10 @@ impl ContainerPaths {
     }
     pub fn spec(&self) -> PathBuf {
         self.dir.join("config.json")
+    }
+    /// The compiled seccomp program the init and exec helper load.
+    pub fn seccomp(&self) -> PathBuf {
+        self.dir.join(crate::seccomp::program::FILE_NAME)
     }
     pub fn upper(&self) -> PathBuf {
         self.dir.join("upper")

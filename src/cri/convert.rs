@@ -185,6 +185,7 @@ pub fn container_info(view: &ContainerView) -> HashMap<String, String> {
         "pid": view.init.as_ref().map(|i| i.pid),
         "image": record.image,
         "cgroup": record.cgroup.to_string(),
+        "security": record.security,
         "oomScoreAdj": record.oom_score_adj.map(|(requested, applied)| serde_json::json!({"requested": requested, "applied": applied})),
         "rootfs": {
             "upper": view.paths.upper(),

@@ -2,6 +2,7 @@
 
 use tonic::Status;
 
+use crate::container::confinement::ConfinementError;
 use crate::container::exec::ExecError;
 use crate::container::{ContainerError, ImageSourceError};
 use crate::image::ImageError;
@@ -35,12 +36,13 @@ impl From<ContainerError> for Status {
     fn from(e: ContainerError) -> Self {
         let message = e.to_string();
         match e {
-            ContainerError::NotFound(_) | ContainerError::Image(ImageSourceError::NotFound(_)) => {
-                Status::not_found(message)
-            }
+            ContainerError::NotFound(_)
+            | ContainerError::Image(ImageSourceError::NotFound(_))
+            | ContainerError::Confinement(ConfinementError::Missing { .. }) => Status::not_found(message),
             ContainerError::Ambiguous(_)
             | ContainerError::Invalid(_)
-            | ContainerError::Image(ImageSourceError::Invalid(_)) => Status::invalid_argument(message),
+            | ContainerError::Image(ImageSourceError::Invalid(_))
+            | ContainerError::Confinement(ConfinementError::Invalid { .. }) => Status::invalid_argument(message),
             ContainerError::NameInUse { .. } => Status::already_exists(message),
             ContainerError::Precondition(_) => Status::failed_precondition(message),
             ContainerError::Exec(ExecError::Timeout(_)) => Status::deadline_exceeded(message),

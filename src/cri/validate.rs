@@ -120,6 +120,9 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
     }
 
     let linux = config.linux.clone().unwrap_or_default();
+    if let Some(sc) = &linux.security_context {
+        crate::container::security::pod_seccomp(sc).map_err(|e| invalid(&e.field, e.why))?;
+    }
     let options = linux.security_context.as_ref().and_then(|sc| sc.namespace_options.clone()).unwrap_or_default();
     let net = namespace_mode("config.linux.security_context.namespace_options.network", options.network)?;
     let pid = namespace_mode("config.linux.security_context.namespace_options.pid", options.pid)?;
@@ -275,6 +278,8 @@ pub fn container_create(
             absolute_path(&format!("config.linux.security_context.{field}"), p)?;
         }
     }
+    let pod_sc = sandbox.record.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
+    crate::container::security::seccomp_choice(&sc, pod_sc, "").map_err(|e| invalid(&e.field, e.why))?;
     let options = sc.namespace_options.clone().unwrap_or_default();
     let pid = match namespace_mode("config.linux.security_context.namespace_options.pid", options.pid)? {
         NamespaceMode::Container => PidMode::Own,

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use nix::sched::CloneFlags;
 use oci_spec::runtime::{LinuxNamespaceType, Mount, Spec};
 
+use super::capability_sets::CapabilitySets;
 use super::rootfs::{self, create_in_root, fd_path, open_in_root};
+use super::seccomp::PreparedFilters;
 use crate::monitor::plan::MonitorPlan;
 
 /// The init's stdio (already set up by the monitor).
@@ -151,6 +153,30 @@ struct Exec {
     argv: Vec<CString>,
     env: Vec<CString>,
     path_dirs: Vec<String>,
+    confinement: Confinement,
+}
+
+/// The last steps before execve: the seccomp filter, and the capability sets
+/// when they must follow it. Installing a filter needs no_new_privs or
+/// CAP_SYS_ADMIN; without no_new_privs (kubelet's allowPrivilegeEscalation,
+/// the default) the process keeps CAP_SYS_ADMIN in its effective set until
+/// the filter is in, and drops to its own sets right after — so the filter
+/// also judges that capset(2), the ambient prctl(2)s and the execve(2).
+struct Confinement {
+    seccomp: Option<PreparedFilters>,
+    capabilities_after: Option<CapabilitySets>,
+}
+
+impl Confinement {
+    fn apply(&self) -> Result<(), String> {
+        if let Some(filters) = &self.seccomp {
+            filters.install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
+        }
+        if let Some(sets) = &self.capabilities_after {
+            sets.apply().map_err(|e| format!("setting capabilities after the seccomp filter: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 struct ExecError {
@@ -192,6 +218,9 @@ impl Exec {
         let Ok(cpath) = CString::new(path.clone()) else {
             return ExecError { message: format!("exec: {path:?}: invalid path"), exit_code: 127 };
         };
+        if let Err(message) = self.confinement.apply() {
+            return ExecError { message, exit_code: 126 };
+        }
         let err = nix::unistd::execve(&cpath, &self.argv, &self.env).unwrap_err();
         let code = if err == nix::errno::Errno::ENOENT { 127 } else { 126 };
         ExecError { message: format!("exec: {path:?}: {}", err.desc().to_lowercase()), exit_code: code }
@@ -202,6 +231,8 @@ impl Exec {
 fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
     // Nothing outside may read our memory or /proc/self/exe while we hold host state.
     nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    // Read while the bundle is still in reach (before the mount namespace changes).
+    let seccomp = load_seccomp(spec, &plan.bundle)?;
     for procs in &plan.cgroup_procs {
         fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
     }
@@ -243,12 +274,25 @@ fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
     let cwd = process.cwd();
     fs::create_dir_all(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
-    become_user(&process)?;
+    let confinement = become_user(&process, seccomp)?;
     if process.no_new_privileges().unwrap_or(false) {
         super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     }
 
-    exec_of(&process)
+    exec_of(&process, confinement)
+}
+
+/// The container's compiled seccomp filters (`seccomp.bpf` beside its
+/// `config.json`) when its spec has a profile; a profile without its program
+/// is an error, never an unconfined container.
+fn load_seccomp(spec: &Spec, bundle: &Path) -> Result<Option<PreparedFilters>, String> {
+    if spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()).is_none() {
+        return Ok(None);
+    }
+    let path = bundle.join(crate::seccomp::program::FILE_NAME);
+    let bytes = fs::read(&path).map_err(|e| format!("reading the seccomp program {}: {e}", path.display()))?;
+    let filters = crate::seccomp::program::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some(super::seccomp::prepare(&filters)))
 }
 
 fn plan_tty(process: &oci_spec::runtime::Process) -> bool {
@@ -540,16 +584,36 @@ fn set_rlimit(limit: &oci_spec::runtime::PosixRlimit) -> Result<(), String> {
     Ok(())
 }
 
-/// Groups, gid, uid, then exactly the spec's capabilities.
-fn become_user(process: &oci_spec::runtime::Process) -> Result<(), String> {
+/// Groups, gid, uid, then exactly the spec's capabilities — or, when a
+/// seccomp filter must go in without no_new_privs, CAP_SYS_ADMIN kept in the
+/// effective set and the spec's sets applied after the filter (see
+/// `Confinement`).
+fn become_user(process: &oci_spec::runtime::Process, seccomp: Option<PreparedFilters>) -> Result<Confinement, String> {
+    switch_user(process)?;
+    let sets = CapabilitySets::of(&process.capabilities().clone().unwrap_or_default());
+    let no_new_privs = process.no_new_privileges().unwrap_or(false);
+    if seccomp.is_some() && !no_new_privs {
+        caps::raise(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).map_err(|e| {
+            format!(
+                "installing a seccomp filter without no_new_privs needs CAP_SYS_ADMIN, which the runtime lacks: {e}"
+            )
+        })?;
+        return Ok(Confinement { seccomp, capabilities_after: Some(sets) });
+    }
+    sets.apply().map_err(|e| format!("setting capabilities: {e}"))?;
+    Ok(Confinement { seccomp, capabilities_after: None })
+}
+
+/// The bounding set, supplementary groups, gid and uid (capabilities kept
+/// in the permitted set across the uid change).
+fn switch_user(process: &oci_spec::runtime::Process) -> Result<(), String> {
     use caps::{CapSet, Capability as Cap, CapsHashSet};
-    let to_set = |set: &Option<oci_spec::runtime::Capabilities>| -> CapsHashSet {
-        set.as_ref()
-            .map(|s| s.iter().filter_map(|c| format!("CAP_{c}").parse::<Cap>().ok()).collect())
-            .unwrap_or_default()
-    };
-    let capabilities = process.capabilities().clone().unwrap_or_default();
-    let bounding = to_set(capabilities.bounding());
+    let bounding: CapsHashSet = process
+        .capabilities()
+        .as_ref()
+        .and_then(|c| c.bounding().as_ref())
+        .map(|s| s.iter().filter_map(|c| format!("CAP_{c}").parse::<Cap>().ok()).collect())
+        .unwrap_or_default();
     for cap in caps::all() {
         if !bounding.contains(&cap) {
             caps::drop(None, CapSet::Bounding, cap)
@@ -566,17 +630,6 @@ fn become_user(process: &oci_spec::runtime::Process) -> Result<(), String> {
     let uid = nix::unistd::Uid::from_raw(user.uid());
     nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setuid {}: {e}", user.uid()))?;
     nix::sys::prctl::set_keepcaps(false).map_err(|e| format!("PR_SET_KEEPCAPS: {e}"))?;
-    // Effective shrinks first (it must stay within Permitted), Permitted last.
-    for (set, wanted) in [
-        (CapSet::Effective, to_set(capabilities.effective())),
-        (CapSet::Inheritable, to_set(capabilities.inheritable())),
-        (CapSet::Permitted, to_set(capabilities.permitted())),
-    ] {
-        caps::set(None, set, &wanted).map_err(|e| format!("setting {set:?} capabilities: {e}"))?;
-    }
-    for cap in to_set(capabilities.ambient()) {
-        caps::raise(None, CapSet::Ambient, cap).map_err(|e| format!("raising ambient {cap}: {e}"))?;
-    }
     Ok(())
 }
 
@@ -598,6 +651,11 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
         return fail(&errors, "the container's spec has no process".into());
     };
     process.set_args(Some(request.argv.clone()));
+    // Read while the bundle is in reach, before joining the container.
+    let seccomp = match load_seccomp(&spec, &request.bundle) {
+        Ok(seccomp) => seccomp,
+        Err(e) => return fail(&errors, e),
+    };
     if let Err(e) = join_running(request) {
         return fail(&errors, e);
     }
@@ -605,7 +663,16 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
         Err(e) => fail(&errors, format!("fork: {e}")),
         Ok(super::process::Forked::Child) => {
             super::process::reset_signals();
-            let code = match prepare_exec(&process) {
+            // Inside the container's PID namespace from here: nothing there may
+            // read our memory or reach the runtime binary through /proc, and
+            // the command inherits stdin, stdout and stderr only.
+            let hygiene = nix::sys::prctl::set_dumpable(false)
+                .map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))
+                .and_then(|()| super::process::close_on_exec_from(3).map_err(|e| format!("close_range: {e}")));
+            if let Err(e) = hygiene {
+                std::process::exit(fail(&errors, e));
+            }
+            let code = match prepare_exec(&process, seccomp) {
                 Ok(exec) => {
                     let error = exec.run();
                     let _ = (&errors).write_all(error.message.as_bytes());
@@ -660,13 +727,14 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
 }
 
 /// In the exec child: the container process's oom_score_adj and rlimits,
-/// working directory, user, capabilities, no_new_privs.
-fn prepare_exec(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
+/// working directory, user, capabilities, no_new_privs, and its seccomp
+/// filter as the last step before execve.
+fn prepare_exec(process: &oci_spec::runtime::Process, seccomp: Option<PreparedFilters>) -> Result<Exec, String> {
     apply_process_limits(process)?;
     let cwd = process.cwd();
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
     let helper = nix::unistd::getppid();
-    become_user(process)?;
+    let confinement = become_user(process, seccomp)?;
     // Die with the helper, so a timed-out exec does not linger. Set after the
     // uid change, which clears it; a helper gone meanwhile means give up.
     nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL))
@@ -677,10 +745,10 @@ fn prepare_exec(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
     if process.no_new_privileges().unwrap_or(false) {
         super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     }
-    exec_of(process)
+    exec_of(process, confinement)
 }
 
-fn exec_of(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
+fn exec_of(process: &oci_spec::runtime::Process, confinement: Confinement) -> Result<Exec, String> {
     let env: Vec<String> = process.env().clone().unwrap_or_default();
     let path_dirs = env
         .iter()
@@ -693,5 +761,5 @@ fn exec_of(process: &oci_spec::runtime::Process) -> Result<Exec, String> {
     let to_c = |items: &[String]| -> Result<Vec<CString>, String> {
         items.iter().map(|s| CString::new(s.as_str()).map_err(|_| format!("NUL byte in {s:?}"))).collect()
     };
-    Ok(Exec { argv: to_c(process.args().as_deref().unwrap_or_default())?, env: to_c(&env)?, path_dirs })
+    Ok(Exec { argv: to_c(process.args().as_deref().unwrap_or_default())?, env: to_c(&env)?, path_dirs, confinement })
 }

@@ -3,7 +3,9 @@
 //! `// SAFETY:` line; callers above it see only safe functions.
 
 pub mod beneath;
+pub mod capability_sets;
 pub mod container_init;
+pub mod device_filter;
 pub mod lock;
 pub mod mount;
 pub mod namespaces;
@@ -11,4 +13,6 @@ pub mod net;
 pub mod process;
 pub mod reaper;
 pub mod rootfs;
+pub mod runtime_program;
+pub mod seccomp;
 pub mod socket;

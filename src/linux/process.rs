@@ -198,6 +198,16 @@ pub fn close_fds_from(first: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Marks every file descriptor from `first` upwards close-on-exec.
+pub fn close_on_exec_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets descriptor flags.
+    let rc = unsafe { libc::close_range(first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Points stdin, stdout and stderr at /dev/null.
 pub fn stdio_to_devnull() -> io::Result<()> {
     let null = fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;

@@ -246,6 +246,20 @@ fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path
 }
 
 /// pivot_root into the current directory and detach the old root.
+/// Moves the calling process into a mount namespace of its own whose root is
+/// an empty, read-only tmpfs: nothing of the node's filesystem stays
+/// reachable through it (e.g. through `/proc/PID/root`, `/proc/PID/cwd`).
+/// `mount_point` is any existing directory (covered only in the new namespace).
+pub fn enter_empty_root(mount_point: &str) -> io::Result<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(io::Error::from)?;
+    mount(None, "/", None, (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong, None)?;
+    let flags = (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as libc::c_ulong;
+    mount(Some("tmpfs"), mount_point, Some("tmpfs"), flags, Some("size=4k,nr_inodes=1,mode=0555"))?;
+    std::env::set_current_dir(mount_point)?;
+    pivot_to_cwd()?;
+    mount(None, "/", None, flags | (libc::MS_REMOUNT | libc::MS_RDONLY) as libc::c_ulong, None)
+}
+
 pub fn pivot_to_cwd() -> io::Result<()> {
     nix::unistd::pivot_root(".", ".").map_err(io::Error::from)?;
     nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;

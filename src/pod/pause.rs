@@ -153,13 +153,14 @@ fn enter(args: &PauseArgs) -> Result<(), String> {
 /// Child side: set the sandbox up, report, and settle into reaping.
 fn become_pause(args: &PauseArgs, report: OwnedFd) -> ! {
     let mut report = fs::File::from(report);
+    // Before set_up: the pause's own root has no /dev/null.
+    let _ = process::stdio_to_devnull();
     if let Err(e) = set_up(args) {
         let _ = write!(report, "error {e}");
         std::process::exit(1);
     }
     let _ = write!(report, "ok");
     drop(report);
-    let _ = process::stdio_to_devnull();
     let _ = process::close_fds_from(3);
     process::reap_children_forever()
 }
@@ -179,6 +180,12 @@ fn set_up(args: &PauseArgs) -> Result<(), String> {
         fs::write(format!("/proc/sys/{path}"), value)
             .map_err(|e| format!("cannot set sysctl {} to {value:?}: {e}", path.replace('/', ".")))?;
     }
+    // A container sharing the pod's PID namespace sees pause as a process of
+    // its own: nothing of the node may be reachable through it (its root,
+    // cwd, memory or executable in /proc).
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    crate::linux::rootfs::enter_empty_root("/proc")
+        .map_err(|e| format!("cannot give the pause process an empty root: {e}"))?;
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
     std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
     process::exit_on_term_signals().map_err(|e| format!("signal handlers: {e}"))?;

@@ -18,6 +18,8 @@ use sha2::{Digest as _, Sha256};
 pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
 /// A busybox variant with Entrypoint, Cmd, User, WorkingDir, StopSignal, Env and labels.
 pub const BUSYBOX_APP: &str = "docker.io/library/busybox-app:latest";
+/// busybox with the static `/bin/probe` helper (see [`busybox_probe`]).
+pub const BUSYBOX_PROBE: &str = "docker.io/library/busybox-probe:latest";
 
 /// Image config values of [`BUSYBOX_APP`], for container tests.
 pub const APP_ENTRYPOINT: &[&str] = &["echo", "from-entrypoint"];
@@ -180,6 +182,42 @@ pub fn busybox_app() -> &'static TestImage {
         };
         build_all("busybox-app", &def)
     })
+}
+
+/// The busybox image plus `/bin/probe`, a static helper (tests/programs/probe.c)
+/// that makes one syscall or escape attempt and prints what happened.
+pub fn busybox_probe() -> &'static TestImage {
+    static IMAGE: OnceLock<TestImage> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let probe = fs::read(build_probe()).expect("reading the built probe");
+        let def = ImageDef {
+            name: Some(BUSYBOX_PROBE.into()),
+            layers: vec![
+                (busybox_base_layer(), Compression::Gzip),
+                (LayerTar::new().file("bin/probe", 0o755, &probe).finish(), Compression::Gzip),
+            ],
+            config: serde_json::json!({
+                "Env": [PATH_ENV],
+                "Cmd": ["sh"],
+                "WorkingDir": "/",
+            }),
+        };
+        build_all("busybox-probe", &def)
+    })
+}
+
+/// Compiles tests/programs/probe.c statically with the machine's C compiler.
+fn build_probe() -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/probe.c");
+    let out = images_dir().join("probe");
+    let status = Command::new("cc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("running cc to build {}: {e} — install gcc and libc6-dev", source.display()));
+    assert!(status.success(), "cc could not build {} statically (is libc6-dev installed?)", source.display());
+    out
 }
 
 /// A directory for this process's built images; directories of earlier

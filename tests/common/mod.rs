@@ -9,6 +9,7 @@ pub mod apis;
 pub mod client;
 pub mod host;
 pub mod images;
+pub mod probe;
 pub mod v1alpha2;
 
 use std::fs;

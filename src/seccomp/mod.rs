@@ -1,0 +1,20 @@
+//! Seccomp: OCI seccomp profiles (the runtime-spec `linux.seccomp` JSON) —
+//! parsing, the capability-conditional rules of nidus's RuntimeDefault
+//! resolved per container, translation to stacked BPF filters (seccompiler),
+//! the compiled program's file format, and a content-addressed cache.
+//! Installing a program is `linux::seccomp`'s job.
+
+pub mod cache;
+pub mod check;
+pub mod compile;
+pub mod profile;
+pub mod program;
+
+pub use cache::ProgramCache;
+pub use compile::{compile, CompileError};
+pub use profile::{Profile, ProfileError};
+pub use program::{CompiledProfile, Filter, Instruction, ProgramFileError};
+
+/// nidus's RuntimeDefault profile (OCI format plus capability conditions),
+/// embedded so a node needs no file for it.
+pub const RUNTIME_DEFAULT_JSON: &str = include_str!("../../seccomp-profiles/default.json");

@@ -82,6 +82,9 @@ pub struct ContainerConfig {
     /// them); empty: inherit the runtime's. E.g.
     /// `rlimits = [{ type = "RLIMIT_NOFILE", soft = 1024, hard = 4096 }]`.
     pub rlimits: Vec<Rlimit>,
+    /// Most processes a container's cgroup may hold (CRI has no field for it,
+    /// as CRI-O's `pids_limit`); 0: no limit beyond the pod's.
+    pub pids_limit: i64,
 }
 
 /// One POSIX resource limit.
@@ -256,6 +259,9 @@ impl Config {
                     limit.kind
                 )));
             }
+        }
+        if self.container.pids_limit < 0 {
+            return Err(ConfigError::Invalid("container.pids_limit must be 0 (no limit) or more".into()));
         }
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));

@@ -37,6 +37,10 @@ pub struct Daemon {
     pub pause_binary: PathBuf,
     pub monitor_binary: PathBuf,
     pub images: Arc<ImageStore>,
+    /// Cgroups nidus still has to remove (reported in Status verbose).
+    pub owned_cgroups: Arc<OwnedCgroups>,
+    /// Usage readings for the stats and metrics RPCs.
+    pub stats: crate::stats::Collector,
     _locks: Vec<LockFile>,
 }
 
@@ -74,6 +78,7 @@ impl Daemon {
             "cgroupHierarchies": self.cgroups.hierarchies,
             "pauseBinary": self.pause_binary,
             "monitorBinary": self.monitor_binary,
+            "staleCgroups": self.owned_cgroups.stale().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
             "containers": self.containers.list().len(),
             "sandboxes": self.sandboxes.list().len(),
         })
@@ -118,15 +123,19 @@ pub async fn serve(config: Config) -> Result<()> {
         image_source,
     );
     containers.load().await.context("reloading containers")?;
+    owned_cgroups.retry_stale();
     owned_cgroups.prune();
+    spawn_stale_cgroup_retries(owned_cgroups.clone());
     let daemon = Arc::new(Daemon {
         config: config.clone(),
+        stats: crate::stats::Collector::new(cgroups.clone(), config.root.join("containers")),
         cgroups,
         sandboxes,
         containers,
         pause_binary,
         monitor_binary,
         images,
+        owned_cgroups,
         _locks: locks,
     });
 
@@ -197,6 +206,26 @@ pub async fn serve(config: Config) -> Result<()> {
     served.context("gRPC server")?;
     tracing::info!("stopped serving; pods keep running");
     Ok(())
+}
+
+/// How often cgroups whose removal failed are tried again.
+const STALE_CGROUP_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Retries, in the background, the removal of cgroups that could not be
+/// removed with their container or pod.
+fn spawn_stale_cgroup_retries(owned: Arc<OwnedCgroups>) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(STALE_CGROUP_RETRY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let owned = owned.clone();
+            let left = tokio::task::spawn_blocking(move || owned.retry_stale()).await.unwrap_or_default();
+            if !left.is_empty() {
+                tracing::warn!(cgroups = ?left.iter().map(|c| c.to_string()).collect::<Vec<_>>(), "cgroups still left to remove");
+            }
+        }
+    });
 }
 
 /// Opens the image store under `--root` and imports what is new in the

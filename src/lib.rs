@@ -28,4 +28,5 @@ pub mod linux;
 pub mod monitor;
 pub mod pod;
 pub mod runtime;
+pub mod stats;
 pub mod store;

@@ -7,6 +7,7 @@ pub mod command;
 pub mod exec;
 pub mod manager;
 pub mod record;
+pub mod resources;
 pub mod signal;
 pub mod spec;
 pub mod user;

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::ContainerConfig;
+use crate::api::{ContainerConfig, LinuxContainerResources};
 use crate::cgroups::CgroupPath;
-use crate::monitor::plan::ExitRecord;
+use crate::monitor::plan::{CgroupJoin, ExitRecord};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,6 +51,13 @@ pub struct ContainerRecord {
     pub oom_score_adj: Option<(i32, i32)>,
     pub started_at_ns: Option<i64>,
     pub exit: Option<ExitRecord>,
+    /// The CRI resources in force (set at create, changed by
+    /// UpdateContainerResources); None: none asked for.
+    #[serde(default)]
+    pub resources: Option<LinuxContainerResources>,
+    /// How the init joined its cgroup (clone3 on v2, else cgroup.procs).
+    #[serde(default)]
+    pub cgroup_join: Option<CgroupJoin>,
 }
 
 /// The on-disk places of one container.

@@ -3,6 +3,7 @@
 //! `// SAFETY:` line; callers above it see only safe functions.
 
 pub mod beneath;
+pub mod clone3;
 pub mod container_init;
 pub mod lock;
 pub mod mount;

@@ -1,7 +1,8 @@
 //! Putting an OCI `linux.resources` in force on a cgroup (at create and on
 //! update): what the node cannot enforce is refused up front, naming the
-//! field; on cgroup v2 the values go through libcgroups' v2 manager; on v1
-//! nidus writes each controller's files in that controller's own directory.
+//! field; on cgroup v2 the values go through libcgroups' v2 manager (all but
+//! the swap limit, which it cannot set to 0); on v1 nidus writes each
+//! controller's files in that controller's own directory.
 //!
 //! Why v1 is not libcgroups: its v1 manager takes one cgroup path for every
 //! hierarchy (and always rewrites the devices controller at that path), while
@@ -93,7 +94,7 @@ impl Cgroups {
             tracing::debug!(cgroup = %path, "no hugetlb controller on this node: hugepage limits are not enforced");
             out.set_hugepage_limits(None);
         }
-        if let Some(mut memory) = out.memory().clone().filter(|m| m.swap().is_some()) {
+        if let Some(mut memory) = (*out.memory()).filter(|m| m.swap().is_some()) {
             let swap_file = match self.version {
                 CgroupVersion::V2 => "memory.swap.max",
                 CgroupVersion::V1 => "memory.memsw.limit_in_bytes",
@@ -119,11 +120,29 @@ impl Cgroups {
                 }));
             }
         }
+        // libcgroups never writes a swap limit of 0 (it skips zeros), and 0 is
+        // exactly CRI's "swap == memory: no swap": nidus writes swap itself.
+        let swap = resources.memory().as_ref().and_then(|m| Some((m.swap()?, m.limit())));
+        let mut without_swap = resources.clone();
+        if let Some(mut memory) = *without_swap.memory() {
+            memory.set_swap(None);
+            without_swap.set_memory(Some(memory));
+        }
         let relative = dir.strip_prefix(&h.mount_point).unwrap_or(&dir).to_path_buf();
         let manager = libcgroups::v2::manager::Manager::new(h.mount_point.clone(), relative)
             .map_err(|e| failed(e.to_string()))?;
-        let options = ControllerOpt { resources, disable_oom_killer: false, oom_score_adj: None, freezer_state: None };
-        manager.apply(&options).map_err(|e| failed(e.to_string()))
+        let options = ControllerOpt {
+            resources: &without_swap,
+            disable_oom_killer: false,
+            oom_score_adj: None,
+            freezer_state: None,
+        };
+        manager.apply(&options).map_err(|e| failed(e.to_string()))?;
+        if let Some(value) = swap.and_then(|(swap, limit)| v2_swap_max(swap, limit)) {
+            fs::write(dir.join("memory.swap.max"), &value)
+                .map_err(|e| failed(format!("memory.swap.max {value}: {e}")))?;
+        }
+        Ok(())
     }
 
     fn apply_v1(&self, path: &CgroupPath, resources: &LinuxResources) -> Result<(), CgroupError> {
@@ -135,6 +154,16 @@ impl Cgroups {
             write_in_order(&dir, &group.files).map_err(|(file, e)| failed(format!("{file}: {e}")))?;
         }
         Ok(())
+    }
+}
+
+/// v2's `memory.swap.max` for OCI's memory + swap total `swap` and memory
+/// `limit` (v2 counts swap alone); None: leave it as it is.
+fn v2_swap_max(swap: i64, limit: Option<i64>) -> Option<String> {
+    match (swap, limit) {
+        (-1, _) | (_, Some(-1)) => Some("max".into()),
+        (swap, Some(limit)) if swap > 0 && limit > 0 => Some(swap.saturating_sub(limit).max(0).to_string()),
+        _ => None,
     }
 }
 
@@ -344,6 +373,14 @@ mod tests {
         assert_eq!(groups[0].files, vec![("cpu.cfs_quota_us".to_string(), "-1".to_string())]);
         assert_eq!(groups[1].files, vec![("memory.limit_in_bytes".to_string(), "-1".to_string())]);
         assert!(v1_writes(&LinuxResources::default()).is_empty());
+    }
+
+    #[test]
+    fn v2_swap_counts_swap_alone() {
+        assert_eq!(v2_swap_max(64 << 20, Some(64 << 20)).as_deref(), Some("0"), "swap == memory: no swap");
+        assert_eq!(v2_swap_max(96 << 20, Some(64 << 20)).as_deref(), Some("33554432"));
+        assert_eq!(v2_swap_max(-1, Some(64 << 20)).as_deref(), Some("max"));
+        assert_eq!(v2_swap_max(64 << 20, None), None, "no memory limit: swap cannot be expressed");
     }
 
     #[test]

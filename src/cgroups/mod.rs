@@ -337,7 +337,8 @@ impl Cgroups {
     /// One quick attempt at removing `path` and any child cgroups: kill what
     /// runs there, rmdir deepest first, no waiting. True when it is gone.
     pub fn try_remove(&self, path: &CgroupPath) -> bool {
-        self.dirs(path).iter().map(|dir| remove_tree_once(dir).is_ok()).fold(true, |all, gone| all && gone)
+        // Every hierarchy gets its attempt, even after one fails.
+        self.dirs(path).iter().filter(|dir| remove_tree_once(dir).is_err()).count() == 0
     }
 
     /// Removes `path` where it is empty (no child cgroup, no process); true

@@ -47,6 +47,10 @@ impl TestEnv {
     /// Makes the directories and the network namespace; the daemon is not started.
     pub fn new(label: &str) -> Self {
         host::require_root();
+        if host::unified() {
+            // Before this thread spawns anything (see v2_test_home).
+            host::v2_test_home();
+        }
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("nidus-t{}-{}-{}", std::process::id(), n, label);
         let base = std::env::temp_dir().join(&name);

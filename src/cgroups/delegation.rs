@@ -74,6 +74,24 @@ pub fn enable_controllers(dir: &Path) {
     }
 }
 
+/// Controllers a pod needs; without them limits fail at create.
+const NEEDED: &[&str] = &["cpu", "memory", "pids"];
+
+/// Says so at start when nidus's v2 root lacks a controller pods need (its
+/// parents did not delegate it), rather than at every CreateContainer.
+pub fn warn_about_missing_controllers(root: &Path) {
+    let available = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+    let missing: Vec<&str> =
+        NEEDED.iter().copied().filter(|c| !available.split_whitespace().any(|a| a == *c)).collect();
+    if !missing.is_empty() {
+        tracing::warn!(
+            root = %root.display(),
+            ?missing,
+            "cgroup v2: these controllers are not delegated to nidus's cgroup root; limits on them will fail"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

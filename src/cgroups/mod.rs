@@ -208,6 +208,9 @@ impl Cgroups {
         for h in &cgroups.hierarchies {
             let mut created = Vec::new();
             cgroups.make_dirs(h, &h.mount_point, &h.root_dir, &mut created)?;
+            if version == CgroupVersion::V2 {
+                delegation::warn_about_missing_controllers(&h.root_dir);
+            }
         }
         Ok(cgroups)
     }

@@ -1,5 +1,6 @@
 # nidus: `make run` builds and starts the runtime with embedded defaults;
-# `make test` installs what the tests need and runs the whole suite (as root).
+# `make test` installs what the tests need and runs the whole suite (as root),
+# on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone).
 
 CARGO ?= cargo
 # Integration tests each start a daemon; a few at a time suits a 2-core machine.
@@ -7,7 +8,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-deps lint clean
+.PHONY: all build run test test-v2 test-deps lint clean
 
 all: build
 
@@ -24,6 +25,12 @@ test-deps:
 test: test-deps
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+	./scripts/vm-lane
+
+# The cgroup v2 lane alone: the resource and v2-sensitive lifecycle tests in a
+# throwaway qemu VM with a pure cgroup v2 kernel (see scripts/vm-lane).
+test-v2:
+	./scripts/vm-lane
 
 lint:
 	$(CARGO) fmt --check

@@ -86,6 +86,9 @@ pub struct ContainerConfig {
     /// in the legacy CRI form: "" (unconfined, as containerd),
     /// `runtime/default`, `unconfined` or `localhost/<absolute path>`.
     pub unset_seccomp_profile: String,
+    /// Most processes a container's cgroup may hold (CRI has no field for it,
+    /// as CRI-O's `pids_limit`); 0: no limit beyond the pod's.
+    pub pids_limit: i64,
 }
 
 /// One POSIX resource limit.
@@ -266,6 +269,9 @@ impl Config {
             &self.container.unset_seccomp_profile,
         )
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        if self.container.pids_limit < 0 {
+            return Err(ConfigError::Invalid("container.pids_limit must be 0 (no limit) or more".into()));
+        }
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }

@@ -40,6 +40,10 @@ pub struct Daemon {
     pub images: Arc<ImageStore>,
     /// pause and monitor as exec'd (from read-only mounts of their files).
     pub runtime_programs: Vec<RuntimeProgram>,
+    /// Cgroups nidus still has to remove (reported in Status verbose).
+    pub owned_cgroups: Arc<OwnedCgroups>,
+    /// Usage readings for the stats and metrics RPCs.
+    pub stats: crate::stats::Collector,
     _locks: Vec<LockFile>,
 }
 
@@ -78,6 +82,7 @@ impl Daemon {
             "pauseBinary": self.pause_binary,
             "monitorBinary": self.monitor_binary,
             "helpersFromReadOnlyMounts": self.runtime_programs.iter().all(RuntimeProgram::read_only),
+            "staleCgroups": self.owned_cgroups.stale().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
             "containers": self.containers.list().len(),
             "seccompPrograms": self.containers.seccomp_cache_stats(),
             "sandboxes": self.sandboxes.list().len(),
@@ -133,9 +138,12 @@ pub async fn serve(config: Config) -> Result<()> {
         image_source,
     );
     containers.load().await.context("reloading containers")?;
+    owned_cgroups.retry_stale();
     owned_cgroups.prune();
+    spawn_stale_cgroup_retries(owned_cgroups.clone());
     let daemon = Arc::new(Daemon {
         config: config.clone(),
+        stats: crate::stats::Collector::new(cgroups.clone(), config.root.join("containers")),
         cgroups,
         sandboxes,
         containers,
@@ -143,6 +151,7 @@ pub async fn serve(config: Config) -> Result<()> {
         monitor_binary,
         images,
         runtime_programs: vec![pause_program, monitor_program],
+        owned_cgroups,
         _locks: locks,
     });
 
@@ -213,6 +222,26 @@ pub async fn serve(config: Config) -> Result<()> {
     served.context("gRPC server")?;
     tracing::info!("stopped serving; pods keep running");
     Ok(())
+}
+
+/// How often cgroups whose removal failed are tried again.
+const STALE_CGROUP_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Retries, in the background, the removal of cgroups that could not be
+/// removed with their container or pod.
+fn spawn_stale_cgroup_retries(owned: Arc<OwnedCgroups>) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(STALE_CGROUP_RETRY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let owned = owned.clone();
+            let left = tokio::task::spawn_blocking(move || owned.retry_stale()).await.unwrap_or_default();
+            if !left.is_empty() {
+                tracing::warn!(cgroups = ?left.iter().map(|c| c.to_string()).collect::<Vec<_>>(), "cgroups still left to remove");
+            }
+        }
+    });
 }
 
 /// Opens the image store under `--root` and imports what is new in the

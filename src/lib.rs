@@ -29,4 +29,5 @@ pub mod monitor;
 pub mod pod;
 pub mod runtime;
 pub mod seccomp;
+pub mod stats;
 pub mod store;

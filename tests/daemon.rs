@@ -42,15 +42,11 @@ async fn unimplemented_rpcs_say_so_and_name_themselves() {
             "CheckpointContainer",
             cri.runtime.checkpoint_container(CheckpointContainerRequest::default()).await.unwrap_err(),
         ),
+        ("CheckpointPod", cri.runtime.checkpoint_pod(CheckpointPodRequest::default()).await.unwrap_err()),
         (
-            "ListMetricDescriptors",
-            cri.runtime.list_metric_descriptors(ListMetricDescriptorsRequest::default()).await.unwrap_err(),
+            "UpdateRuntimeConfig",
+            cri.runtime.update_runtime_config(UpdateRuntimeConfigRequest::default()).await.unwrap_err(),
         ),
-        (
-            "UpdatePodSandboxResources",
-            cri.runtime.update_pod_sandbox_resources(UpdatePodSandboxResourcesRequest::default()).await.unwrap_err(),
-        ),
-        ("ContainerStats", cri.runtime.container_stats(ContainerStatsRequest::default()).await.unwrap_err()),
         ("PortForward", cri.runtime.port_forward(PortForwardRequest::default()).await.unwrap_err()),
         (
             "PullImage",

@@ -352,8 +352,10 @@ async fn remove_by_id_tag_and_digest_is_idempotent_and_pull_answers_present_imag
 async fn image_fs_info_reports_real_changing_usage() {
     let mut env = TestEnv::new("imgfs");
     let mut cri = env.start().await;
+    let containers_dir = env.root.join("containers");
     let usage = |response: ImageFsInfoResponse| {
-        assert!(response.container_filesystems.is_empty());
+        let containers = response.container_filesystems.first().expect("the containers' filesystem");
+        assert_eq!(PathBuf::from(&containers.fs_id.as_ref().unwrap().mountpoint), containers_dir);
         let fs = response.image_filesystems.into_iter().next().expect("one image filesystem");
         assert!(fs.timestamp > 0);
         (fs.fs_id.unwrap().mountpoint, fs.used_bytes.unwrap().value, fs.inodes_used.unwrap().value)

@@ -10,8 +10,15 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub mod devices;
+pub mod apply;
+mod delegation;
+pub mod oom;
 pub mod owned;
+pub mod stats;
+pub use apply::Unenforceable;
+pub use delegation::DAEMON_LEAF;
 pub use owned::OwnedCgroups;
+pub use stats::CgroupStats;
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -46,6 +53,16 @@ pub enum CgroupError {
     Create { path: PathBuf, source: io::Error },
     #[error("cannot remove cgroup {path}: {source}")]
     Remove { path: PathBuf, source: io::Error },
+    #[error(
+        "cgroup v2: {dir} holds other processes ({pids:?}), so it cannot give controllers to nidus's \
+         relative cgroup root below it (no internal processes); start nidus in a cgroup of its own \
+         (e.g. a systemd service with Delegate=yes) or give an absolute --cgroup-root"
+    )]
+    NotDelegatable { dir: PathBuf, pids: Vec<i32> },
+    #[error(transparent)]
+    Unenforceable(#[from] Unenforceable),
+    #[error("cannot set the resources of cgroup {path}: {why}")]
+    Apply { path: String, why: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -153,10 +170,20 @@ impl Cgroups {
                 continue;
             }
             let own_path = own_cgroup(&own, version, &mount.controllers).unwrap_or_else(|| "/".into());
+            // On v2 a daemon in its own leaf resolves against the leaf's parent.
+            let base = match version {
+                CgroupVersion::V2 => delegation::relative_root_base(&own_path).to_string(),
+                CgroupVersion::V1 => own_path,
+            };
             let in_hierarchy = if cgroup_root.starts_with('/') {
                 cgroup_root.to_string()
             } else {
-                format!("{}/{}", own_path.trim_end_matches('/'), cgroup_root)
+                if version == CgroupVersion::V2 {
+                    if let Some(base_rel) = strip_mount_root(&base, &mount.root) {
+                        delegation::make_delegatable(&mount.mount_point.join(base_rel), base_rel.is_empty())?;
+                    }
+                }
+                format!("{}/{}", base.trim_end_matches('/'), cgroup_root)
             };
             let Some(rel) = strip_mount_root(&in_hierarchy, &mount.root) else {
                 continue;
@@ -182,6 +209,9 @@ impl Cgroups {
         for h in &cgroups.hierarchies {
             let mut created = Vec::new();
             cgroups.make_dirs(h, &h.mount_point, &h.root_dir, &mut created)?;
+            if version == CgroupVersion::V2 {
+                delegation::warn_about_missing_controllers(&h.root_dir);
+            }
         }
         Ok(cgroups)
     }
@@ -267,6 +297,22 @@ impl Cgroups {
         }
     }
 
+    /// SIGKILLs every process in `path` (v2: through `cgroup.kill`, which
+    /// also reaches processes in child cgroups and frozen ones).
+    pub fn kill(&self, path: &CgroupPath) {
+        if self.version == CgroupVersion::V2 {
+            for dir in self.dirs(path) {
+                let kill = dir.join("cgroup.kill");
+                if kill.exists() && fs::write(kill, "1").is_ok() {
+                    return;
+                }
+            }
+        }
+        for pid in self.pids(path) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
     /// Pids of every process in `path`, all hierarchies together.
     pub fn pids(&self, path: &CgroupPath) -> Vec<i32> {
         let mut pids: Vec<i32> = self
@@ -292,6 +338,13 @@ impl Cgroups {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// One quick attempt at removing `path` and any child cgroups: kill what
+    /// runs there, rmdir deepest first, no waiting. True when it is gone.
+    pub fn try_remove(&self, path: &CgroupPath) -> bool {
+        // Every hierarchy gets its attempt, even after one fails.
+        self.dirs(path).iter().filter(|dir| remove_tree_once(dir).is_err()).count() == 0
+    }
+
     /// Removes `path` where it is empty (no child cgroup, no process); true
     /// when it is gone from every hierarchy.
     pub fn remove_if_empty(&self, path: &CgroupPath) -> bool {
@@ -312,34 +365,54 @@ impl Cgroups {
     }
 }
 
-/// rmdir a cgroup, killing its processes and retrying while they exit.
+/// rmdir a cgroup (and any child cgroups), killing their processes and
+/// retrying for about a second while they exit.
 fn remove_with_retry(dir: &Path) -> Result<(), CgroupError> {
     let mut last = None;
     for attempt in 0..50 {
-        match fs::remove_dir(dir) {
+        match remove_tree_once(dir) {
             Ok(()) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                // Children first (a leftover nested cgroup), then processes.
-                if let Ok(entries) = fs::read_dir(dir) {
-                    for entry in entries.flatten() {
-                        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                            let _ = remove_with_retry(&entry.path());
-                        }
-                    }
-                }
-                if let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) {
-                    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                        let _ =
-                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-                    }
-                }
-                last = Some(e);
-                std::thread::sleep(Duration::from_millis(if attempt < 10 { 2 } else { 20 }));
-            }
+            Err(e) => last = Some(e),
         }
+        std::thread::sleep(Duration::from_millis(if attempt < 10 { 2 } else { 20 }));
     }
     Err(CgroupError::Remove { path: dir.to_path_buf(), source: last.unwrap_or_else(|| io::ErrorKind::Other.into()) })
+}
+
+/// One pass: kill everything in `dir` and below (v2: `cgroup.kill`, which
+/// reaches frozen processes too), then rmdir deepest first. A missing
+/// cgroup is removed already.
+fn remove_tree_once(dir: &Path) -> io::Result<()> {
+    let kill = dir.join("cgroup.kill");
+    if kill.exists() {
+        let _ = fs::write(kill, "1");
+    }
+    let mut dirs = vec![dir.to_path_buf()];
+    collect_child_dirs(dir, &mut dirs);
+    let mut result = Ok(());
+    for d in dirs.iter().rev() {
+        if let Ok(procs) = fs::read_to_string(d.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        match fs::remove_dir(d) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => result = Err(e),
+            _ => {}
+        }
+    }
+    result
+}
+
+/// Every directory below `dir`, parents before children.
+fn collect_child_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.push(entry.path());
+            collect_child_dirs(&entry.path(), out);
+        }
+    }
 }
 
 struct CgroupMount {

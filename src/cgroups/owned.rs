@@ -1,7 +1,9 @@
-//! The parent cgroups nidus made (e.g. `kubepods/burstable/pod…` when kubelet
-//! had not made them): remembered on disk, and removed once empty. Creation and
-//! pruning are serialised, so a prune never removes a parent that a concurrent
-//! creation is about to use.
+//! The cgroups nidus must take away: parents it made (e.g.
+//! `kubepods/burstable/pod…` when kubelet had not made them), removed once
+//! empty, and cgroups whose removal failed (a process that would not die),
+//! retried until they are gone. Both sets are remembered on disk, so neither
+//! is forgotten across restarts. Creation and pruning are serialised, so a
+//! prune never removes a parent that a concurrent creation is about to use.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -14,17 +16,27 @@ pub struct OwnedCgroups {
     cgroups: Arc<Cgroups>,
     file: PathBuf,
     owned: Mutex<BTreeSet<CgroupPath>>,
+    /// Cgroups whose removal failed, kept in `stale_file`.
+    stale_file: PathBuf,
+    stale: Mutex<BTreeSet<CgroupPath>>,
 }
 
 impl OwnedCgroups {
-    /// Loads the set kept in `file` (missing: empty).
+    /// Loads the sets kept in `file` and beside it in `stale-cgroups.json`
+    /// (missing: empty).
     pub fn load(cgroups: Arc<Cgroups>, file: PathBuf) -> Result<Self, store::StoreError> {
         let owned: BTreeSet<CgroupPath> = store::read_json(&file)?.unwrap_or_default();
-        Ok(Self { cgroups, file, owned: Mutex::new(owned) })
+        let stale_file = file.with_file_name("stale-cgroups.json");
+        let stale: BTreeSet<CgroupPath> = store::read_json(&stale_file)?.unwrap_or_default();
+        Ok(Self { cgroups, file, owned: Mutex::new(owned), stale_file, stale: Mutex::new(stale) })
     }
 
     fn owned(&self) -> MutexGuard<'_, BTreeSet<CgroupPath>> {
         self.owned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stale_set(&self) -> MutexGuard<'_, BTreeSet<CgroupPath>> {
+        self.stale.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Creates `leaf` and its missing parents; the parents made here join the
@@ -44,6 +56,52 @@ impl OwnedCgroups {
             }
         }
         Ok(())
+    }
+
+    /// Removes `leaf` (killing what runs in it). When that fails, the cgroup
+    /// is remembered and retried later (`retry_stale`), and this succeeds: the
+    /// container or pod it belonged to can go.
+    pub fn remove(&self, leaf: &CgroupPath) {
+        let Err(e) = self.cgroups.remove(leaf) else { return };
+        tracing::warn!(cgroup = %leaf, error = %e, "cannot remove the cgroup now; it is remembered and retried");
+        let mut stale = self.stale_set();
+        if stale.insert(leaf.clone()) {
+            if let Err(e) = store::write_json(&self.stale_file, &*stale) {
+                tracing::error!(cgroup = %leaf, error = %e, "cannot record a cgroup left to remove");
+            }
+        }
+    }
+
+    /// Cgroups whose removal failed and that are still there.
+    pub fn stale(&self) -> Vec<CgroupPath> {
+        self.stale_set().iter().cloned().collect()
+    }
+
+    /// One more attempt at every cgroup whose removal failed (kill, rmdir,
+    /// no waiting), then prunes empty parents. Returns those still left.
+    pub fn retry_stale(&self) -> Vec<CgroupPath> {
+        let left = {
+            let mut stale = self.stale_set();
+            if stale.is_empty() {
+                return Vec::new();
+            }
+            let before = stale.len();
+            stale.retain(|path| {
+                let gone = self.cgroups.try_remove(path);
+                if gone {
+                    tracing::info!(cgroup = %path, "removed a cgroup left over from an earlier failure");
+                }
+                !gone
+            });
+            if stale.len() != before {
+                if let Err(e) = store::write_json(&self.stale_file, &*stale) {
+                    tracing::warn!(error = %e, "cannot record the cgroups left to remove");
+                }
+            }
+            stale.iter().cloned().collect::<Vec<_>>()
+        };
+        self.prune();
+        left
     }
 
     /// Removes every owned cgroup that is empty now, deepest first.

@@ -19,7 +19,9 @@ use crate::linux::mount::is_overlay_opaque;
 use crate::linux::process::{boot_id, Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::monitor::control::{self, ControlError, Request};
-use crate::monitor::plan::{CgroupMount, ExecRequest, ExitRecord, MonitorPlan, RootfsPlan, RunFiles, StartRecord};
+use crate::monitor::plan::{
+    CgroupJoin, CgroupMount, ExecRequest, ExitRecord, MonitorPlan, RootfsPlan, RunFiles, StartRecord,
+};
 use crate::pod::manager::now_ns;
 use crate::pod::{SandboxState, SandboxView};
 use crate::store::{self, StoreError};
@@ -304,6 +306,8 @@ impl Containers {
             started_at_ns: None,
             exit: None,
             security: SecurityReport::default(),
+            resources: None,
+            cgroup_join: None,
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
         store::create_dir_new(&paths.dir, 0o700)
@@ -435,6 +439,7 @@ impl Containers {
             oom_score_adj: oom_score_adj.map(|(_, applied)| applied),
             devices: &devices,
             rlimits: &self.config.container.rlimits,
+            pids_limit: self.config.container.pids_limit,
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
         if let Some(program) = &seccomp {
@@ -453,11 +458,18 @@ impl Containers {
                 store::Durability::Volatile,
             )?;
         }
+        let resources = oci.linux().as_ref().and_then(|l| l.resources().clone()).unwrap_or_default();
+        self.cgroups.check_resources(&resources).map_err(resources_invalid("config.linux.resources"))?;
+        record.resources = config.linux.as_ref().and_then(|l| l.resources.clone()).map(|mut r| {
+            r.oom_score_adj = oom_score_adj.map_or(0, |(_, applied)| applied.into());
+            r
+        });
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
         store::write_atomic(&paths.spec(), &spec_json, 0o600)?;
         lap("spec written");
         self.owned_cgroups.create(&record.cgroup)?;
         self.restrict_devices(&record.cgroup, sc.privileged, &devices).await?;
+        self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
         lap("cgroup made");
         let plan = MonitorPlan {
             container_id: id.clone(),
@@ -469,6 +481,10 @@ impl Containers {
             cgroup_mounts: self.cgroup_mounts(),
             stdin: config.stdin,
             monitor_cgroup_procs: self.cgroups.procs_files(&sandbox.record.pause_cgroup),
+            memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
+            clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
+                .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
+                .flatten(),
         };
         store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
         if let Some(log) = &record.log_path {
@@ -478,7 +494,8 @@ impl Containers {
             }
         }
         lap("plan written");
-        let identity = self.spawn_monitor(&files).await?;
+        let (identity, cgroup_join) = self.spawn_monitor(&files).await?;
+        record.cgroup_join = cgroup_join;
         lap("monitor replied");
         let pidfd =
             identity.open_pidfd().ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
@@ -572,7 +589,7 @@ impl Containers {
     }
 
     /// Runs `nidus-monitor run RUN_DIR` and waits for its one-line reply.
-    async fn spawn_monitor(&self, files: &RunFiles) -> Result<ProcessIdentity, ContainerError> {
+    async fn spawn_monitor(&self, files: &RunFiles) -> Result<(ProcessIdentity, Option<CgroupJoin>), ContainerError> {
         let mut child = Command::new(&self.monitor_binary)
             .arg("run")
             .arg(&files.dir)
@@ -609,7 +626,8 @@ impl Containers {
             if let (Some(Ok(pid)), Some(Ok(start_time))) = (parts.next().map(str::parse), parts.next().map(str::parse))
             {
                 let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
-                return Ok(ProcessIdentity { pid, start_time, boot_id });
+                let join = parts.next().and_then(CgroupJoin::parse);
+                return Ok((ProcessIdentity { pid, start_time, boot_id }, join));
             }
         }
         let reaper = self.reaper.clone();
@@ -719,13 +737,10 @@ impl Containers {
     /// SIGKILLs every process in the container cgroup until it is empty.
     async fn kill_all(&self, cgroup: &CgroupPath) {
         for _ in 0..200 {
-            let pids = self.cgroups.pids(cgroup);
-            if pids.is_empty() {
+            if self.cgroups.pids(cgroup).is_empty() {
                 return;
             }
-            for pid in pids {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-            }
+            self.cgroups.kill(cgroup);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -867,12 +882,14 @@ impl Containers {
         if let Some(pidfd) = monitor.and_then(|m| m.open_pidfd()) {
             let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
         }
-        let cgroups = self.cgroups.clone();
+        let owned = self.owned_cgroups.clone();
         let cgroup = record.cgroup.clone();
-        tokio::task::spawn_blocking(move || cgroups.remove(&cgroup))
-            .await
-            .map_err(|e| ContainerError::Build(e.to_string()))??;
-        self.owned_cgroups.prune();
+        tokio::task::spawn_blocking(move || {
+            owned.remove(&cgroup);
+            owned.prune();
+        })
+        .await
+        .map_err(|e| ContainerError::Build(e.to_string()))?;
         store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
         match std::fs::remove_file(paths.record()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -973,6 +990,47 @@ impl Containers {
             argv,
         };
         Ok(exec::exec_sync(&self.monitor_binary, &request, timeout, &self.reaper).await?)
+    }
+
+    /// UpdateContainerResources: puts `resources` in force on a created or
+    /// running container's cgroup (an in-place pod resize), then records them
+    /// and updates the container's OCI spec. oom_score_adj only counts at start.
+    pub async fn update_resources(
+        &self,
+        id: &str,
+        mut resources: api::LinuxContainerResources,
+    ) -> Result<(), ContainerError> {
+        let (id, entry) = self.entry(id)?;
+        let _op = entry.op.lock().await;
+        let view = self.view_of(&entry).ok_or_else(|| ContainerError::NotFound(id.clone()))?;
+        if view.state == ContainerState::Exited {
+            return Err(ContainerError::Precondition(format!(
+                "container {id} has exited; its resources cannot change"
+            )));
+        }
+        let oci = super::resources::to_oci(&resources, self.config.container.pids_limit);
+        self.cgroups.check_resources(&oci).map_err(resources_invalid("linux"))?;
+        {
+            let (cgroups, cgroup, oci) = (self.cgroups.clone(), view.record.cgroup.clone(), oci.clone());
+            tokio::task::spawn_blocking(move || cgroups.apply(&cgroup, &oci))
+                .await
+                .map_err(|e| ContainerError::Build(e.to_string()))?
+                .map_err(apply_error("linux"))?;
+        }
+        match oci_spec::runtime::Spec::load(view.paths.spec()) {
+            Ok(mut spec) => {
+                if let Some(linux) = spec.linux_mut() {
+                    linux.set_resources(Some(oci));
+                }
+                let json = serde_json::to_vec_pretty(&spec).map_err(|e| ContainerError::Build(e.to_string()))?;
+                store::write_atomic(&view.paths.spec(), &json, 0o600)?;
+            }
+            Err(e) => tracing::warn!(container_id = %id, error = %e, "cannot update the container's OCI spec"),
+        }
+        resources.oom_score_adj = view.record.oom_score_adj.map_or(0, |(_, applied)| applied.into());
+        self.update_record(&id, &entry, |r| r.resources = Some(resources))?;
+        tracing::info!(container_id = %id, "container resources updated");
+        Ok(())
     }
 
     pub async fn reopen_log(&self, id: &str) -> Result<(), ContainerError> {
@@ -1176,5 +1234,18 @@ fn effective_oom_score_adj(requested: i32) -> i32 {
         own
     } else {
         requested
+    }
+}
+
+/// A resource the node cannot enforce, as the bad input it is.
+fn resources_invalid(field: &'static str) -> impl Fn(crate::cgroups::Unenforceable) -> ContainerError {
+    move |e| ContainerError::Invalid(format!("{field}.{e}"))
+}
+
+/// A failed apply: bad input when the node refused a value, else internal.
+fn apply_error(field: &'static str) -> impl Fn(CgroupError) -> ContainerError {
+    move |e| match e {
+        CgroupError::Unenforceable(e) => ContainerError::Invalid(format!("{field}.{e}")),
+        other => ContainerError::Cgroup(other),
     }
 }

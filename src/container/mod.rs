@@ -9,6 +9,7 @@ pub mod exec;
 pub mod manager;
 pub mod record;
 pub mod security;
+pub mod resources;
 pub mod signal;
 pub mod spec;
 pub mod user;

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::ContainerConfig;
+use crate::api::{ContainerConfig, LinuxContainerResources};
 use crate::cgroups::CgroupPath;
-use crate::monitor::plan::ExitRecord;
+use crate::monitor::plan::{CgroupJoin, ExitRecord};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,6 +54,13 @@ pub struct ContainerRecord {
     /// Seccomp profile, AppArmor and SELinux requests (for status).
     #[serde(default)]
     pub security: crate::container::security::SecurityReport,
+    /// The CRI resources in force (set at create, changed by
+    /// UpdateContainerResources); None: none asked for.
+    #[serde(default)]
+    pub resources: Option<LinuxContainerResources>,
+    /// How the init joined its cgroup (clone3 on v2, else cgroup.procs).
+    #[serde(default)]
+    pub cgroup_join: Option<CgroupJoin>,
 }
 
 /// The on-disk places of one container.

@@ -92,6 +92,8 @@ pub struct SpecInput<'a> {
     pub devices: &'a [HostDevice],
     /// Resource limits from the runtime's config.
     pub rlimits: &'a [crate::config::Rlimit],
+    /// A pids limit for the container cgroup (`[container] pids_limit`; 0: none).
+    pub pids_limit: i64,
 }
 
 /// A host device node a container gets (its type and numbers read on the host).
@@ -287,7 +289,9 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         };
         (or_default(&sc.masked_paths, DEFAULT_MASKED_PATHS), or_default(&sc.readonly_paths, DEFAULT_READONLY_PATHS))
     };
+    let cri_resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
     let linux = LinuxBuilder::default()
+        .resources(super::resources::to_oci(&cri_resources, input.pids_limit))
         .namespaces(namespaces)
         .devices(devices)
         .masked_paths(masked)
@@ -346,6 +350,7 @@ mod tests {
             oom_score_adj: Some(100),
             devices: &[],
             rlimits: &[],
+            pids_limit: 0,
         }
     }
 
@@ -430,6 +435,35 @@ mod tests {
         assert!(ns.contains(&(LinuxNamespaceType::Network, Some("/proc/42/ns/net".into()))));
         assert!(ns.contains(&(LinuxNamespaceType::Pid, None)));
         assert_eq!(spec.annotations().as_ref().unwrap()["io.kubernetes.cri.sandbox-id"], "s1");
+        assert!(linux.resources().as_ref().unwrap().memory().is_none(), "no limits asked for");
+    }
+
+    #[test]
+    fn resources_go_to_linux_resources() {
+        let config = api::ContainerConfig {
+            linux: Some(api::LinuxContainerConfig {
+                resources: Some(api::LinuxContainerResources {
+                    cpu_quota: 20_000,
+                    cpu_period: 100_000,
+                    memory_limit_in_bytes: 64 << 20,
+                    oom_score_adj: 500,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
+        let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None };
+        let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
+        let pod = pod();
+        let mut input = input_with(&config, &pod, &image, &user, &caps);
+        input.pids_limit = 64;
+        let spec = build(&input).unwrap();
+        let resources = spec.linux().as_ref().unwrap().resources().clone().unwrap();
+        assert_eq!(resources.memory().as_ref().unwrap().limit(), Some(64 << 20));
+        assert_eq!(resources.cpu().as_ref().unwrap().quota(), Some(20_000));
+        assert_eq!(resources.pids().as_ref().unwrap().limit(), 64);
     }
 
     #[test]

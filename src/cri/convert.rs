@@ -160,7 +160,16 @@ pub fn container_status(view: &ContainerView) -> api::ContainerStatus {
         annotations: config.annotations.clone(),
         mounts: config.mounts.clone(),
         log_path: record.log_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-        resources: None,
+        resources: Some(api::ContainerResources {
+            linux: Some(
+                record
+                    .resources
+                    .clone()
+                    .or_else(|| config.linux.as_ref().and_then(|l| l.resources.clone()))
+                    .unwrap_or_default(),
+            ),
+            windows: None,
+        }),
         image_id: record.image.id.clone(),
         user: Some(api::ContainerUser {
             linux: Some(api::LinuxContainerUser {
@@ -186,6 +195,7 @@ pub fn container_info(view: &ContainerView) -> HashMap<String, String> {
         "image": record.image,
         "cgroup": record.cgroup.to_string(),
         "security": record.security,
+        "cgroupJoin": record.cgroup_join,
         "oomScoreAdj": record.oom_score_adj.map(|(requested, applied)| serde_json::json!({"requested": requested, "applied": applied})),
         "rootfs": {
             "upper": view.paths.upper(),

@@ -23,7 +23,8 @@ impl From<SandboxError> for Status {
     fn from(e: SandboxError) -> Self {
         match e {
             SandboxError::NotFound(_) => Status::not_found(e.to_string()),
-            SandboxError::Ambiguous(_) => Status::invalid_argument(e.to_string()),
+            SandboxError::Ambiguous(_) | SandboxError::Invalid(_) => Status::invalid_argument(e.to_string()),
+            SandboxError::Precondition(_) => Status::failed_precondition(e.to_string()),
             SandboxError::NameInUse { .. } => Status::already_exists(e.to_string()),
             SandboxError::Io { .. } | SandboxError::Store(_) | SandboxError::Cgroup(_) | SandboxError::Launch(_) => {
                 Status::internal(e.to_string())

@@ -148,9 +148,22 @@ impl ImageService for ImageApi {
             used_bytes: Some(UInt64Value { value: usage.used_bytes }),
             inodes_used: Some(UInt64Value { value: usage.inodes }),
         };
+        // The writable layers (and records) of every container.
+        let containers_dir = self.daemon.stats.containers_dir.clone();
+        let dir = containers_dir.clone();
+        let containers = tokio::task::spawn_blocking(move || crate::stats::disk::usage_of(&dir))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .unwrap_or_default();
+        let container_filesystem = FilesystemUsage {
+            timestamp: crate::pod::manager::now_ns(),
+            fs_id: Some(FilesystemIdentifier { mountpoint: containers_dir.display().to_string() }),
+            used_bytes: Some(UInt64Value { value: containers.bytes }),
+            inodes_used: Some(UInt64Value { value: containers.inodes }),
+        };
         Ok(Response::new(ImageFsInfoResponse {
             image_filesystems: vec![filesystem],
-            container_filesystems: Vec::new(),
+            container_filesystems: vec![container_filesystem],
         }))
     }
 }

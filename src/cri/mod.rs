@@ -7,6 +7,7 @@ mod convert;
 mod errors;
 mod image_service;
 mod runtime_service;
+mod stats;
 mod v1alpha2;
 mod validate;
 

@@ -11,6 +11,7 @@ use crate::daemon::Daemon;
 
 use super::convert;
 use super::errors::unimplemented;
+use super::stats;
 use super::validate;
 
 /// Most items one message of a Stream* list RPC carries.
@@ -210,9 +211,14 @@ impl RuntimeService for RuntimeApi {
 
     async fn update_container_resources(
         &self,
-        _: Request<UpdateContainerResourcesRequest>,
+        request: Request<UpdateContainerResourcesRequest>,
     ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
-        Err(unimplemented("UpdateContainerResources"))
+        let request = request.into_inner();
+        let id = validate::id("container_id", &request.container_id)?;
+        let linux = request.linux.ok_or_else(|| super::errors::invalid("linux", "is required"))?;
+        validate::resources("linux", Some(&linux))?;
+        self.daemon.containers.update_resources(id, linux).await?;
+        Ok(Response::new(UpdateContainerResourcesResponse {}))
     }
 
     async fn reopen_container_log(
@@ -252,48 +258,56 @@ impl RuntimeService for RuntimeApi {
 
     async fn container_stats(
         &self,
-        _: Request<ContainerStatsRequest>,
+        request: Request<ContainerStatsRequest>,
     ) -> Result<Response<ContainerStatsResponse>, Status> {
-        Err(unimplemented("ContainerStats"))
+        let id = validate::id("container_id", &request.get_ref().container_id)?;
+        let stats = stats::one_container(self.daemon.clone(), id).await?;
+        Ok(Response::new(ContainerStatsResponse { stats: Some(stats) }))
     }
 
     async fn list_container_stats(
         &self,
-        _: Request<ListContainerStatsRequest>,
+        request: Request<ListContainerStatsRequest>,
     ) -> Result<Response<ListContainerStatsResponse>, Status> {
-        Err(unimplemented("ListContainerStats"))
+        let stats = stats::list_containers(self.daemon.clone(), request.into_inner().filter).await?;
+        Ok(Response::new(ListContainerStatsResponse { stats }))
     }
 
     type StreamContainerStatsStream = StreamOf<StreamContainerStatsResponse>;
 
     async fn stream_container_stats(
         &self,
-        _: Request<StreamContainerStatsRequest>,
+        request: Request<StreamContainerStatsRequest>,
     ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
-        Err(unimplemented("StreamContainerStats"))
+        let items = stats::list_containers(self.daemon.clone(), request.into_inner().filter).await?;
+        Ok(Response::new(chunked(items, |container_stats| StreamContainerStatsResponse { container_stats })))
     }
 
     async fn pod_sandbox_stats(
         &self,
-        _: Request<PodSandboxStatsRequest>,
+        request: Request<PodSandboxStatsRequest>,
     ) -> Result<Response<PodSandboxStatsResponse>, Status> {
-        Err(unimplemented("PodSandboxStats"))
+        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
+        let stats = stats::one_pod(self.daemon.clone(), id).await?;
+        Ok(Response::new(PodSandboxStatsResponse { stats: Some(stats) }))
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _: Request<ListPodSandboxStatsRequest>,
+        request: Request<ListPodSandboxStatsRequest>,
     ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxStats"))
+        let stats = stats::list_pods(self.daemon.clone(), request.into_inner().filter).await?;
+        Ok(Response::new(ListPodSandboxStatsResponse { stats }))
     }
 
     type StreamPodSandboxStatsStream = StreamOf<StreamPodSandboxStatsResponse>;
 
     async fn stream_pod_sandbox_stats(
         &self,
-        _: Request<StreamPodSandboxStatsRequest>,
+        request: Request<StreamPodSandboxStatsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
-        Err(unimplemented("StreamPodSandboxStats"))
+        let items = stats::list_pods(self.daemon.clone(), request.into_inner().filter).await?;
+        Ok(Response::new(chunked(items, |pod_sandbox_stats| StreamPodSandboxStatsResponse { pod_sandbox_stats })))
     }
 
     async fn update_runtime_config(
@@ -368,14 +382,15 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<ListMetricDescriptorsRequest>,
     ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
-        Err(unimplemented("ListMetricDescriptors"))
+        Ok(Response::new(ListMetricDescriptorsResponse { descriptors: stats::metric_descriptors() }))
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _: Request<ListPodSandboxMetricsRequest>,
     ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxMetrics"))
+        let pod_metrics = stats::list_pod_metrics(self.daemon.clone()).await?;
+        Ok(Response::new(ListPodSandboxMetricsResponse { pod_metrics }))
     }
 
     type StreamPodSandboxMetricsStream = StreamOf<StreamPodSandboxMetricsResponse>;
@@ -384,7 +399,8 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
-        Err(unimplemented("StreamPodSandboxMetrics"))
+        let items = stats::list_pod_metrics(self.daemon.clone()).await?;
+        Ok(Response::new(chunked(items, |pod_sandbox_metrics| StreamPodSandboxMetricsResponse { pod_sandbox_metrics })))
     }
 
     async fn runtime_config(
@@ -398,8 +414,17 @@ impl RuntimeService for RuntimeApi {
 
     async fn update_pod_sandbox_resources(
         &self,
-        _: Request<UpdatePodSandboxResourcesRequest>,
+        request: Request<UpdatePodSandboxResourcesRequest>,
     ) -> Result<Response<UpdatePodSandboxResourcesResponse>, Status> {
-        Err(unimplemented("UpdatePodSandboxResources"))
+        let request = request.into_inner();
+        let id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
+        validate::resources("overhead", request.overhead.as_ref())?;
+        validate::resources("resources", request.resources.as_ref())?;
+        let pod = crate::pod::record::PodResources {
+            overhead: request.overhead.unwrap_or_default(),
+            resources: request.resources.unwrap_or_default(),
+        };
+        self.daemon.sandboxes.update_resources(id, pod).await?;
+        Ok(Response::new(UpdatePodSandboxResourcesResponse {}))
     }
 }

@@ -123,6 +123,8 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
     if let Some(sc) = &linux.security_context {
         crate::container::security::pod_seccomp(sc).map_err(|e| invalid(&e.field, e.why))?;
     }
+    resources("config.linux.resources", linux.resources.as_ref())?;
+    resources("config.linux.overhead", linux.overhead.as_ref())?;
     let options = linux.security_context.as_ref().and_then(|sc| sc.namespace_options.clone()).unwrap_or_default();
     let net = namespace_mode("config.linux.security_context.namespace_options.network", options.network)?;
     let pid = namespace_mode("config.linux.security_context.namespace_options.pid", options.pid)?;
@@ -174,6 +176,16 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
         cgroup_parent,
         config,
     })
+}
+
+/// Resource values (cpu, memory, hugepages, unified keys) below `field`.
+pub fn resources(field: &str, r: Option<&api::LinuxContainerResources>) -> Result<(), Status> {
+    match r {
+        Some(r) => {
+            crate::container::resources::validate(r).map_err(|e| invalid(&format!("{field}.{}", e.field), e.why))
+        }
+        None => Ok(()),
+    }
 }
 
 /// A relative path below a directory (the container's log_path): no `..`, not absolute.
@@ -252,6 +264,7 @@ pub fn container_create(
     if api::Signal::try_from(config.stop_signal).is_err() {
         return Err(invalid("config.stop_signal", format!("unknown signal {}", config.stop_signal)));
     }
+    resources("config.linux.resources", config.linux.as_ref().and_then(|l| l.resources.as_ref()))?;
     let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
     if let Some(c) = &sc.capabilities {
         for name in c.add_capabilities.iter().chain(&c.drop_capabilities).chain(&c.add_ambient_capabilities) {

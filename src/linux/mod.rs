@@ -4,6 +4,7 @@
 
 pub mod beneath;
 pub mod capability_sets;
+pub mod clone3;
 pub mod container_init;
 pub mod device_filter;
 pub mod lock;

@@ -24,6 +24,41 @@ pub struct MonitorPlan {
     pub stdin: bool,
     /// `cgroup.procs` the monitor itself joins (the pod's sandbox cgroup).
     pub monitor_cgroup_procs: Vec<PathBuf>,
+    /// The container cgroup's directory in the memory hierarchy, where the
+    /// monitor reads the OOM kills once the init has ended.
+    #[serde(default)]
+    pub memory_cgroup: Option<PathBuf>,
+    /// cgroup v2: the container cgroup's directory, which the init is cloned
+    /// straight into (clone3 with CLONE_INTO_CGROUP).
+    #[serde(default)]
+    pub clone_into_cgroup: Option<PathBuf>,
+}
+
+/// How the container's init came to be in its cgroup.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CgroupJoin {
+    /// Born there: clone3 with CLONE_INTO_CGROUP (cgroup v2).
+    Clone3,
+    /// Forked in the monitor's cgroup, then wrote itself into `cgroup.procs`.
+    Procs,
+}
+
+impl CgroupJoin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupJoin::Clone3 => "clone3",
+            CgroupJoin::Procs => "procs",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "clone3" => Some(CgroupJoin::Clone3),
+            "procs" => Some(CgroupJoin::Procs),
+            _ => None,
+        }
+    }
 }
 
 /// The overlay that becomes the container's root.
@@ -62,6 +97,10 @@ pub struct ExitRecord {
 pub struct StartRecord {
     pub started_at_ns: i64,
 }
+
+/// Reason kubelet sees for a container whose processes the kernel's OOM
+/// killer killed (exactly this spelling).
+pub const OOM_KILLED_REASON: &str = "OOMKilled";
 
 /// Reason and exit code kubelet sees for a start that failed.
 pub const START_ERROR_REASON: &str = "StartError";

@@ -18,7 +18,11 @@ use nix::unistd::Pid;
 
 use super::control::Request;
 use super::log::{LineSplitter, Stream};
-use super::plan::{ExitRecord, MonitorPlan, RunFiles, StartRecord, START_ERROR_EXIT_CODE, START_ERROR_REASON};
+use super::plan::{
+    CgroupJoin, ExitRecord, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON, START_ERROR_EXIT_CODE,
+    START_ERROR_REASON,
+};
+use crate::linux::clone3::{self, CloneIntoCgroupError};
 use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, ProcessIdentity};
 use crate::store;
@@ -29,7 +33,7 @@ pub fn run(run_dir: &Path) -> i32 {
     let files = RunFiles::new(run_dir);
     match set_up(&files) {
         Ok(mut monitor) => {
-            println!("created {} {}", monitor.init.pid, monitor.init.start_time);
+            println!("created {} {} {}", monitor.init.pid, monitor.init.start_time, monitor.cgroup_join.as_str());
             let _ = io::stdout().flush();
             let _ = process::stdio_to_devnull_keep_stderr();
             monitor.serve();
@@ -46,6 +50,7 @@ struct Monitor {
     plan: MonitorPlan,
     files: RunFiles,
     init: ProcessIdentity,
+    cgroup_join: CgroupJoin,
     listener: UnixListener,
     signals: SignalFd,
     outputs: Vec<Output>,
@@ -132,7 +137,8 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
         .map_err(|e| format!("signalfd: {e}"))?;
 
     container_init::enter_pid_namespace_for_children(&spec)?;
-    let child = match process::fork().map_err(|e| format!("fork: {e}"))? {
+    let (forked, cgroup_join) = fork_init(&plan)?;
+    let child = match forked {
         process::Forked::Child => {
             drop((ready_r, start_w, exec_r, outputs, stdin_keep, log));
             container_init::run(
@@ -167,6 +173,7 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
         plan,
         files: files.clone(),
         init,
+        cgroup_join,
         listener,
         signals,
         outputs,
@@ -176,6 +183,27 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
         start_error: None,
         _stdin: stdin_keep,
     })
+}
+
+/// Forks the container's init: on cgroup v2 straight into the container
+/// cgroup (clone3), else a plain fork after which the init joins by writing
+/// `cgroup.procs` (as it also does, harmlessly, after clone3).
+fn fork_init(plan: &MonitorPlan) -> Result<(process::Forked, CgroupJoin), String> {
+    if let Some(dir) = &plan.clone_into_cgroup {
+        let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC;
+        let cgroup = nix::fcntl::open(dir, flags, nix::sys::stat::Mode::empty())
+            .map_err(|e| format!("cannot open the container cgroup {}: {e}", dir.display()))?;
+        match clone3::fork_into_cgroup(cgroup.as_fd()) {
+            Ok(forked) => return Ok((forked, CgroupJoin::Clone3)),
+            Err(CloneIntoCgroupError::Unsupported(e)) => {
+                eprintln!("monitor: clone3 into a cgroup is not available ({e}); forking instead");
+            }
+            Err(CloneIntoCgroupError::Failed(e)) => {
+                return Err(format!("cannot start the init in cgroup {}: {e}", dir.display()))
+            }
+        }
+    }
+    Ok((process::fork().map_err(|e| format!("fork: {e}"))?, CgroupJoin::Procs))
 }
 
 impl Monitor {
@@ -335,6 +363,16 @@ impl Monitor {
         if let Some(log) = &self.log {
             let _ = log.sync_data();
         }
+        // Read before anything removes the cgroup: the kernel's own count.
+        let oom_killed =
+            self.plan.memory_cgroup.as_deref().and_then(crate::cgroups::oom::oom_kills).is_some_and(|kills| kills > 0);
+        let reason = |code_reason: &str| {
+            if oom_killed {
+                OOM_KILLED_REASON.to_string()
+            } else {
+                code_reason.to_string()
+            }
+        };
         let record = match (&self.start_error, status) {
             (Some(why), _) => ExitRecord {
                 exit_code: START_ERROR_EXIT_CODE,
@@ -347,14 +385,14 @@ impl Monitor {
                 exit_code: 128 + sig as i32,
                 signal: Some(sig as i32),
                 finished_at_ns,
-                reason: "Error".into(),
+                reason: reason("Error"),
                 message: String::new(),
             },
             (None, WaitStatus::Exited(_, code)) => ExitRecord {
                 exit_code: code,
                 signal: None,
                 finished_at_ns,
-                reason: if code == 0 { "Completed".into() } else { "Error".into() },
+                reason: reason(if code == 0 { "Completed" } else { "Error" }),
                 message: String::new(),
             },
             (None, _) => return,

@@ -21,7 +21,7 @@ use crate::store::{self, StoreError};
 use super::files::{self, DnsSpec};
 use super::launch::{launch_pause, LaunchError};
 use super::pause::PauseArgs;
-use super::record::{Lifecycle, SandboxPaths, SandboxRecord};
+use super::record::{Lifecycle, PodResources, SandboxPaths, SandboxRecord};
 use super::sysctl::Sysctl;
 
 /// A validated request to run a sandbox (built by the CRI layer).
@@ -55,6 +55,10 @@ pub enum SandboxError {
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Precondition(String),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
@@ -208,6 +212,7 @@ impl Sandboxes {
             pause_cgroup: pod_cgroup.join(id)?,
             pod_cgroup,
             own_shm: spec.namespaces.ipc,
+            resources: None,
         };
         let paths = self.paths(id);
         let mut pause = None;
@@ -265,6 +270,7 @@ impl Sandboxes {
         }
 
         self.owned_cgroups.create(&record.pause_cgroup)?;
+        self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
 
         let args = PauseArgs {
             hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
@@ -285,6 +291,43 @@ impl Sandboxes {
 
         record.lifecycle = Lifecycle::Created;
         store::write_json(&paths.record(), record)?;
+        Ok(())
+    }
+
+    /// Limits the pod cgroup to the pod's resources plus its overhead;
+    /// `field` names them in errors.
+    fn apply_pod_resources(
+        &self,
+        pod_cgroup: &CgroupPath,
+        pod: &PodResources,
+        field: &str,
+    ) -> Result<(), SandboxError> {
+        let total = crate::container::resources::pod_total(&pod.resources, &pod.overhead);
+        let oci = crate::container::resources::to_oci(&total, 0);
+        self.cgroups.check_resources(&oci).map_err(|e| SandboxError::Invalid(format!("{field}.{e}")))?;
+        self.cgroups.apply(pod_cgroup, &oci).map_err(|e| match e {
+            CgroupError::Unenforceable(e) => SandboxError::Invalid(format!("{field}.{e}")),
+            other => SandboxError::Cgroup(other),
+        })
+    }
+
+    /// UpdatePodSandboxResources: new limits for a ready pod's cgroup.
+    pub async fn update_resources(&self, id: &str, pod: PodResources) -> Result<(), SandboxError> {
+        let (id, entry) = self.entry(id)?;
+        let _op = entry.op.lock().await;
+        let (pod_cgroup, ready) = {
+            let live = entry.live();
+            if live.removed {
+                return Err(SandboxError::NotFound(id));
+            }
+            (live.record.pod_cgroup.clone(), self.view(&live).state == SandboxState::Ready)
+        };
+        if !ready {
+            return Err(SandboxError::Precondition(format!("sandbox {id} is not ready; its resources cannot change")));
+        }
+        self.apply_pod_resources(&pod_cgroup, &pod, "resources")?;
+        entry.update_record(&self.paths(&id).record(), |r| r.resources = Some(pod))?;
+        tracing::info!(pod_id = %id, "pod resources updated");
         Ok(())
     }
 
@@ -319,12 +362,13 @@ impl Sandboxes {
         Ok(())
     }
 
+    /// Removes a sandbox cgroup; one that cannot go now is retried later.
     async fn remove_cgroup(&self, path: &CgroupPath) -> Result<(), SandboxError> {
-        let cgroups = self.cgroups.clone();
+        let owned = self.owned_cgroups.clone();
         let path = path.clone();
-        tokio::task::spawn_blocking(move || cgroups.remove(&path))
+        tokio::task::spawn_blocking(move || owned.remove(&path))
             .await
-            .map_err(|e| io_err("cgroup removal task")(io::Error::other(e)))??;
+            .map_err(|e| io_err("cgroup removal task")(io::Error::other(e)))?;
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::PodSandboxConfig;
+use crate::api::{LinuxContainerResources, PodSandboxConfig};
 use crate::cgroups::CgroupPath;
 use crate::linux::namespaces::NewNamespaces;
 
@@ -39,6 +39,30 @@ pub struct SandboxRecord {
     pub pause_cgroup: CgroupPath,
     /// True when the pod has its own /dev/shm tmpfs.
     pub own_shm: bool,
+    /// Pod-level resources set by UpdatePodSandboxResources (None: the
+    /// config's `linux.resources` and `linux.overhead` are in force).
+    #[serde(default)]
+    pub resources: Option<PodResources>,
+}
+
+/// What the pod cgroup is limited to: the pod's resources plus its overhead.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PodResources {
+    pub overhead: LinuxContainerResources,
+    pub resources: LinuxContainerResources,
+}
+
+impl SandboxRecord {
+    /// The pod resources in force.
+    pub fn pod_resources(&self) -> PodResources {
+        self.resources.clone().unwrap_or_else(|| {
+            let linux = self.config.linux.clone().unwrap_or_default();
+            PodResources {
+                overhead: linux.overhead.unwrap_or_default(),
+                resources: linux.resources.unwrap_or_default(),
+            }
+        })
+    }
 }
 
 /// The on-disk places of one sandbox.

@@ -346,3 +346,51 @@ impl Cri {
         parse_log(&std::fs::read_to_string(&path).unwrap_or_default())
     }
 }
+
+impl Cri {
+    pub async fn container_stats(&mut self, id: &str) -> Result<ContainerStats, tonic::Status> {
+        let response = self.runtime.container_stats(ContainerStatsRequest { container_id: id.into() }).await?;
+        Ok(response.into_inner().stats.expect("stats"))
+    }
+
+    pub async fn list_container_stats(&mut self, filter: Option<ContainerStatsFilter>) -> Vec<ContainerStats> {
+        self.runtime
+            .list_container_stats(ListContainerStatsRequest { filter })
+            .await
+            .expect("ListContainerStats")
+            .into_inner()
+            .stats
+    }
+
+    pub async fn pod_stats(&mut self, id: &str) -> Result<PodSandboxStats, tonic::Status> {
+        let response = self.runtime.pod_sandbox_stats(PodSandboxStatsRequest { pod_sandbox_id: id.into() }).await?;
+        Ok(response.into_inner().stats.expect("stats"))
+    }
+
+    pub async fn list_pod_stats(&mut self, filter: Option<PodSandboxStatsFilter>) -> Vec<PodSandboxStats> {
+        self.runtime
+            .list_pod_sandbox_stats(ListPodSandboxStatsRequest { filter })
+            .await
+            .expect("ListPodSandboxStats")
+            .into_inner()
+            .stats
+    }
+
+    pub async fn update_resources(&mut self, id: &str, linux: LinuxContainerResources) -> Result<(), tonic::Status> {
+        let request =
+            UpdateContainerResourcesRequest { container_id: id.into(), linux: Some(linux), ..Default::default() };
+        self.runtime.update_container_resources(request).await?;
+        Ok(())
+    }
+
+    /// The verbose Status info of the runtime (config, cgroups, stale cgroups).
+    pub async fn runtime_info(&mut self) -> serde_json::Value {
+        let status = self.runtime.status(StatusRequest { verbose: true }).await.expect("Status").into_inner();
+        serde_json::from_str(status.info.get("config").expect("verbose info")).expect("info is JSON")
+    }
+}
+
+/// The resources of a container config, created when missing.
+pub fn resources(config: &mut ContainerConfig) -> &mut LinuxContainerResources {
+    config.linux.get_or_insert_with(Default::default).resources.get_or_insert_with(Default::default)
+}

@@ -130,6 +130,87 @@ const V1_CONTROLLERS: &[&str] = &[
     "misc",
 ];
 
+/// True on a node with the unified cgroup v2 hierarchy at /sys/fs/cgroup.
+pub fn unified() -> bool {
+    mount_points().iter().any(|(mp, fs, _)| mp == "/sys/fs/cgroup" && fs == "cgroup2")
+}
+
+/// The directory of `pid`'s cgroup in the hierarchy of `controller` (v2: the
+/// unified one, whatever the controller).
+pub fn cgroup_dir(pid: i32, controller: &str) -> PathBuf {
+    if unified() {
+        let path = cgroup_of(pid, "").unwrap_or_else(|| panic!("no cgroup v2 path for pid {pid}"));
+        return Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    }
+    let path = cgroup_of(pid, controller).unwrap_or_else(|| panic!("pid {pid} has no {controller} cgroup"));
+    let mount = mount_points()
+        .into_iter()
+        .find(|(_, fstype, opts)| fstype == "cgroup" && opts.split(',').any(|o| o == controller))
+        .map(|(mp, _, _)| mp)
+        .unwrap_or_else(|| panic!("no {controller} cgroup hierarchy is mounted"));
+    Path::new(&mount).join(path.trim_start_matches('/'))
+}
+
+/// A cgroup file's contents, trimmed.
+pub fn read_cgroup_file(dir: &Path, file: &str) -> String {
+    fs::read_to_string(dir.join(file))
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.join(file).display()))
+        .trim()
+        .to_string()
+}
+
+/// A flat-keyed cgroup file (`key value` lines) as a map.
+pub fn cgroup_keyed(dir: &Path, file: &str) -> std::collections::HashMap<String, u64> {
+    read_cgroup_file(dir, file)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// cgroup v2: the cgroup the tests of this process nest their daemons in.
+/// When this process is not in the root cgroup, it moves into the leaf
+/// `<its cgroup>/nidus-test-runner` once, so that its cgroup can hand
+/// controllers to the tests' cgroups (no internal processes).
+pub fn v2_test_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        let me = std::process::id() as i32;
+        let own = cgroup_of(me, "").expect("a cgroup v2 path");
+        let home = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
+        if own != "/" {
+            // Move out with the children this process has at the moment
+            // (tests spawn commands in parallel); anyone else is a mistake.
+            let leaf = home.join("nidus-test-runner");
+            let _ = fs::create_dir(&leaf);
+            for _ in 0..100 {
+                let procs = read_cgroup_file(&home, "cgroup.procs");
+                if procs.is_empty() {
+                    break;
+                }
+                for pid in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                    let parent = fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .ok()
+                        .and_then(|s| s.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse::<i32>().ok());
+                    assert!(
+                        pid == me || parent == Some(me) || !process_running(pid),
+                        "cgroup v2: the tests need a cgroup of their own, but {} also holds {pid} \
+                         (run them in a scope of their own, e.g. systemd-run --scope, or through the VM lane)",
+                        home.display()
+                    );
+                    let _ = fs::write(leaf.join("cgroup.procs"), pid.to_string());
+                }
+            }
+        }
+        for controller in read_cgroup_file(&home, "cgroup.controllers").split_whitespace() {
+            let _ = fs::write(home.join("cgroup.subtree_control"), format!("+{controller}"));
+        }
+        home
+    })
+}
+
 /// The directory `name` would have below this process's own cgroup in every
 /// mounted cgroup hierarchy (v1 controllers, or the v2 unified one).
 pub fn cgroup_root_dirs(name: &str) -> Vec<PathBuf> {

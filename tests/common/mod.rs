@@ -36,6 +36,9 @@ pub struct TestEnv {
     pub log: PathBuf,
     /// The relative cgroup root given to the daemon.
     pub cgroup_root: String,
+    /// cgroup v2: the cgroup the daemon starts in, its own (the daemon then
+    /// moves into `nidus-daemon` below it and nests its root beside that).
+    pub daemon_cgroup: Option<PathBuf>,
     pub netns: String,
     daemon: Option<Child>,
     extra_args: Vec<String>,
@@ -45,18 +48,30 @@ impl TestEnv {
     /// Makes the directories and the network namespace; the daemon is not started.
     pub fn new(label: &str) -> Self {
         host::require_root();
+        if host::unified() {
+            // Before this thread spawns anything (see v2_test_home).
+            host::v2_test_home();
+        }
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("nidus-t{}-{}-{}", std::process::id(), n, label);
         let base = std::env::temp_dir().join(&name);
         fs::create_dir_all(&base).expect("create test dir");
         let netns = name.clone();
         host::run("ip", &["netns", "add", &netns]);
+        // cgroup v2 forbids processes beside delegated controllers: the daemon
+        // gets a cgroup of its own and its relative root below it.
+        let daemon_cgroup = host::unified().then(|| {
+            let dir = host::v2_test_home().join(&name);
+            fs::create_dir_all(&dir).expect("create the daemon's cgroup");
+            dir
+        });
         let env = Self {
             root: base.join("root"),
             state: base.join("state"),
             socket: base.join("state").join("nidus.sock"),
             log: base.join("daemon.log"),
-            cgroup_root: name.clone(),
+            cgroup_root: if daemon_cgroup.is_some() { "pods".into() } else { name.clone() },
+            daemon_cgroup,
             netns,
             name,
             base,
@@ -76,7 +91,17 @@ impl TestEnv {
 
     /// The command that runs `nidus serve` for this environment inside its netns.
     pub fn serve_command(&self) -> Command {
-        let mut cmd = Command::new("nsenter");
+        let mut cmd = match &self.daemon_cgroup {
+            // Start in the daemon's cgroup (its leaf once it made one).
+            Some(dir) => {
+                let leaf = dir.join(nidus::cgroups::DAEMON_LEAF);
+                let start_in = if leaf.is_dir() { leaf } else { dir.clone() };
+                let mut cmd = Command::new("sh");
+                cmd.args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""]).arg(start_in).arg("nsenter");
+                cmd
+            }
+            None => Command::new("nsenter"),
+        };
         cmd.arg(format!("--net=/run/netns/{}", self.netns))
             .arg("--")
             .arg(nidus_bin())
@@ -211,7 +236,10 @@ impl TestEnv {
 
     /// Directories of this test's cgroup root, one per hierarchy.
     pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
-        host::cgroup_root_dirs(&self.cgroup_root)
+        match &self.daemon_cgroup {
+            Some(dir) => vec![dir.join(&self.cgroup_root)],
+            None => host::cgroup_root_dirs(&self.cgroup_root),
+        }
     }
 
     /// Every cgroup below the test's root (not the root itself).
@@ -293,6 +321,9 @@ impl Drop for TestEnv {
         host::unmount_under(&self.base);
         for dir in self.cgroup_dirs() {
             host::remove_cgroup_tree(&dir);
+        }
+        if let Some(dir) = &self.daemon_cgroup {
+            host::remove_cgroup_tree(dir);
         }
         let _ = Command::new("ip").args(["netns", "delete", &self.netns]).status();
         if std::thread::panicking() {

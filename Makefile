@@ -1,5 +1,6 @@
 # nidus: `make run` builds and starts the runtime with embedded defaults;
-# `make test` installs what the tests need and runs the whole suite (as root).
+# `make test` installs what the tests need and runs the whole suite (as root);
+# `make bench` compares nidus with containerd + runc (bench/, as root).
 
 CARGO ?= cargo
 # Integration tests each start a daemon; a few at a time suits a 2-core machine.
@@ -7,7 +8,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-deps lint clean
+.PHONY: all build run test test-deps bench lint clean
 
 all: build
 
@@ -25,9 +26,16 @@ test: test-deps
 	$(CARGO) build --all-targets
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
 
+# BENCH_N (iterations, default 50) and BENCH_DENSITY (pods, default 500) size
+# the run; results go to bench-results/ (latest.json, latest.md).
+bench:
+	$(CARGO) build --release --bins
+	$(CARGO) build --release -p nidus-bench
+	./target/release/nidus-bench
+
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 clean:
 	$(CARGO) clean

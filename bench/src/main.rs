@@ -166,6 +166,12 @@ async fn run() -> Result<bool> {
     drop((nidus_target, containerd_target, variants));
     nidus.shut_down();
     containerd.shut_down();
+    let log_dir = Path::new(&options.results_dir).join("logs");
+    for rt in [&nidus, &containerd] {
+        if let Err(e) = rt.save_log(&log_dir) {
+            eprintln!("warning: cannot keep the log of {}: {e:#}", rt.name());
+        }
+    }
     drop((nidus, containerd));
     errors.extend(lab.final_check());
 

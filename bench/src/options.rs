@@ -1,7 +1,9 @@
 //! Run options from the environment: `BENCH_N` (iterations per step, default
 //! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
-//! `BENCH_RESULTS` (output directory, default `bench-results`).
+//! `BENCH_RESULTS` (output directory, default `bench-results`). nidus's log
+//! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
+//! timings of each create).
 
 use anyhow::{bail, Context, Result};
 

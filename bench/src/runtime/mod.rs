@@ -167,6 +167,13 @@ impl Runtime {
         self.daemon.as_ref().map(|c| c.id() as i32)
     }
 
+    /// Copies the daemon's log to `<dir>/<runtime>-daemon.log`.
+    pub fn save_log(&self, dir: &std::path::Path) -> Result<()> {
+        fs::create_dir_all(dir)?;
+        fs::copy(&self.daemon_log, dir.join(format!("{}-daemon.log", self.name())))?;
+        Ok(())
+    }
+
     /// The last lines of the daemon's log.
     pub fn log_tail(&self) -> String {
         let text = fs::read_to_string(&self.daemon_log).unwrap_or_default();

@@ -36,10 +36,11 @@ fn config_path(rt: &Runtime) -> PathBuf {
 /// Writes the config; returns the daemon's command line.
 pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
     let config = format!(
-        "socket = {:?}\nroot = {:?}\nstate = {:?}\ncgroup_root = {CGROUP_ROOT:?}\nlog_level = \"info\"\n",
+        "socket = {:?}\nroot = {:?}\nstate = {:?}\ncgroup_root = {CGROUP_ROOT:?}\nlog_level = {:?}\n",
         rt.socket.display().to_string(),
         rt.dir.join("root").display().to_string(),
         rt.state.join("state").display().to_string(),
+        std::env::var("BENCH_NIDUS_LOG").unwrap_or_else(|_| "info".into()),
     );
     fs::write(config_path(rt), config)?;
     let program = binary()?.display().to_string();

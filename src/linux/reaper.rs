@@ -70,7 +70,13 @@ impl Reaper {
         let rx = {
             let mut state = lock(&self.state);
             if let Some((status, _)) = state.unclaimed.remove(&pid) {
-                return status;
+                // The kept exit may be an earlier holder's of a reused pid: a
+                // pid is reused only once its holder was reaped, so while
+                // `pid` is our child and not reaped, the exit is not its own.
+                // (Reaping holds the state lock, so none is in flight here.)
+                if !is_unreaped_child(pid) {
+                    return status;
+                }
             }
             let (tx, rx) = oneshot::channel();
             state.waiters.insert(pid, tx);
@@ -82,6 +88,9 @@ impl Reaper {
     }
 
     fn reap_all(&self) {
+        // Reap and deliver under the lock, so `wait` never sees a child that
+        // is reaped but whose exit is not delivered yet.
+        let mut state = lock(&self.state);
         loop {
             let status = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => (pid.as_raw(), ExitStatus::Exited(code)),
@@ -89,25 +98,53 @@ impl Reaper {
                 Ok(WaitStatus::StillAlive) | Err(_) => return,
                 Ok(_) => continue,
             };
-            self.deliver(status.0, status.1);
-        }
-    }
-
-    fn deliver(&self, pid: i32, status: ExitStatus) {
-        let mut state = lock(&self.state);
-        match state.waiters.remove(&pid) {
-            Some(tx) => {
-                let _ = tx.send(status);
-            }
-            None => {
-                let now = Instant::now();
-                state.unclaimed.retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
-                state.unclaimed.insert(pid, (status, now));
-            }
+            deliver(&mut state, status.0, status.1);
         }
     }
 }
 
+fn deliver(state: &mut State, pid: i32, status: ExitStatus) {
+    match state.waiters.remove(&pid) {
+        Some(tx) => {
+            let _ = tx.send(status);
+        }
+        None => {
+            let now = Instant::now();
+            state.unclaimed.retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
+            state.unclaimed.insert(pid, (status, now));
+        }
+    }
+}
+
+/// True while `pid` is a child of this process that has not been reaped
+/// (running, or a zombie).
+fn is_unreaped_child(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+    parent == Some(std::process::id())
+}
+
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreaped_children_are_told_apart() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("spawning sleep");
+        let pid = child.id() as i32;
+        assert!(is_unreaped_child(pid), "a running child");
+        child.kill().expect("kill");
+        // A zombie is still unreaped.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(is_unreaped_child(pid), "a zombie child");
+        child.wait().expect("wait");
+        assert!(!is_unreaped_child(pid), "a reaped child");
+        assert!(!is_unreaped_child(1), "not our child");
+    }
 }

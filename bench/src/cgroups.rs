@@ -1,0 +1,260 @@
+//! The harness's own cgroups: one directory per mounted hierarchy the harness
+//! process belongs to (v1 controllers, named hierarchies such as
+//! `name=systemd`, and the cgroup2 one), always nested under the harness's own
+//! cgroup there, never anywhere else. Each runtime's daemon is placed in a
+//! child of it, so everything the runtime starts stays below; the harness
+//! lists, kills and removes only what is below its own directories.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::Signal;
+
+use crate::host;
+
+/// One cgroup, as its directory in every hierarchy the harness is in.
+#[derive(Debug, Clone)]
+pub struct CgroupTree {
+    /// Relative path below the harness's own cgroup (the same in every hierarchy).
+    pub relative: String,
+    pub dirs: Vec<PathBuf>,
+}
+
+/// A mounted hierarchy and the harness's own cgroup directory in it.
+#[derive(Debug, Clone)]
+struct Hierarchy {
+    own_dir: PathBuf,
+    cpuset: bool,
+}
+
+impl CgroupTree {
+    /// Creates `<own cgroup>/<name>` in every hierarchy the harness is in.
+    pub fn create_own_child(name: &str) -> Result<Self> {
+        check_name(name)?;
+        let hierarchies = own_hierarchies()?;
+        if hierarchies.is_empty() {
+            bail!("no mounted cgroup hierarchy holds this process (is /sys/fs/cgroup mounted?)");
+        }
+        let mut made = Self { relative: name.to_string(), dirs: Vec::new() };
+        for h in hierarchies {
+            let dir = h.own_dir.join(name);
+            fs::create_dir(&dir).with_context(|| format!("creating cgroup {}", dir.display()))?;
+            made.dirs.push(dir.clone());
+            if h.cpuset {
+                inherit_cpuset(&dir)?;
+            }
+        }
+        Ok(made)
+    }
+
+    /// Creates the child `name` of this cgroup in every hierarchy.
+    pub fn child(&self, name: &str) -> Result<Self> {
+        check_name(name)?;
+        let mut made = Self { relative: format!("{}/{name}", self.relative), dirs: Vec::new() };
+        for parent in &self.dirs {
+            let dir = parent.join(name);
+            fs::create_dir(&dir).with_context(|| format!("creating cgroup {}", dir.display()))?;
+            if parent.join("cpuset.cpus").exists() {
+                inherit_cpuset(&dir)?;
+            }
+            made.dirs.push(dir);
+        }
+        Ok(made)
+    }
+
+    /// The `cgroup.procs` files a process writes its PID to, to join this cgroup.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// Every cgroup directory below this one (not this one), parents first.
+    pub fn descendants(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in &self.dirs {
+            walk_dirs(dir, &mut found);
+        }
+        found
+    }
+
+    /// Every process in this cgroup or below it, in any hierarchy.
+    pub fn processes(&self) -> BTreeSet<i32> {
+        let mut dirs = self.dirs.clone();
+        dirs.extend(self.descendants());
+        dirs.iter()
+            .filter_map(|d| fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|text| text.lines().filter_map(|l| l.parse().ok()).collect::<Vec<i32>>())
+            .collect()
+    }
+
+    /// SIGKILLs every process in this cgroup or below until none is left (or 10 s pass).
+    pub fn kill_all(&self) -> BTreeSet<i32> {
+        host::wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+            let pids = self.processes();
+            for pid in &pids {
+                host::signal(*pid, Signal::SIGKILL);
+            }
+            pids.is_empty()
+        });
+        self.processes()
+    }
+
+    /// Removes this cgroup and everything below it, deepest first; returns
+    /// the directories that could not be removed.
+    pub fn remove(&self) -> Vec<PathBuf> {
+        let mut all = self.dirs.clone();
+        all.extend(self.descendants());
+        all.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        let mut left = Vec::new();
+        for dir in all {
+            let gone =
+                host::wait_until(Duration::from_secs(2), Duration::from_millis(20), || match fs::remove_dir(&dir) {
+                    Ok(()) => true,
+                    Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+                });
+            if !gone {
+                left.push(dir);
+            }
+        }
+        left
+    }
+
+    /// True when `pid` is in this cgroup or below it in every hierarchy.
+    pub fn contains(&self, pid: i32) -> Result<bool> {
+        let own = own_hierarchies()?;
+        let theirs = process_cgroups(pid)?;
+        let mut checked = 0;
+        for (h, dir) in own.iter().zip(&self.dirs) {
+            // The process's cgroup in this hierarchy, found by the same mount.
+            let Some(path) = theirs.iter().find(|(key, _)| *key == h.own_dir).map(|(_, p)| p) else {
+                continue;
+            };
+            checked += 1;
+            if !path.starts_with(dir) {
+                return Ok(false);
+            }
+        }
+        Ok(checked == self.dirs.len())
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        bail!("bad cgroup name {name:?}");
+    }
+    Ok(())
+}
+
+/// A new v1 cpuset cgroup has no cpus and no mems, and refuses processes
+/// until it gets its parent's.
+fn inherit_cpuset(dir: &Path) -> Result<()> {
+    let parent = dir.parent().context("cgroup without parent")?;
+    for file in ["cpuset.cpus", "cpuset.mems"] {
+        let value =
+            fs::read_to_string(parent.join(file)).with_context(|| format!("reading {file} of {}", parent.display()))?;
+        fs::write(dir.join(file), value.trim()).with_context(|| format!("writing {file} of {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn walk_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.push(entry.path());
+            walk_dirs(&entry.path(), out);
+        }
+    }
+}
+
+/// One cgroup mount: mount point, the root of the hierarchy it shows, and its
+/// key in `/proc/PID/cgroup` (controllers such as `memory` or `name=systemd`;
+/// empty for cgroup2).
+#[derive(Debug, Clone)]
+struct CgroupMount {
+    mount_point: PathBuf,
+    root: String,
+    key: BTreeSet<String>,
+    cgroup2: bool,
+}
+
+fn cgroup_mounts() -> Result<Vec<CgroupMount>> {
+    let text = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let mut mounts = Vec::new();
+    for line in text.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let pre: Vec<&str> = pre.split(' ').collect();
+        let post: Vec<&str> = post.split(' ').collect();
+        let (Some(root), Some(mount_point), Some(fstype)) = (pre.get(3), pre.get(4), post.first()) else {
+            continue;
+        };
+        let options = post.get(2).copied().unwrap_or("");
+        let cgroup2 = *fstype == "cgroup2";
+        if *fstype != "cgroup" && !cgroup2 {
+            continue;
+        }
+        let key = if cgroup2 {
+            BTreeSet::new()
+        } else {
+            options
+                .split(',')
+                .filter(|o| !["rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec"].contains(o))
+                .filter(|o| !o.contains('=') || o.starts_with("name="))
+                .filter(|o| !["xattr", "noprefix", "clone_children", "cpuset_v2_mode"].contains(o))
+                .map(str::to_string)
+                .collect()
+        };
+        mounts.push(CgroupMount { mount_point: PathBuf::from(mount_point), root: root.to_string(), key, cgroup2 });
+    }
+    Ok(mounts)
+}
+
+/// `(own dir of the matching mount, the process's cgroup directory)` for each
+/// hierarchy `pid` is in that is mounted here.
+fn process_cgroups(pid: i32) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let text =
+        fs::read_to_string(format!("/proc/{pid}/cgroup")).with_context(|| format!("reading /proc/{pid}/cgroup"))?;
+    let own = own_hierarchies()?;
+    let mut found = Vec::new();
+    for (mount, path) in resolve_lines(&text)? {
+        let own_dir = own.iter().find(|h| h.own_dir.starts_with(&mount.mount_point)).map(|h| h.own_dir.clone());
+        if let Some(own_dir) = own_dir {
+            found.push((own_dir, path));
+        }
+    }
+    Ok(found)
+}
+
+/// The mount and the cgroup directory of each line of a `/proc/PID/cgroup`.
+fn resolve_lines(text: &str) -> Result<Vec<(CgroupMount, PathBuf)>> {
+    let mounts = cgroup_mounts()?;
+    let mut resolved = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let key: BTreeSet<String> = controllers.split(',').filter(|c| !c.is_empty()).map(str::to_string).collect();
+        let Some(mount) = mounts.iter().find(|m| if key.is_empty() { m.cgroup2 } else { !m.cgroup2 && m.key == key })
+        else {
+            continue;
+        };
+        // A mount may show a sub-tree of the hierarchy: strip its root.
+        let Some(inside) = Path::new(path).strip_prefix(&mount.root).ok().map(Path::to_path_buf) else {
+            continue;
+        };
+        let dir = mount.mount_point.join(inside);
+        resolved.push((mount.clone(), dir));
+    }
+    Ok(resolved)
+}
+
+fn own_hierarchies() -> Result<Vec<Hierarchy>> {
+    let text = fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
+    Ok(resolve_lines(&text)?
+        .into_iter()
+        .map(|(mount, own_dir)| Hierarchy { own_dir, cpuset: mount.key.contains("cpuset") })
+        .collect())
+}

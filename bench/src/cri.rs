@@ -1,0 +1,245 @@
+//! The one CRI client both runtimes are driven by: nidus's generated tonic
+//! client (`nidus::api`) over a Unix socket, every call bounded in time, and
+//! the pod and container configs the benchmark sends (kubelet-like).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use hyper_util::rt::TokioIo;
+use nidus::api::image_service_client::ImageServiceClient;
+use nidus::api::runtime_service_client::RuntimeServiceClient;
+use nidus::api::*;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// No single call may take longer than this; a hung runtime fails the run.
+const CALL_LIMIT: Duration = Duration::from_secs(120);
+
+#[derive(Clone)]
+pub struct Cri {
+    channel: Channel,
+    runtime: RuntimeServiceClient<Channel>,
+}
+
+impl Cri {
+    /// Connects to the CRI socket (the `:authority` is a placeholder, as for any UDS client).
+    pub async fn connect(socket: &Path) -> Result<Self> {
+        let socket = socket.to_path_buf();
+        let channel = Endpoint::from_static("http://localhost")
+            .connect_with_connector(tower::service_fn(move |_: Uri| {
+                let socket = socket.clone();
+                async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
+            }))
+            .await?;
+        let runtime = RuntimeServiceClient::new(channel.clone()).max_decoding_message_size(64 << 20);
+        Ok(Self { channel, runtime })
+    }
+
+    pub async fn version(&self) -> Result<VersionResponse> {
+        let mut c = self.runtime.clone();
+        call("Version", c.version(VersionRequest::default())).await
+    }
+
+    /// RuntimeReady from Status.
+    pub async fn runtime_ready(&self) -> Result<bool> {
+        let mut c = self.runtime.clone();
+        let status = call("Status", c.status(StatusRequest { verbose: false })).await?;
+        Ok(status.status.is_some_and(|s| s.conditions.iter().any(|c| c.r#type == "RuntimeReady" && c.status)))
+    }
+
+    pub async fn run_pod(&self, config: &PodSandboxConfig) -> Result<String> {
+        let mut c = self.runtime.clone();
+        let request = RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };
+        Ok(call("RunPodSandbox", c.run_pod_sandbox(request)).await?.pod_sandbox_id)
+    }
+
+    pub async fn stop_pod(&self, id: &str) -> Result<()> {
+        let mut c = self.runtime.clone();
+        call("StopPodSandbox", c.stop_pod_sandbox(StopPodSandboxRequest { pod_sandbox_id: id.into() })).await?;
+        Ok(())
+    }
+
+    pub async fn remove_pod(&self, id: &str) -> Result<()> {
+        let mut c = self.runtime.clone();
+        call("RemovePodSandbox", c.remove_pod_sandbox(RemovePodSandboxRequest { pod_sandbox_id: id.into() })).await?;
+        Ok(())
+    }
+
+    /// The pod's verbose info (`info` key) as JSON.
+    pub async fn pod_info(&self, id: &str) -> Result<serde_json::Value> {
+        let mut c = self.runtime.clone();
+        let status = call(
+            "PodSandboxStatus",
+            c.pod_sandbox_status(PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose: true }),
+        )
+        .await?;
+        verbose_info(&status.info)
+    }
+
+    pub async fn list_pods(&self) -> Result<Vec<PodSandbox>> {
+        let mut c = self.runtime.clone();
+        Ok(call("ListPodSandbox", c.list_pod_sandbox(ListPodSandboxRequest { filter: None })).await?.items)
+    }
+
+    pub async fn create_container(
+        &self,
+        pod_id: &str,
+        pod: &PodSandboxConfig,
+        config: &ContainerConfig,
+    ) -> Result<String> {
+        let mut c = self.runtime.clone();
+        let request = CreateContainerRequest {
+            pod_sandbox_id: pod_id.into(),
+            config: Some(config.clone()),
+            sandbox_config: Some(pod.clone()),
+        };
+        Ok(call("CreateContainer", c.create_container(request)).await?.container_id)
+    }
+
+    pub async fn start_container(&self, id: &str) -> Result<()> {
+        let mut c = self.runtime.clone();
+        call("StartContainer", c.start_container(StartContainerRequest { container_id: id.into() })).await?;
+        Ok(())
+    }
+
+    pub async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
+        let mut c = self.runtime.clone();
+        let status = call(
+            "ContainerStatus",
+            c.container_status(ContainerStatusRequest { container_id: id.into(), verbose: false }),
+        )
+        .await?;
+        status.status.ok_or_else(|| anyhow!("ContainerStatus of {id} has no status"))
+    }
+
+    /// The container's verbose info (`info` key) as JSON.
+    pub async fn container_info(&self, id: &str) -> Result<serde_json::Value> {
+        let mut c = self.runtime.clone();
+        let status = call(
+            "ContainerStatus",
+            c.container_status(ContainerStatusRequest { container_id: id.into(), verbose: true }),
+        )
+        .await?;
+        verbose_info(&status.info)
+    }
+
+    pub async fn list_containers(&self) -> Result<Vec<Container>> {
+        let mut c = self.runtime.clone();
+        Ok(call("ListContainers", c.list_containers(ListContainersRequest { filter: None })).await?.containers)
+    }
+
+    pub async fn exec_sync(&self, id: &str, cmd: &[&str]) -> Result<ExecSyncResponse> {
+        let mut c = self.runtime.clone();
+        let request =
+            ExecSyncRequest { container_id: id.into(), cmd: cmd.iter().map(|s| s.to_string()).collect(), timeout: 10 };
+        call("ExecSync", c.exec_sync(request)).await
+    }
+
+    pub async fn stop_container(&self, id: &str, timeout: i64) -> Result<()> {
+        let mut c = self.runtime.clone();
+        call("StopContainer", c.stop_container(StopContainerRequest { container_id: id.into(), timeout })).await?;
+        Ok(())
+    }
+
+    pub async fn remove_container(&self, id: &str) -> Result<()> {
+        let mut c = self.runtime.clone();
+        call("RemoveContainer", c.remove_container(RemoveContainerRequest { container_id: id.into() })).await?;
+        Ok(())
+    }
+
+    /// True when the runtime lists `reference` (ImageStatus).
+    pub async fn image_present(&self, reference: &str) -> Result<bool> {
+        let mut images = ImageServiceClient::new(self.channel.clone());
+        let request = ImageStatusRequest {
+            image: Some(ImageSpec { image: reference.into(), ..Default::default() }),
+            verbose: false,
+        };
+        Ok(call("ImageStatus", images.image_status(request)).await?.image.is_some())
+    }
+}
+
+async fn call<T>(what: &str, rpc: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>) -> Result<T> {
+    match tokio::time::timeout(CALL_LIMIT, rpc).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(anyhow!("{what}: {:?}: {}", status.code(), status.message())),
+        Err(_) => Err(anyhow!("{what}: no answer within {}s", CALL_LIMIT.as_secs())),
+    }
+}
+
+fn verbose_info(info: &HashMap<String, String>) -> Result<serde_json::Value> {
+    let text = info.get("info").context("verbose status without an `info` entry")?;
+    serde_json::from_str(text).context("verbose `info` is not JSON")
+}
+
+/// How a pod's network is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodNetwork {
+    /// The node's network namespace (the runtime's own, made by the harness).
+    Node,
+    /// A new, empty network namespace of the pod's own (nidus only: containerd
+    /// 1.6 refuses it without a CNI config).
+    Own,
+}
+
+/// A pod config like kubelet's: the pod's log directory, a relative
+/// `cgroup_parent` (`<cgroup_prefix>pod<uid>`, which each runtime nests under
+/// its own cgroup), the pod's IPC namespace, a PID namespace per container.
+pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_prefix: &str) -> PodSandboxConfig {
+    let uid = format!("{name}-uid");
+    PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.clone(),
+            namespace: "bench".into(),
+            attempt: 0,
+        }),
+        // kubelet names the host only of pods with their own network (a
+        // host-network pod shares the node's UTS namespace too).
+        hostname: if network == PodNetwork::Own { name.into() } else { String::new() },
+        log_directory: log_directory.display().to_string(),
+        labels: HashMap::from([("bench".into(), "nidus-bench".into())]),
+        linux: Some(LinuxPodSandboxConfig {
+            cgroup_parent: format!("{cgroup_prefix}pod{uid}"),
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    network: match network {
+                        PodNetwork::Node => NamespaceMode::Node,
+                        PodNetwork::Own => NamespaceMode::Pod,
+                    } as i32,
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A container config like kubelet's, running `command` from the busybox image,
+/// logging to `<pod log dir>/<name>/0.log`.
+pub fn container_config(name: &str, image: &str, command: &[&str]) -> ContainerConfig {
+    ContainerConfig {
+        metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
+        image: Some(ImageSpec { image: image.into(), ..Default::default() }),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        log_path: format!("{name}/0.log"),
+        labels: HashMap::from([("bench".into(), "nidus-bench".into())]),
+        linux: Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

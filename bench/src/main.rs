@@ -1,0 +1,213 @@
+//! nidus-bench: runs nidus and, as the reference, containerd + runc side by
+//! side on this machine, drives both through the same CRI client, and
+//! reports latency, memory and density with nidus/containerd ratios
+//! (`bench-results/latest.json`, `latest.md`, tables on stdout).
+//! `BENCH_N` (iterations, default 50) and `BENCH_DENSITY` (pods, default 500)
+//! size the run. See the README's "Benchmark" section.
+
+mod cgroups;
+mod cri;
+mod density;
+mod host;
+mod images;
+mod install;
+mod lab;
+mod latency;
+mod leaks;
+mod lifecycle;
+mod memory;
+mod netns;
+mod options;
+mod pods;
+mod report;
+mod runtime;
+mod stats;
+mod table;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::cri::PodNetwork;
+use crate::lab::Lab;
+use crate::latency::Variant;
+use crate::lifecycle::Target;
+use crate::options::Options;
+use crate::report::{Meta, Results, RuntimeFigures, CONTAINERD, NIDUS, NIDUS_OWN_NETNS};
+use crate::runtime::{Kind, Runtime};
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("nidus-bench: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+        tokio::select! {
+            result = run() => result,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (SIGINT); cleaned up"),
+            _ = terminate.recv() => bail!("terminated (SIGTERM); cleaned up"),
+        }
+    });
+    // Everything the run made was dropped (and cleaned up) with its future.
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("nidus-bench: finished with errors (see above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("nidus-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The whole benchmark; true when it ran without errors (targets aside).
+async fn run() -> Result<bool> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("the benchmark needs root (namespaces, mounts, cgroups)");
+    }
+    let options = Options::from_env()?;
+    install::ensure_packages()?;
+    images::check_sources()?;
+    runtime::nidus_binary()?;
+
+    let lab = Lab::new()?;
+    eprintln!("nidus-bench: working in {} (cgroup {})", lab.places.dir.display(), lab.places.cgroup.relative);
+    let image_dir = lab.places.dir.join("images");
+    std::fs::create_dir_all(&image_dir)?;
+    let busybox = images::busybox(&image_dir)?;
+    let pause = images::pause(&image_dir)?;
+
+    eprintln!("starting nidus and containerd");
+    let mut nidus = Runtime::start(Kind::Nidus, &lab.places).await?;
+    let mut containerd = Runtime::start(Kind::Containerd, &lab.places).await?;
+    nidus.import(&[&busybox]).await?;
+    containerd.import(&[&pause, &busybox]).await?;
+    let mut nidus_figures = RuntimeFigures::default();
+    let mut containerd_figures = RuntimeFigures::default();
+    for (rt, figures) in [(&nidus, &mut nidus_figures), (&containerd, &mut containerd_figures)] {
+        let idle = memory::daemon(rt)?;
+        (figures.memory.daemon_rss_kb_idle, figures.memory.daemon_pss_kb_idle) = (idle.rss_kb, idle.pss_kb);
+    }
+
+    let target = |rt: &Runtime| Target {
+        cri: rt.cri().clone(),
+        logs: rt.logs.clone(),
+        image: busybox.reference,
+        cgroup_prefix: rt.cgroup_prefix(),
+    };
+    let (nidus_target, containerd_target) = (target(&nidus), target(&containerd));
+    for (rt, t) in [(&nidus, &nidus_target), (&containerd, &containerd_target)] {
+        check_nesting(rt, t).await?;
+    }
+
+    let variants = vec![
+        Variant { label: NIDUS, target: nidus_target.clone(), network: PodNetwork::Node },
+        Variant { label: CONTAINERD, target: containerd_target.clone(), network: PodNetwork::Node },
+        Variant { label: NIDUS_OWN_NETNS, target: nidus_target.clone(), network: PodNetwork::Own },
+    ];
+    let mut errors = Vec::new();
+    eprintln!("warm-up: {} lifecycle(s) per variant", options.warm_up);
+    errors.extend(latency::warm_up(&variants, options.warm_up).await);
+    eprintln!("latency: {} lifecycles per variant, one at a time", options.iterations);
+    let sequential = latency::sequential(&variants, options.iterations).await;
+    eprintln!("latency: {} lifecycles per runtime, {} at a time", options.iterations, options.concurrency);
+    let concurrent = latency::concurrent(&variants[..2], options.iterations, options.concurrency).await;
+    errors.extend(sequential.errors.iter().chain(&concurrent.errors).cloned());
+    for rt in [&nidus, &containerd] {
+        let leaks = leaks::check(rt).await;
+        errors.extend(leaks.items.iter().map(|l| format!("{} after the latency phases: {l}", rt.name())));
+    }
+
+    eprintln!("memory: daemons with {:?} pods", memory::POD_COUNTS);
+    for (rt, t, figures) in
+        [(&nidus, &nidus_target, &mut nidus_figures), (&containerd, &containerd_target, &mut containerd_figures)]
+    {
+        if let Err(e) = memory::measure(rt, t, options.concurrency, &mut figures.memory).await {
+            errors.push(format!("{e:#}"));
+        }
+        let leaks = leaks::check(rt).await;
+        errors.extend(leaks.items.iter().map(|l| format!("{} after the memory phase: {l}", rt.name())));
+    }
+
+    eprintln!("density: up to {} pods, {} at a time", options.density, options.concurrency);
+    for (rt, t, figures) in
+        [(&nidus, &nidus_target, &mut nidus_figures), (&containerd, &containerd_target, &mut containerd_figures)]
+    {
+        figures.density = density::run(rt, t, options.density, options.concurrency).await;
+    }
+
+    let meta = Meta {
+        date: host::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).map(|s| s.trim().to_string()).unwrap_or_default(),
+        kernel: host::run("uname", &["-r"]).map(|s| s.trim().to_string()).unwrap_or_default(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        iterations: options.iterations,
+        concurrency: options.concurrency,
+        warm_up: options.warm_up,
+        density_requested: options.density,
+        nidus_version: nidus.version.clone(),
+        containerd_version: containerd.version.clone(),
+        runc_version: host::run("runc", &["--version"])
+            .ok()
+            .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("runc version ").to_string()))
+            .unwrap_or_default(),
+        nidus_commit: host::run("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"])
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+    };
+
+    drop((nidus_target, containerd_target, variants));
+    nidus.shut_down();
+    containerd.shut_down();
+    let log_dir = Path::new(&options.results_dir).join("logs");
+    for rt in [&nidus, &containerd] {
+        if let Err(e) = rt.save_log(&log_dir) {
+            eprintln!("warning: cannot keep the log of {}: {e:#}", rt.name());
+        }
+    }
+    drop((nidus, containerd));
+    errors.extend(lab.final_check());
+
+    let results = Results {
+        meta,
+        sequential,
+        concurrent,
+        nidus: nidus_figures,
+        containerd: containerd_figures,
+        errors: errors.clone(),
+    };
+    print!("{}", results.to_text());
+    let written = results.write(Path::new(&options.results_dir))?;
+    eprintln!("results: {} (and latest.md beside it)", written.display());
+    Ok(errors.is_empty())
+}
+
+/// Starts one sleeping pod and checks its pause and container processes are
+/// inside the runtime's harness cgroup in every hierarchy (runc nests a
+/// relative cgroupsPath below its own cgroup; this proves it did).
+async fn check_nesting(rt: &Runtime, target: &Target) -> Result<()> {
+    let pod = lifecycle::start_sleeping_pod(target, &format!("nesting-{}", rt.name())).await?;
+    let checked = async {
+        let pause =
+            target.cri.pod_info(&pod.pod_id).await?["pid"].as_i64().context("no pause pid in the pod status")?;
+        let container = target.cri.container_info(&pod.container_id).await?["pid"]
+            .as_i64()
+            .context("no pid in the container status")?;
+        rt.check_contained(pause as i32, "the sandbox process")?;
+        rt.check_contained(container as i32, "the container process")?;
+        for pid in rt.processes() {
+            rt.check_contained(pid, "a runtime process")?;
+        }
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    lifecycle::remove_pod(target, &pod.pod_id).await?;
+    checked
+}

@@ -1,0 +1,42 @@
+//! Run options from the environment: `BENCH_N` (iterations per step, default
+//! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
+//! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
+//! `BENCH_RESULTS` (output directory, default `bench-results`). nidus's log
+//! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
+//! timings of each create).
+
+use anyhow::{bail, Context, Result};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub iterations: usize,
+    pub density: usize,
+    pub concurrency: usize,
+    pub warm_up: usize,
+    pub results_dir: String,
+}
+
+impl Options {
+    pub fn from_env() -> Result<Self> {
+        let options = Self {
+            iterations: number("BENCH_N", 50)?,
+            density: number("BENCH_DENSITY", 500)?,
+            concurrency: number("BENCH_CONCURRENCY", 8)?,
+            warm_up: number("BENCH_WARMUP", 2)?,
+            results_dir: std::env::var("BENCH_RESULTS").unwrap_or_else(|_| "bench-results".into()),
+        };
+        if options.iterations == 0 || options.concurrency == 0 {
+            bail!("BENCH_N and BENCH_CONCURRENCY must be at least 1");
+        }
+        Ok(options)
+    }
+}
+
+fn number(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(text) if !text.trim().is_empty() => {
+            text.trim().parse().with_context(|| format!("{name}={text:?} is not a whole number"))
+        }
+        _ => Ok(default),
+    }
+}

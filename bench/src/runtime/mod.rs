@@ -1,0 +1,338 @@
+//! One runtime under test (nidus, or containerd + runc): its directories, its
+//! network namespace, the harness-made cgroup its daemon is placed in, the
+//! daemon process and the CRI client to it; what it has left behind (for the
+//! leak check), and stopping everything it started.
+
+mod containerd;
+mod nidus;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::Signal;
+
+use crate::cgroups::CgroupTree;
+use crate::cri::Cri;
+use crate::host;
+use crate::images::Image;
+use crate::lab::Places;
+use crate::netns::NetNs;
+
+pub use nidus::binary as nidus_binary;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Nidus,
+    Containerd,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Nidus => "nidus",
+            Kind::Containerd => "containerd",
+        }
+    }
+}
+
+/// Joins the cgroups named in `BENCH_CGROUP_PROCS` (colon-separated
+/// `cgroup.procs` files), optionally gives the process a private `/run`
+/// (it must already be in a private mount namespace), then execs the daemon.
+const LAUNCH_SCRIPT: &str = r#"set -e
+IFS=:
+for procs in $BENCH_CGROUP_PROCS; do echo $$ > "$procs"; done
+unset IFS
+if [ -n "$BENCH_PRIVATE_RUN" ]; then mount -t tmpfs -o mode=0755,size=16m nidus-bench-run /run; fi
+exec "$@""#;
+
+pub struct Runtime {
+    pub kind: Kind,
+    /// Persistent files: root, config, logs.
+    pub dir: PathBuf,
+    /// Volatile state (on the harness's tmpfs).
+    pub state: PathBuf,
+    pub socket: PathBuf,
+    /// Where pod log directories go.
+    pub logs: PathBuf,
+    pub cgroup: CgroupTree,
+    pub netns: NetNs,
+    pub version: String,
+    daemon: Option<Child>,
+    daemon_log: PathBuf,
+    cri: Option<Cri>,
+    /// State entries present before any pod ran (image snapshots and such).
+    baseline: BTreeSet<PathBuf>,
+}
+
+impl Runtime {
+    /// Makes the runtime's directories, network namespace and cgroup, starts
+    /// its daemon there and waits until it answers with RuntimeReady.
+    pub async fn start(kind: Kind, places: &Places) -> Result<Self> {
+        let name = kind.name();
+        let dir = places.dir.join(name);
+        let state = places.run_dir.join(name);
+        for d in [&dir, &state] {
+            fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        let netns = NetNs::create(&format!("{}-{name}", places.label))?;
+        let cgroup = places.cgroup.child(name)?;
+        let mut runtime = Self {
+            kind,
+            socket: state.join(format!("{name}.sock")),
+            logs: dir.join("logs"),
+            daemon_log: dir.join("daemon.log"),
+            dir,
+            state,
+            cgroup,
+            netns,
+            version: String::new(),
+            daemon: None,
+            cri: None,
+            baseline: BTreeSet::new(),
+        };
+        fs::create_dir_all(&runtime.logs)?;
+        let (program, args, private_run) = match kind {
+            Kind::Nidus => nidus::prepare(&runtime)?,
+            Kind::Containerd => containerd::prepare(&runtime)?,
+        };
+        runtime.spawn(&program, &args, private_run)?;
+        runtime.wait_ready().await?;
+        Ok(runtime)
+    }
+
+    fn spawn(&mut self, program: &str, args: &[String], private_run: bool) -> Result<()> {
+        let procs: Vec<String> = self.cgroup.procs_files().iter().map(|p| p.display().to_string()).collect();
+        if procs.iter().any(|p| p.contains(':') || p.contains(char::is_whitespace)) {
+            bail!("cgroup paths with ':' or spaces are not supported: {procs:?}");
+        }
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", self.netns.path().display())).arg("--");
+        if private_run {
+            // Own mount namespace: the daemon's mounts (and its shims') are
+            // its own, and vanish with its last process.
+            cmd.args(["unshare", "--mount", "--propagation", "private", "--"]);
+        }
+        cmd.args(["sh", "-c", LAUNCH_SCRIPT, "sh", program]).args(args);
+        cmd.env("BENCH_CGROUP_PROCS", procs.join(":"));
+        if private_run {
+            cmd.env("BENCH_PRIVATE_RUN", "1");
+        }
+        let log = fs::File::create(&self.daemon_log)?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", self.kind.name()))?;
+        self.daemon = Some(child);
+        Ok(())
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.daemon.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.daemon = None;
+                bail!("{} exited at start ({status}); its log:\n{}", self.kind.name(), self.log_tail());
+            }
+            if self.socket.exists() {
+                if let Ok(cri) = Cri::connect(&self.socket).await {
+                    if let (Ok(version), Ok(true)) = (cri.version().await, cri.runtime_ready().await) {
+                        self.version = version.runtime_version;
+                        self.cri = Some(cri);
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("{} did not become ready within 60 s; its log:\n{}", self.kind.name(), self.log_tail());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    pub fn cri(&self) -> &Cri {
+        self.cri.as_ref().expect("the client exists once start returned")
+    }
+
+    pub fn daemon_pid(&self) -> Option<i32> {
+        self.daemon.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// Copies the daemon's log to `<dir>/<runtime>-daemon.log`.
+    pub fn save_log(&self, dir: &std::path::Path) -> Result<()> {
+        fs::create_dir_all(dir)?;
+        fs::copy(&self.daemon_log, dir.join(format!("{}-daemon.log", self.name())))?;
+        Ok(())
+    }
+
+    /// The last lines of the daemon's log.
+    pub fn log_tail(&self) -> String {
+        let text = fs::read_to_string(&self.daemon_log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Imports the images into the runtime's own store and checks its
+    /// ImageService lists them; then records the state entries as the
+    /// baseline of the leak check.
+    pub async fn import(&mut self, images: &[&Image]) -> Result<()> {
+        for image in images {
+            match self.kind {
+                Kind::Nidus => nidus::import(self, image)?,
+                Kind::Containerd => containerd::import(self, image)?,
+            }
+            if !self.cri().image_present(image.reference).await? {
+                bail!("{} does not list {} after the import", self.name(), image.reference);
+            }
+        }
+        self.baseline = self.state_entries().into_iter().collect();
+        Ok(())
+    }
+
+    /// Per-pod and per-container state the runtime keeps on disk.
+    fn state_entries(&self) -> Vec<PathBuf> {
+        let dirs = match self.kind {
+            Kind::Nidus => nidus::state_dirs(self),
+            Kind::Containerd => containerd::state_dirs(self),
+        };
+        dirs.iter().flat_map(|d| host::entries(d)).collect()
+    }
+
+    /// Lets the runtime delete what nothing references any more (containerd
+    /// removes snapshots lazily, in its garbage collection).
+    pub fn collect_garbage(&self) -> Result<()> {
+        match self.kind {
+            Kind::Nidus => Ok(()),
+            Kind::Containerd => containerd::collect_garbage(self),
+        }
+    }
+
+    /// State entries that were not there after the images were imported.
+    pub fn new_state_entries(&self) -> Vec<PathBuf> {
+        self.state_entries().into_iter().filter(|e| !self.baseline.contains(e)).collect()
+    }
+
+    /// Processes in the runtime's cgroups other than the daemon: what it
+    /// started (pause, monitors, shims, containers).
+    pub fn processes(&self) -> BTreeSet<i32> {
+        let mut pids = self.cgroup.processes();
+        if let Some(daemon) = self.daemon_pid() {
+            pids.remove(&daemon);
+        }
+        pids
+    }
+
+    /// Mounts the runtime's pods left below its directories, seen from the
+    /// host and from the daemon's own mount namespace.
+    pub fn mounts(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let mut namespaces = vec!["self".to_string()];
+        namespaces.extend(self.daemon_pid().map(|p| p.to_string()));
+        for ns in &namespaces {
+            for base in [&self.dir, &self.state] {
+                for mount in host::mounts_under(ns, base) {
+                    if !found.contains(&mount) {
+                        found.push(mount);
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// What goes before `pod<uid>` in a pod's `cgroup_parent`. nidus nests
+    /// any `cgroup_parent` below its (relative) cgroup root. runc (cgroupfs
+    /// driver, relative cgroupsPath) nests it below its own cgroup in each v1
+    /// hierarchy — the shim's, which is the daemon's harness-made cgroup —
+    /// but below the mount's root in the cgroup2 hierarchy of a hybrid host;
+    /// there the harness's own cgroup is the root, so starting the path with
+    /// the daemon's cgroup keeps the pod inside it in every hierarchy (in v1
+    /// the pod cgroup then sits at `<daemon cgroup>/<daemon cgroup>/pod<uid>`).
+    pub fn cgroup_prefix(&self) -> String {
+        match self.kind {
+            Kind::Nidus => String::new(),
+            Kind::Containerd => format!("{}/", self.cgroup.relative),
+        }
+    }
+
+    /// Where the runtime puts pods' `cgroup_parent`s, in every hierarchy
+    /// (directories that do not exist in a hierarchy are left out).
+    pub fn pod_cgroup_parents(&self) -> Vec<PathBuf> {
+        let mut parents = Vec::new();
+        for dir in &self.cgroup.dirs {
+            match self.kind {
+                Kind::Nidus => parents.push(dir.join(nidus::CGROUP_ROOT)),
+                Kind::Containerd => {
+                    // cgroup2 (the path from the mount root), or v1 (below the daemon's).
+                    parents.push(dir.clone());
+                    parents.push(dir.join(&self.cgroup.relative));
+                }
+            }
+        }
+        parents.retain(|p| p.is_dir());
+        parents
+    }
+
+    /// Cgroups below the daemon's own, other than where pod cgroups go and
+    /// the directories above that.
+    pub fn cgroups(&self) -> Vec<PathBuf> {
+        let parents = self.pod_cgroup_parents();
+        self.cgroup.descendants().into_iter().filter(|d| !parents.iter().any(|p| p.starts_with(d))).collect()
+    }
+
+    /// Stops the daemon (SIGTERM, then SIGKILL after 10 s), then kills
+    /// whatever is left in its cgroups.
+    pub fn shut_down(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            host::signal(child.id() as i32, Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().ok().flatten().is_none() {
+                if Instant::now() > deadline {
+                    host::signal(child.id() as i32, Signal::SIGKILL);
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.cri = None;
+        let left = self.cgroup.kill_all();
+        if !left.is_empty() {
+            eprintln!("warning: processes of {} survive SIGKILL: {left:?}", self.name());
+        }
+    }
+
+    /// The cgroup `path` of this runtime's tree in one line, for messages.
+    pub fn cgroup_label(&self) -> String {
+        self.cgroup.relative.clone()
+    }
+
+    /// Checks that `pid` (a pod's process) is inside this runtime's cgroups in
+    /// every hierarchy: runc and nidus must nest below the harness's cgroup.
+    pub fn check_contained(&self, pid: i32, what: &str) -> Result<()> {
+        if !self.cgroup.contains(pid)? {
+            let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            bail!(
+                "{what} (pid {pid}) of {} is not inside the harness cgroup {} in every hierarchy:\n{cgroups}",
+                self.name(),
+                self.cgroup_label()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}

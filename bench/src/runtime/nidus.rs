@@ -1,0 +1,62 @@
+//! nidus under test: `nidus serve` with a config the harness writes (root on
+//! disk, state on the harness's tmpfs, a relative cgroup root so pod cgroups
+//! nest under the daemon's harness-made cgroup), images imported with
+//! `nidus image import`.
+
+use std::fs;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use super::Runtime;
+use crate::host;
+use crate::images::Image;
+
+/// nidus's cgroup root, relative to the daemon's own cgroup.
+pub const CGROUP_ROOT: &str = "pods";
+
+/// The nidus binary: `NIDUS_BIN`, else `nidus` beside this harness (both in
+/// `target/release` after `make bench`).
+pub fn binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("NIDUS_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let me = std::env::current_exe().context("locating the harness binary")?;
+    let beside = me.parent().context("harness binary without a directory")?.join("nidus");
+    if !beside.is_file() {
+        anyhow::bail!("{} is missing: build nidus first (`make bench` does) or set NIDUS_BIN", beside.display());
+    }
+    Ok(beside)
+}
+
+fn config_path(rt: &Runtime) -> PathBuf {
+    rt.dir.join("config.toml")
+}
+
+/// Writes the config; returns the daemon's command line.
+pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
+    let config = format!(
+        "socket = {:?}\nroot = {:?}\nstate = {:?}\ncgroup_root = {CGROUP_ROOT:?}\nlog_level = {:?}\n",
+        rt.socket.display().to_string(),
+        rt.dir.join("root").display().to_string(),
+        rt.state.join("state").display().to_string(),
+        std::env::var("BENCH_NIDUS_LOG").unwrap_or_else(|_| "info".into()),
+    );
+    fs::write(config_path(rt), config)?;
+    let program = binary()?.display().to_string();
+    Ok((program, vec!["serve".into(), "--config".into(), config_path(rt).display().to_string()], false))
+}
+
+pub fn import(rt: &Runtime, image: &Image) -> Result<()> {
+    let source = image.layout.as_ref().unwrap_or(&image.archive).display().to_string();
+    let config = config_path(rt).display().to_string();
+    let program = binary()?.display().to_string();
+    host::run(&program, &["image", "import", &source, "--config", &config])?;
+    Ok(())
+}
+
+/// Directories holding one entry per pod or container.
+pub fn state_dirs(rt: &Runtime) -> Vec<PathBuf> {
+    let (root, state) = (rt.dir.join("root"), rt.state.join("state"));
+    vec![root.join("sandboxes"), root.join("containers"), state.join("sandboxes"), state.join("containers")]
+}

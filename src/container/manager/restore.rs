@@ -1,0 +1,155 @@
+//! Restore through CreateContainer: an image that names a checkpoint archive
+//! (an absolute path to its `.tar`) makes the container from the archive —
+//! the checkpointed CRI config in the new sandbox, the original image's
+//! layers plus the archived rootfs changes, and the processes from CRIU's
+//! images (restored by the monitor, see monitor::restore).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::Spec;
+
+use crate::api::ImageSpec;
+use crate::checkpoint::archive::{self, ConfigDump};
+use crate::checkpoint::{rootfs_diff, CheckpointError, Criu};
+use crate::monitor::plan::RestorePlan;
+use crate::pod::SandboxView;
+use crate::store;
+
+use super::{io_err, ContainerCreate, ContainerError, Containers, PidMode};
+use crate::container::record::ContainerPaths;
+
+/// Largest `config.dump` read.
+const MAX_CONFIG_DUMP: u64 = 16 << 20;
+
+/// A checkpoint archive CreateContainer restores from.
+#[derive(Debug, Clone)]
+pub struct RestoreSource {
+    pub archive: PathBuf,
+    pub dump: ConfigDump,
+}
+
+fn bad_archive(path: &Path, why: impl std::fmt::Display) -> ContainerError {
+    CheckpointError::Archive { path: path.to_path_buf(), why: why.to_string() }.into()
+}
+
+/// Reads `config.dump` out of the archive without unpacking the rest.
+fn read_config_dump(path: &Path) -> Result<ConfigDump, ContainerError> {
+    let file = std::fs::File::open(path).map_err(|e| bad_archive(path, e))?;
+    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
+    for entry in tar.entries().map_err(|e| bad_archive(path, e))? {
+        let entry = entry.map_err(|e| bad_archive(path, e))?;
+        let is_dump = entry.path().map(|p| p == Path::new(archive::CONFIG_DUMP)).unwrap_or(false);
+        if is_dump {
+            let mut text = Vec::new();
+            entry.take(MAX_CONFIG_DUMP).read_to_end(&mut text).map_err(|e| bad_archive(path, e))?;
+            return serde_json::from_slice(&text)
+                .map_err(|e| bad_archive(path, format!("{} is not nidus's: {e}", archive::CONFIG_DUMP)));
+        }
+    }
+    Err(bad_archive(path, format!("no {} in it: not a checkpoint archive", archive::CONFIG_DUMP)))
+}
+
+impl Containers {
+    /// When the request's image is a checkpoint archive: the request as the
+    /// checkpointed container's (its command, env, mounts, security) with
+    /// this request's name, labels, annotations and log path, and the source.
+    pub(super) async fn restore_request(
+        &self,
+        request: &ContainerCreate,
+    ) -> Result<Option<(ContainerCreate, RestoreSource)>, ContainerError> {
+        let image = request.config.image.as_ref().map(|i| i.image.as_str()).unwrap_or_default();
+        if !image.starts_with('/') {
+            return Ok(None);
+        }
+        let path = PathBuf::from(image);
+        if crate::config::has_dot_dot(&path) {
+            return Err(ContainerError::Invalid(format!("config.image.image: {image:?} must not contain '..'")));
+        }
+        if !path.is_file() {
+            return Err(ContainerError::NotFound(format!("checkpoint archive {image}")));
+        }
+        let reading = path.clone();
+        let dump = tokio::task::spawn_blocking(move || read_config_dump(&reading))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        if let Err(e) = self.images.resolve(&dump.rootfs_image_ref) {
+            return Err(ContainerError::Precondition(format!(
+                "the checkpoint's image {} ({}) is not in the image store ({e}); pull it before restoring",
+                dump.rootfs_image_name, dump.rootfs_image_ref
+            )));
+        }
+        let mut config = dump.nidus.config.clone();
+        config.metadata = request.config.metadata.clone();
+        config.image = Some(ImageSpec { image: dump.rootfs_image_ref.clone(), ..Default::default() });
+        config.log_path = request.config.log_path.clone();
+        config.labels = request.config.labels.clone();
+        config.annotations.extend(request.config.annotations.clone());
+        let restored = ContainerCreate {
+            sandbox: request.sandbox.clone(),
+            config,
+            name_key: request.name_key.clone(),
+            pid: PidMode::Own,
+        };
+        Ok(Some((restored, RestoreSource { archive: path, dump })))
+    }
+
+    /// Unpacks the archive beside the container, applies its rootfs changes
+    /// to the new upper dir, and says how the monitor restores the init.
+    pub(super) async fn prepare_restore(
+        &self,
+        source: &RestoreSource,
+        spec: &Spec,
+        sandbox: &SandboxView,
+        paths: &ContainerPaths,
+    ) -> Result<RestorePlan, ContainerError> {
+        let criu = Criu::find(self.config.checkpoint.criu_binary.as_deref(), &self.reaper)
+            .await
+            .map_err(|e| ContainerError::Precondition(e.to_string()))?;
+        let unpacked = paths.dir.join("restore");
+        store::create_dir_new(&unpacked, 0o700).map_err(io_err(format!("cannot create {}", unpacked.display())))?;
+        let (archive_path, dest, upper) = (source.archive.clone(), unpacked.clone(), paths.upper());
+        tokio::task::spawn_blocking(move || -> Result<(), ContainerError> {
+            archive::unpack(&archive_path, &dest).map_err(|e| bad_archive(&archive_path, e))?;
+            let deleted = std::fs::read(dest.join(archive::DELETED_FILES)).unwrap_or_else(|_| b"[]".to_vec());
+            let deleted = rootfs_diff::parse_deleted(&deleted).map_err(|e| bad_archive(&archive_path, e))?;
+            let diff = dest.join(archive::ROOTFS_DIFF);
+            if diff.exists() {
+                rootfs_diff::apply(&diff, &deleted, &upper).map_err(io_err("applying the checkpoint's rootfs changes"))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| ContainerError::Build(e.to_string()))??;
+
+        let pause = sandbox.pause.as_ref().map(|p| p.pid).ok_or_else(|| {
+            ContainerError::Precondition(format!("sandbox {} has no pause process", sandbox.record.id))
+        })?;
+        let own = sandbox.record.namespaces;
+        let mut join_ns = Vec::new();
+        if own.uts {
+            join_ns.push(("uts".to_string(), PathBuf::from(format!("/proc/{pause}/ns/uts"))));
+        }
+        if own.ipc {
+            join_ns.push(("ipc".to_string(), PathBuf::from(format!("/proc/{pause}/ns/ipc"))));
+        }
+        let mounts = spec.mounts().clone().unwrap_or_default();
+        let mut external_mounts = Vec::new();
+        for (dest, key) in &source.dump.nidus.external_mounts {
+            let m = mounts.iter().find(|m| m.destination() == Path::new(dest)).ok_or_else(|| {
+                ContainerError::Invalid(format!("the checkpointed container had a mount at {dest}, this one has none"))
+            })?;
+            external_mounts.push((key.clone(), m.source().clone().unwrap_or_default()));
+        }
+        Ok(RestorePlan {
+            criu: criu.path,
+            images: unpacked.join(archive::IMAGES_DIR),
+            work_dir: unpacked,
+            stdout_pipe: source.dump.nidus.stdout_pipe.clone(),
+            stderr_pipe: source.dump.nidus.stderr_pipe.clone(),
+            net_ns: PathBuf::from(format!("/proc/{pause}/ns/net")),
+            join_ns,
+            external_mounts,
+        })
+    }
+}

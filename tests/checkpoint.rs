@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::client::{container_config, log_lines};
-use common::{Cri, TestEnv};
+use common::{host, Cri, TestEnv};
 use nidus::api::*;
 
 const COUNTER: &str = "i=0; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
@@ -74,12 +74,30 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
     assert_eq!((meta.uid(), meta.gid()), (0, 0), "archive owner");
     assert_eq!(fs::metadata(archive.parent().unwrap()).unwrap().permissions().mode() & 0o7777, 0o700);
     let entries = tar_list(&archive);
-    for wanted in ["config.dump", "spec.dump", "checkpoint/", "rootfs-diff.tar", "deleted.files", "container.log", "stats-dump", "dump.log"] {
-        assert!(entries.iter().any(|e| e == wanted || e.starts_with(&format!("{wanted}/")) || e == wanted.trim_end_matches('/')), "{wanted} missing from {entries:?}");
+    for wanted in [
+        "config.dump",
+        "spec.dump",
+        "checkpoint/",
+        "rootfs-diff.tar",
+        "deleted.files",
+        "container.log",
+        "stats-dump",
+        "dump.log",
+    ] {
+        assert!(
+            entries
+                .iter()
+                .any(|e| e == wanted || e.starts_with(&format!("{wanted}/")) || e == wanted.trim_end_matches('/')),
+            "{wanted} missing from {entries:?}"
+        );
     }
     assert!(entries.iter().any(|e| e.starts_with("checkpoint/") && e.ends_with(".img")), "CRIU images in {entries:?}");
     let checkpointed_at = counts(&mut cri, &id).await.last().copied().unwrap();
-    assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning, "still running after the checkpoint");
+    assert_eq!(
+        cri.status_of(&id).await.state(),
+        ContainerState::ContainerRunning,
+        "still running after the checkpoint"
+    );
     wait_for_count(&mut cri, &id, checkpointed_at + 2).await;
 
     // Restore into a new sandbox: the count goes on from where it was.
@@ -100,12 +118,29 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(first >= before && first <= checkpointed_at + 1, "restored count starts at {first}, checkpointed between {before} and {checkpointed_at}");
+    assert!(
+        first >= before && first <= checkpointed_at + 1,
+        "restored count starts at {first}, checkpointed between {before} and {checkpointed_at}"
+    );
     wait_for_count(&mut cri, &restored, first + 3).await;
     assert_eq!(cri.exec_ok(&restored, &["cat", "/data.txt"]).await, "kept\n", "a file written before the checkpoint");
     let gone = cri.exec(&restored, &["test", "-e", "/etc/nidus-image"], 10).await.unwrap();
     assert_ne!(gone.exit_code, 0, "a file deleted before the checkpoint stays deleted");
     assert_eq!(cri.exec_ok(&restored, &["cat", "/etc/hostname"]).await, "restored\n", "the new sandbox's files");
+    assert_eq!(cri.exec_ok(&restored, &["hostname"]).await, "restored\n", "the new sandbox's UTS namespace");
+    // In the new sandbox's namespaces and the new container's cgroup, with
+    // only stdio open, its own PID namespace with the counter as its init.
+    let init = cri.container_pid(&restored).await;
+    let pause = cri.pause_pid(&pod2_id).await;
+    for kind in ["net", "ipc", "uts"] {
+        assert_eq!(host::namespace(init, kind), host::namespace(pause, kind), "{kind} is the new pod's");
+    }
+    let memcg = host::cgroup_of(init, "memory").or_else(|| host::cgroup_of(init, "")).unwrap();
+    assert!(memcg.ends_with(&restored), "restored init in cgroup {memcg}");
+    let fds = cri.exec_ok(&restored, &["ls", "/proc/1/fd"]).await;
+    assert_eq!(fds.split_whitespace().collect::<Vec<_>>(), vec!["0", "1", "2"], "fds of the restored process");
+    let cmdline = cri.exec_ok(&restored, &["cat", "/proc/1/cmdline"]).await;
+    assert!(cmdline.contains("count"), "PID 1 is the counter: {cmdline:?}");
 
     // An ordinary container from here on: a second checkpoint, stats, stop, remove.
     let second = env.base.join("checkpoints/second.tar");

@@ -100,18 +100,28 @@ impl Criu {
         }
     }
 
-    /// Runs `criu ARGS` (logging to `log`), killing it when `deadline` passes:
+    /// Runs `criu ARGS` inside the namespaces `enter` names (`--uts=PATH`,
+    /// through nsenter, which execs CRIU in place), logging to `log`,
+    /// stopping it when `deadline` passes:
     /// SIGTERM first, which CRIU answers by undoing what it did (a dump
     /// thaws the tree it froze), SIGKILL a moment later.
     pub async fn run(
         &self,
         action: &'static str,
+        enter: &[String],
         args: &[String],
         log: &Path,
         deadline: Duration,
         reaper: &Reaper,
     ) -> Result<(), CriuError> {
-        let child = std::process::Command::new(&self.path)
+        let mut command = if enter.is_empty() {
+            std::process::Command::new(&self.path)
+        } else {
+            let mut nsenter = std::process::Command::new("nsenter");
+            nsenter.args(enter).arg("--").arg(&self.path);
+            nsenter
+        };
+        let child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -127,7 +127,11 @@ impl Location {
         temp_name.push(format!(".tmp-{:016x}", rand::random::<u64>()));
         let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = openat(&self.dir, temp_name.as_os_str(), flags, Mode::from_bits_truncate(0o600)).map_err(|e| {
-            LocationError::Io { path: self.path.clone(), what: "creating the temporary archive".into(), source: e.into() }
+            LocationError::Io {
+                path: self.path.clone(),
+                what: "creating the temporary archive".into(),
+                source: e.into(),
+            }
         })?;
         // The umask may have taken bits away, never added any; say it exactly.
         nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o600)).map_err(|e| LocationError::Io {
@@ -152,8 +156,13 @@ impl Location {
             self.discard_name(&temp_name);
             return Err(e);
         }
-        match renameat2(&self.dir, temp_name.as_os_str(), &self.dir, self.name.as_os_str(), RenameFlags::RENAME_NOREPLACE)
-        {
+        match renameat2(
+            &self.dir,
+            temp_name.as_os_str(),
+            &self.dir,
+            self.name.as_os_str(),
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
             Ok(()) => {}
             Err(Errno::EEXIST) => {
                 self.discard_name(&temp_name);

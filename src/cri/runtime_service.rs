@@ -357,8 +357,8 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<CheckpointContainerResponse>, Status> {
         let request = request.get_ref();
         let id = validate::id("container_id", &request.container_id)?;
-        let location = crate::checkpoint::location::check(&request.location)
-            .map_err(|e| super::errors::invalid("location", e))?;
+        let location =
+            crate::checkpoint::location::check(&request.location).map_err(|e| super::errors::invalid("location", e))?;
         if request.timeout < 0 {
             return Err(super::errors::invalid("timeout", "must not be negative"));
         }

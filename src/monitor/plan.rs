@@ -50,7 +50,7 @@ pub struct RestorePlan {
     pub stderr_pipe: String,
     /// The new sandbox's network namespace (for CRIU's external `extNetNs`).
     pub net_ns: PathBuf,
-    /// Namespaces joined instead of recreated: (`uts`, path), (`ipc`, path).
+    /// The new pod's namespaces CRIU runs (and so restores) in: (`uts`, path), (`ipc`, path).
     pub join_ns: Vec<(String, PathBuf)>,
     /// Bind mounts: CRIU key → the new source on the host.
     pub external_mounts: Vec<(String, PathBuf)>,

@@ -54,9 +54,9 @@ fn criu_args(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles, fds: [
         "--leave-stopped".into(),
         "--file-locks".into(),
         "--manage-cgroups=ignore".into(),
-            // No TCP connections are dumped: no iptables/nftables lock needed.
-            "--network-lock".into(),
-            "skip".into(),
+        // No TCP connections are dumped: no iptables/nftables lock needed.
+        "--network-lock".into(),
+        "skip".into(),
         "--pidfile".into(),
         files.restored_pid().display().to_string(),
         "--inherit-fd".into(),
@@ -66,9 +66,6 @@ fn criu_args(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles, fds: [
         "--inherit-fd".into(),
         format!("fd[{}]:{}", fds[2], crate::checkpoint::criu::NET_KEY),
     ];
-    for (kind, path) in &restore.join_ns {
-        args.extend(["--join-ns".into(), format!("{kind}:{}", path.display())]);
-    }
     for (key, source) in &restore.external_mounts {
         args.extend(["--external".into(), format!("mnt[{key}]:{}", source.display())]);
     }
@@ -86,7 +83,7 @@ pub fn restore(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles) -> R
     let _ = fs::remove_file(files.restored_pid());
     let helper = match process::fork().map_err(|e| format!("fork: {e}"))? {
         Forked::Child => {
-            let code = match run_criu(plan, &[out_w.as_fd(), err_w.as_fd(), net.as_fd()], &args) {
+            let code = match run_criu(plan, restore, &[out_w.as_fd(), err_w.as_fd(), net.as_fd()], &args) {
                 Ok(never) => match never {},
                 Err(e) => {
                     eprintln!("monitor: restore helper: {e}");
@@ -146,9 +143,25 @@ fn resume_on_start(init: i32, cgroup_procs: &[std::path::PathBuf], start: OwnedF
 /// In the helper child: into the container's cgroup, a private mount
 /// namespace with the container's overlay at the rootfs mount point, the
 /// inherited descriptors kept across exec, then CRIU.
-fn run_criu(plan: &MonitorPlan, keep: &[std::os::fd::BorrowedFd<'_>], args: &[String]) -> Result<std::convert::Infallible, String> {
+fn run_criu(
+    plan: &MonitorPlan,
+    restore: &RestorePlan,
+    keep: &[std::os::fd::BorrowedFd<'_>],
+    args: &[String],
+) -> Result<std::convert::Infallible, String> {
     for procs in &plan.cgroup_procs {
         fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
+    }
+    // CRIU restores the tree in its own UTS and IPC namespaces (the dump left
+    // them out): the new pod's.
+    for (kind, path) in &restore.join_ns {
+        let flag = match kind.as_str() {
+            "uts" => nix::sched::CloneFlags::CLONE_NEWUTS,
+            "ipc" => nix::sched::CloneFlags::CLONE_NEWIPC,
+            other => return Err(format!("cannot join a {other} namespace")),
+        };
+        let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+        nix::sched::setns(&file, flag).map_err(|e| format!("joining {}: {e}", path.display()))?;
     }
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
     rootfs::mount(None, "/", None, (libc::MS_REC | libc::MS_SLAVE) as libc::c_ulong, None)

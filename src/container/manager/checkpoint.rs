@@ -49,7 +49,9 @@ pub fn unsupported(spec: &Spec) -> Option<String> {
     let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().clone()).unwrap_or_default();
     let own_pid = namespaces.iter().any(|n| n.typ() == LinuxNamespaceType::Pid && n.path().is_none());
     if !own_pid {
-        return Some("only containers with their own PID namespace (CRI NamespaceMode CONTAINER) can be checkpointed".into());
+        return Some(
+            "only containers with their own PID namespace (CRI NamespaceMode CONTAINER) can be checkpointed".into(),
+        );
     }
     None
 }
@@ -87,7 +89,8 @@ impl Containers {
                 )))
             }
         };
-        let spec = Spec::load(view.paths.spec()).map_err(|e| ContainerError::Build(format!("reading the spec: {e}")))?;
+        let spec =
+            Spec::load(view.paths.spec()).map_err(|e| ContainerError::Build(format!("reading the spec: {e}")))?;
         if let Some(why) = unsupported(&spec) {
             return Err(ContainerError::Precondition(format!("container {id}: {why}")));
         }
@@ -104,7 +107,8 @@ impl Containers {
         let _ = store::remove_tree(&staging);
         let images = staging.join(archive::IMAGES_DIR);
         store::create_dir_all(&images, 0o700).map_err(io_err(format!("cannot create {}", images.display())))?;
-        let result = self.dump_and_archive(&id, &view, &spec, &criu, init.pid, &staging, &location, started, timeout).await;
+        let result =
+            self.dump_and_archive(&id, &view, &spec, &criu, init.pid, &staging, &location, started, timeout).await;
         let _ = store::remove_tree(&staging);
         let report = result?;
         tracing::info!(
@@ -159,19 +163,26 @@ impl Containers {
         for (dest, key) in &external_mounts {
             args.extend(["--external".into(), format!("mnt[{dest}]:{key}")]);
         }
+        // CRIU dumps the namespaces of the tree that differ from its own, and
+        // a restore would recreate them; the pod's UTS and IPC namespaces are
+        // not the container's to carry along, so CRIU runs in them (and the
+        // restore in the new pod's).
+        let enter = vec![format!("--uts=/proc/{pid}/ns/uts"), format!("--ipc=/proc/{pid}/ns/ipc")];
         let remaining = timeout.saturating_sub(started.elapsed());
         let dump_started = Instant::now();
-        criu.run("dump", &args, &staging.join(archive::DUMP_LOG), remaining, &self.reaper).await.map_err(|e| {
-            // Keep CRIU's log where the message names it.
-            let kept = view.paths.dir.join("dump.log");
-            let _ = std::fs::copy(staging.join(archive::DUMP_LOG), &kept);
-            CheckpointError::Criu(match e {
-                crate::checkpoint::CriuError::Failed { action, status, tail, .. } => {
-                    crate::checkpoint::CriuError::Failed { action, status, log: kept, tail }
-                }
-                other => other,
-            })
-        })?;
+        criu.run("dump", &enter, &args, &staging.join(archive::DUMP_LOG), remaining, &self.reaper).await.map_err(
+            |e| {
+                // Keep CRIU's log where the message names it.
+                let kept = view.paths.dir.join("dump.log");
+                let _ = std::fs::copy(staging.join(archive::DUMP_LOG), &kept);
+                CheckpointError::Criu(match e {
+                    crate::checkpoint::CriuError::Failed { action, status, tail, .. } => {
+                        crate::checkpoint::CriuError::Failed { action, status, log: kept, tail }
+                    }
+                    other => other,
+                })
+            },
+        )?;
         let dump_ms = dump_started.elapsed().as_millis() as u64;
 
         let (upper, diff_path) = (view.paths.upper(), staging.join(archive::ROOTFS_DIFF));

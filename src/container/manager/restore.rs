@@ -115,7 +115,8 @@ impl Containers {
             let deleted = rootfs_diff::parse_deleted(&deleted).map_err(|e| bad_archive(&archive_path, e))?;
             let diff = dest.join(archive::ROOTFS_DIFF);
             if diff.exists() {
-                rootfs_diff::apply(&diff, &deleted, &upper).map_err(io_err("applying the checkpoint's rootfs changes"))?;
+                rootfs_diff::apply(&diff, &deleted, &upper)
+                    .map_err(io_err("applying the checkpoint's rootfs changes"))?;
             }
             Ok(())
         })

@@ -54,6 +54,46 @@ fn tar_list(archive: &Path) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
 }
 
+/// An OCI image layout like `buildah add … checkpoint.tar /` + the CRI-O
+/// checkpoint annotation makes: one uncompressed layer holding the archive's
+/// contents (the archive itself is that layer's tar).
+fn write_checkpoint_image(dir: &Path, archive: &Path, name: &str) {
+    use common::images::sha256;
+    let blob = |data: &[u8]| {
+        let digest = sha256(data);
+        fs::write(dir.join("blobs/sha256").join(digest.trim_start_matches("sha256:")), data).unwrap();
+        digest
+    };
+    fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+    fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let layer = fs::read(archive).unwrap();
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": common::images::host_arch(),
+        "os": "linux",
+        "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [sha256(&layer)]},
+    }))
+    .unwrap();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": blob(&config), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": blob(&layer), "size": layer.len()}],
+        "annotations": {"io.kubernetes.cri-o.annotations.checkpoint.name": "counter"},
+    }))
+    .unwrap();
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": blob(&manifest),
+            "size": manifest.len(),
+            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "latest"},
+        }],
+    });
+    fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+}
+
 #[tokio::test]
 async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox() {
     let mut env = TestEnv::new("ckpt");
@@ -141,6 +181,34 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
     assert_eq!(fds.split_whitespace().collect::<Vec<_>>(), vec!["0", "1", "2"], "fds of the restored process");
     let cmdline = cri.exec_ok(&restored, &["cat", "/proc/1/cmdline"]).await;
     assert!(cmdline.contains("count"), "PID 1 is the counter: {cmdline:?}");
+
+    // The same checkpoint as an OCI image (CRI-O's annotation) restores too.
+    let layout = env.base.join("checkpoint-image");
+    write_checkpoint_image(&layout, &archive, "localhost/checkpoint-counter:latest");
+    let out = env.image_import(&layout, None);
+    assert!(out.status.success(), "importing the checkpoint image: {}", String::from_utf8_lossy(&out.stderr));
+    let pod3 = env.pod("from-image");
+    let pod3_id = cri.run_pod(pod3.clone()).await.unwrap();
+    let from_image = cri
+        .run_container(&pod3_id, &pod3, container_config("from-image", "localhost/checkpoint-counter:latest", &[]))
+        .await;
+    let first_from_image = loop {
+        if let Some(&first) = counts(&mut cri, &from_image).await.first() {
+            break first;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        first_from_image >= before && first_from_image <= checkpointed_at + 1,
+        "count from the image starts at {first_from_image}"
+    );
+    assert_eq!(cri.exec_ok(&from_image, &["cat", "/data.txt"]).await, "kept\n");
+    let image_status = cri.status_of(&from_image).await;
+    assert_eq!(image_status.image_ref, cri.status_of(&id).await.image_ref, "runs the checkpointed container's image");
+    cri.stop_container(&from_image, 0).await.unwrap();
+    cri.remove_container(&from_image).await.unwrap();
+    cri.stop_pod(&pod3_id).await.unwrap();
+    cri.remove_pod(&pod3_id).await.unwrap();
 
     // An ordinary container from here on: a second checkpoint, stats, stop, remove.
     let second = env.base.join("checkpoints/second.tar");

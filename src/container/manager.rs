@@ -232,15 +232,22 @@ impl Containers {
         if request.sandbox.state != SandboxState::Ready || request.sandbox.pause.is_none() {
             return Err(ContainerError::Precondition(format!("sandbox {} is not ready", request.sandbox.record.id)));
         }
-        let (request, restore) = match self.restore_request(&request).await? {
-            Some((restored, source)) => (restored, Some(source)),
-            None => (request, None),
-        };
         let id = ids::new_id();
+        let (request, restore) = match self.restore_request(&request, &id).await {
+            Ok(Some((restored, source))) => (restored, Some(source)),
+            Ok(None) => (request, None),
+            Err(e) => {
+                let _ = self.images.release(&id);
+                return Err(e);
+            }
+        };
         let slot = name_slot(&request.sandbox.record.id, &request.name_key);
         {
             let mut index = self.index();
             if let Some(existing) = index.names.get(&slot) {
+                if restore.is_some() {
+                    let _ = self.images.release(&id);
+                }
                 return Err(ContainerError::NameInUse {
                     name: request.name_key.clone(),
                     sandbox: request.sandbox.record.id.clone(),

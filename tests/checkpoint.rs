@@ -293,6 +293,16 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
     let leftovers: Vec<_> = fs::read_dir(archive.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(leftovers.is_empty(), "no temporary archive left: {leftovers:?}");
     assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
+    // Nothing left stopped, traced or holding CRIU's parasite.
+    let states = cri.exec_ok(&id, &["sh", "-c", "cat /proc/[0-9]*/status"]).await;
+    let tracers: Vec<&str> =
+        states.lines().filter(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0")).collect();
+    assert!(tracers.is_empty(), "traced processes after the abandoned dump: {tracers:?}");
+    let stopped: Vec<&str> = states
+        .lines()
+        .filter(|l| l.starts_with("State:") && (l.contains("(stopped)") || l.contains("(tracing stop)")))
+        .collect();
+    assert!(stopped.is_empty(), "stopped processes after the abandoned dump: {stopped:?}");
     // Not frozen: it goes on counting.
     let last = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
     wait_for_count(&mut cri, &id, last + 3).await;
@@ -301,4 +311,32 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
     cri.stop_pod(&pod_id).await.unwrap();
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_criu_too_old_for_the_kernel_is_named_with_the_version_needed() {
+    let dir = std::env::temp_dir().join(format!("nidus-old-criu-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("criu");
+    fs::write(&fake, "#!/bin/sh\necho 'Version: 3.17.1'\n").unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.join("config.toml");
+    fs::write(&config, format!("[checkpoint]\ncriu_binary = {:?}\n", fake.display().to_string())).unwrap();
+    let mut env = TestEnv::new("ckptold").with_args(&["--config", config.to_str().unwrap()]);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("old");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("sleeper", &image, &["sleep", "1000"])).await;
+    let err = checkpoint(&mut cri, &id, &env.base.join("old.tar"), 0).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("3.17.1") && err.message().contains("4.1"), "found and needed: {err:?}");
+    assert!(!env.base.join("old.tar").exists());
+    assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
+    cri.stop_container(&id, 0).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -206,4 +206,46 @@ mod tests {
             assert!(check(bad).is_err(), "{bad:?} must be refused");
         }
     }
+
+    fn scratch(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("nidus-location-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn archives_appear_whole_and_private_in_new_private_directories() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("ok");
+        let path = dir.join("a/b/ckpt.tar");
+        let location = Location::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(dir.join("a/b")).unwrap().permissions().mode() & 0o777, 0o700);
+        let mut pending = location.create_pending().unwrap();
+        pending.file.write_all(b"data").unwrap();
+        assert!(!path.exists(), "nothing at the location before the commit");
+        location.commit(pending).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"data");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(matches!(Location::open(&path), Err(LocationError::Exists(_))));
+        let discarded = Location::open(&dir.join("a/b/other.tar")).unwrap();
+        let pending = discarded.create_pending().unwrap();
+        discarded.discard(pending);
+        assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 1, "only the committed archive");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn symlinks_on_the_way_or_at_the_location_are_refused() {
+        let dir = scratch("links");
+        std::fs::create_dir(dir.join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real/x.tar"), dir.join("planted.tar")).unwrap();
+        assert!(matches!(Location::open(&dir.join("link/ckpt.tar")), Err(LocationError::Symlink { .. })));
+        assert!(matches!(Location::open(&dir.join("planted.tar")), Err(LocationError::Symlink { .. })));
+        std::fs::write(dir.join("file"), b"").unwrap();
+        assert!(matches!(Location::open(&dir.join("file/ckpt.tar")), Err(LocationError::NotDirectory { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

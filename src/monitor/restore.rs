@@ -106,6 +106,11 @@ pub fn restore(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles) -> R
             Err(e) => return Err(format!("waiting for criu restore: {e}")),
         }
     }
+    // The images hold every page of the container's memory: once restored,
+    // a copy unpacked for this container goes (an image's layer stays).
+    if restore.images.starts_with(&restore.work_dir) {
+        let _ = fs::remove_dir_all(&restore.images);
+    }
     let pid: i32 = fs::read_to_string(files.restored_pid())
         .ok()
         .and_then(|t| t.trim().parse().ok())

@@ -277,13 +277,16 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
     let pod = env.pod("slow");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     // Hundreds of processes: CRIU dumps each one, which takes seconds.
-    let many = "for i in $(seq 600); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
+    let many = "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
     let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", many])).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while !log_lines(&cri.logs(&id).await, "stdout").iter().any(|l| l == "ready") {
         assert!(Instant::now() < deadline, "the container never started its processes");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let processes = |text: String| text.split_whitespace().count();
+    let before = processes(cri.exec_ok(&id, &["sh", "-c", "echo /proc/[0-9]*"]).await);
+    assert!(before > 1000, "{before} processes");
     let archive = env.base.join("slow/ckpt.tar");
     let started = Instant::now();
     let err = checkpoint(&mut cri, &id, &archive, 1).await.unwrap_err();
@@ -303,6 +306,8 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
         .filter(|l| l.starts_with("State:") && (l.contains("(stopped)") || l.contains("(tracing stop)")))
         .collect();
     assert!(stopped.is_empty(), "stopped processes after the abandoned dump: {stopped:?}");
+    let after = processes(cri.exec_ok(&id, &["sh", "-c", "echo /proc/[0-9]*"]).await);
+    assert!(after >= before - 2, "processes lost by the abandoned dump: {before} before, {after} after");
     // Not frozen: it goes on counting.
     let last = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
     wait_for_count(&mut cri, &id, last + 3).await;

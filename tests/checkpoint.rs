@@ -259,6 +259,27 @@ async fn checkpoints_are_refused_for_stopped_containers_and_bad_locations() {
     let unknown = checkpoint(&mut cri, "0123456789ab", &env.base.join("x.tar"), 0).await.unwrap_err();
     assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
 
+    // The operator CLI: the same calls on the socket.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(common::nidus_bin())
+            .args(args)
+            .arg("--socket")
+            .arg(&env.socket)
+            .output()
+            .expect("running nidus");
+        assert!(out.status.success(), "nidus {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let by_cli = env.base.join("cli/sleeper.tar");
+    cli(&["checkpoint", &id, by_cli.to_str().unwrap(), "--timeout", "60"]);
+    assert_eq!(fs::metadata(&by_cli).unwrap().permissions().mode() & 0o777, 0o600);
+    let restored = cli(&["restore", by_cli.to_str().unwrap(), "--pod", &pod_id, "--name", "sleeper-again"]);
+    let status = cri.status_of(&restored).await;
+    assert_eq!(status.state(), ContainerState::ContainerRunning);
+    assert_eq!(status.metadata.unwrap().name, "sleeper-again");
+    cri.stop_container(&restored, 0).await.unwrap();
+    cri.remove_container(&restored).await.unwrap();
+
     cri.stop_container(&id, 5).await.unwrap();
     let stopped = checkpoint(&mut cri, &id, &env.base.join("stopped.tar"), 0).await.unwrap_err();
     assert_eq!(stopped.code(), tonic::Code::FailedPrecondition, "{stopped:?}");

@@ -88,6 +88,25 @@ pub fn unpack(archive: &Path, dest: &Path) -> io::Result<()> {
     archive.unpack(dest)
 }
 
+/// Largest `config.dump` read.
+const MAX_CONFIG_DUMP: u64 = 16 << 20;
+
+/// Reads `config.dump` out of an archive without unpacking the rest.
+pub fn read_config_dump(path: &Path) -> Result<ConfigDump, String> {
+    use std::io::Read;
+    let file = fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut tar = tar::Archive::new(io::BufReader::new(file));
+    for entry in tar.entries().map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        if entry.path().map(|p| p == Path::new(CONFIG_DUMP)).unwrap_or(false) {
+            let mut text = Vec::new();
+            entry.take(MAX_CONFIG_DUMP).read_to_end(&mut text).map_err(|e| e.to_string())?;
+            return serde_json::from_slice(&text).map_err(|e| format!("{CONFIG_DUMP} is not nidus's: {e}"));
+        }
+    }
+    Err(format!("no {CONFIG_DUMP} in it: not a checkpoint archive"))
+}
+
 /// Bytes under a directory.
 pub fn size_of(dir: &Path) -> u64 {
     let Ok(entries) = fs::read_dir(dir) else { return 0 };

@@ -3,6 +3,7 @@
 //! and metadata (`archive`), and the container's rootfs changes (`rootfs_diff`).
 
 pub mod archive;
+pub mod cli;
 pub mod criu;
 pub mod location;
 pub mod rootfs_diff;

@@ -6,7 +6,6 @@
 //! layers plus the archived rootfs changes, and the processes from CRIU's
 //! images (restored by the monitor, see monitor::restore).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Spec;
@@ -20,9 +19,6 @@ use crate::store;
 
 use super::{io_err, ContainerCreate, ContainerError, Containers, PidMode};
 use crate::container::record::ContainerPaths;
-
-/// Largest `config.dump` read.
-const MAX_CONFIG_DUMP: u64 = 16 << 20;
 
 /// The manifest annotation that marks an image as a checkpoint (CRI-O's).
 pub const CHECKPOINT_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
@@ -45,23 +41,6 @@ pub struct RestoreSource {
 
 fn bad_archive(path: &Path, why: impl std::fmt::Display) -> ContainerError {
     CheckpointError::Archive { path: path.to_path_buf(), why: why.to_string() }.into()
-}
-
-/// Reads `config.dump` out of the archive without unpacking the rest.
-fn read_config_dump(path: &Path) -> Result<ConfigDump, ContainerError> {
-    let file = std::fs::File::open(path).map_err(|e| bad_archive(path, e))?;
-    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
-    for entry in tar.entries().map_err(|e| bad_archive(path, e))? {
-        let entry = entry.map_err(|e| bad_archive(path, e))?;
-        let is_dump = entry.path().map(|p| p == Path::new(archive::CONFIG_DUMP)).unwrap_or(false);
-        if is_dump {
-            let mut text = Vec::new();
-            entry.take(MAX_CONFIG_DUMP).read_to_end(&mut text).map_err(|e| bad_archive(path, e))?;
-            return serde_json::from_slice(&text)
-                .map_err(|e| bad_archive(path, format!("{} is not nidus's: {e}", archive::CONFIG_DUMP)));
-        }
-    }
-    Err(bad_archive(path, format!("no {} in it: not a checkpoint archive", archive::CONFIG_DUMP)))
 }
 
 impl Containers {
@@ -108,7 +87,7 @@ impl Containers {
         };
         let reading = contents.clone();
         let dump = tokio::task::spawn_blocking(move || match &reading {
-            RestoreContents::Archive(path) => read_config_dump(path),
+            RestoreContents::Archive(path) => archive::read_config_dump(path).map_err(|e| bad_archive(path, e)),
             RestoreContents::Unpacked(dir) => {
                 let path = dir.join(archive::CONFIG_DUMP);
                 let text = std::fs::read(&path).map_err(|e| bad_archive(&path, e))?;

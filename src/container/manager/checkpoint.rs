@@ -53,6 +53,10 @@ pub fn unsupported(spec: &Spec) -> Option<String> {
             "only containers with their own PID namespace (CRI NamespaceMode CONTAINER) can be checkpointed".into(),
         );
     }
+    let pod_network = namespaces.iter().any(|n| n.typ() == LinuxNamespaceType::Network && n.path().is_some());
+    if !pod_network {
+        return Some("containers in the node's network namespace (hostNetwork) cannot be checkpointed".into());
+    }
     None
 }
 
@@ -239,5 +243,54 @@ impl Containers {
             dump_ms,
             total_ms: started.elapsed().as_millis() as u64,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(terminal: bool, pid_path: Option<&str>, net_path: Option<&str>) -> Spec {
+        let mut namespaces = vec![serde_json::json!({"type": "mount"})];
+        namespaces.push(match pid_path {
+            Some(p) => serde_json::json!({"type": "pid", "path": p}),
+            None => serde_json::json!({"type": "pid"}),
+        });
+        namespaces.push(match net_path {
+            Some(p) => serde_json::json!({"type": "network", "path": p}),
+            None => serde_json::json!({"type": "network"}),
+        });
+        serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "process": {"terminal": terminal, "user": {"uid": 0, "gid": 0}, "cwd": "/", "args": ["sh"]},
+            "root": {"path": "/rootfs"},
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/etc/hosts", "type": "bind", "source": "/pod/hosts", "options": ["rbind"]},
+                {"destination": "/data", "source": "/host/data", "options": ["rbind", "rprivate"]},
+            ],
+            "linux": {"namespaces": namespaces},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_own_pid_namespace_pod_network_and_no_tty_can_be_checkpointed() {
+        assert_eq!(unsupported(&spec(false, None, Some("/proc/1/ns/net"))), None);
+        assert!(unsupported(&spec(true, None, Some("/proc/1/ns/net"))).unwrap().contains("tty"));
+        assert!(unsupported(&spec(false, Some("/proc/1/ns/pid"), Some("/proc/1/ns/net"))).unwrap().contains("PID"));
+        assert!(unsupported(&spec(false, None, None)).unwrap().contains("hostNetwork"));
+    }
+
+    #[test]
+    fn bind_mounts_are_external_by_destination() {
+        let external = external_mounts(&spec(false, None, None));
+        assert_eq!(external.keys().collect::<Vec<_>>(), vec!["/data", "/etc/hosts"]);
+    }
+
+    #[test]
+    fn namespace_links_give_their_inode() {
+        assert_eq!(ns_inode("net:[4026532281]"), Some("4026532281"));
+        assert_eq!(ns_inode("garbage"), None);
     }
 }

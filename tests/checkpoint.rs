@@ -133,6 +133,7 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
     }
     assert!(entries.iter().any(|e| e.starts_with("checkpoint/") && e.ends_with(".img")), "CRIU images in {entries:?}");
     let checkpointed_at = counts(&mut cri, &id).await.last().copied().unwrap();
+    let original_ref = cri.status_of(&id).await.image_ref;
     assert_eq!(
         cri.status_of(&id).await.state(),
         ContainerState::ContainerRunning,
@@ -204,7 +205,7 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
     );
     assert_eq!(cri.exec_ok(&from_image, &["cat", "/data.txt"]).await, "kept\n");
     let image_status = cri.status_of(&from_image).await;
-    assert_eq!(image_status.image_ref, cri.status_of(&id).await.image_ref, "runs the checkpointed container's image");
+    assert_eq!(image_status.image_ref, original_ref, "runs the checkpointed container's image");
     cri.stop_container(&from_image, 0).await.unwrap();
     cri.remove_container(&from_image).await.unwrap();
     cri.stop_pod(&pod3_id).await.unwrap();
@@ -225,7 +226,14 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
         cri.remove_pod(pod).await.unwrap();
     }
     env.assert_no_leftovers();
-    eprintln!("checkpoint: {took:?}, archive {} bytes; restore (create + start): {restore_took:?}", meta.len());
+    let dump = std::process::Command::new("tar").arg("-xOf").arg(&archive).arg("config.dump").output().unwrap();
+    let dump: serde_json::Value = serde_json::from_slice(&dump.stdout).expect("config.dump is JSON");
+    let image_id = cri.image(&image).await.unwrap().id;
+    assert_eq!(dump["rootfsImageRef"], image_id.as_str(), "config.dump names the image");
+    eprintln!(
+        "checkpoint: {took:?} (criu dump {} ms, images {} bytes), archive {} bytes; restore (create + start): {restore_took:?}",
+        dump["nidus"]["dumpMs"], dump["nidus"]["imagesBytes"], meta.len()
+    );
 }
 
 #[tokio::test]

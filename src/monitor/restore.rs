@@ -3,7 +3,9 @@
 //! holding the container's overlay, already in the container's cgroup) with
 //! new stdout/stderr pipes in place of the checkpointed ones. CRIU restores
 //! the tree as the monitor's own child (`--restore-sibling`), left stopped;
-//! StartContainer's byte on the start pipe resumes it (SIGCONT).
+//! StartContainer's byte on the start pipe resumes it (SIGCONT) through a
+//! detached resumer process, so the supervision (which may exec another
+//! program) sees only the usual start handshake.
 
 use std::fs::{self, File};
 use std::io::Read;
@@ -117,16 +119,27 @@ pub fn restore(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles) -> R
         .ok_or_else(|| format!("criu restore left no pid in {}", files.restored_pid().display()))?;
     let (start_r, start_w) = pipe()?;
     let (exec_r, exec_w) = pipe()?;
-    let procs = plan.cgroup_procs.clone();
-    std::thread::Builder::new()
-        .name("resume".into())
-        .spawn(move || resume_on_start(pid, &procs, start_r, exec_w))
-        .map_err(|e| format!("starting the resume thread: {e}"))?;
+    // Forked twice so the resumer is nobody's child here (the daemon, a
+    // subreaper, reaps it): the supervision waits for the init only.
+    match process::fork().map_err(|e| format!("fork: {e}"))? {
+        Forked::Child => {
+            drop((start_w, exec_r, out_r, err_r));
+            if let Ok(Forked::Child) = process::fork() {
+                resume_on_start(pid, &plan.cgroup_procs, start_r, exec_w);
+            }
+            std::process::exit(0)
+        }
+        Forked::Parent { child } => {
+            let _ = waitpid(Pid::from_raw(child), None);
+        }
+    }
+    drop((start_r, exec_w));
     Ok(RestoredInit { pid, stdout: out_r, stderr: err_r, start: start_w, exec_error: exec_r })
 }
 
-/// Waits for StartContainer's byte, then continues every stopped process of
-/// the container; closing `exec_error` tells the monitor it is running.
+/// In the resumer: waits for StartContainer's byte (EOF: the monitor is
+/// gone), then continues every stopped process of the container; closing
+/// `exec_error` tells the monitor it is running.
 fn resume_on_start(init: i32, cgroup_procs: &[std::path::PathBuf], start: OwnedFd, exec_error: OwnedFd) {
     let mut byte = [0u8; 1];
     if !matches!(File::from(start).read(&mut byte), Ok(1)) {

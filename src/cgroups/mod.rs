@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub mod devices;
 pub mod apply;
 mod delegation;
+pub mod devices;
 pub mod oom;
 pub mod owned;
 pub mod stats;

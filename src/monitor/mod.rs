@@ -9,4 +9,4 @@ pub mod log;
 pub mod plan;
 mod program;
 
-pub use program::run;
+pub use program::{finish, run};

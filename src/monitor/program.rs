@@ -410,10 +410,11 @@ impl Monitor {
         ];
         let log_path = self.plan.log_path.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
         let init_pid = self.init.pid.to_string();
-        let Some(run_dir_path) = &self.files.dir.to_str() else {
+        let Some(run_dir_path) = self.files.dir.to_str() else {
             return io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
         };
-        crate::linux::tiny_programs::MONITOR_LOOP.exec(&fds, &[&init_pid, log_path, run_dir_path])
+        let memory_cgroup = self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
+        crate::linux::tiny_programs::MONITOR_LOOP.exec(&fds, &[&init_pid, log_path, run_dir_path, memory_cgroup])
     }
 }
 
@@ -438,7 +439,8 @@ impl Ended {
 }
 
 /// `nidus-monitor finish RUN_DIR STATUS FINISHED_AT_NS [START_ERROR]`: the
-/// monitor loop's last step, in the monitor's pid — writes the exit record.
+/// monitor loop's last step when execve had failed (it writes the records of
+/// inits that ran itself), in the monitor's pid — writes the exit record.
 pub fn finish(run_dir: &Path, status: &str, finished_at_ns: &str, start_error: Option<&str>) -> i32 {
     let files = RunFiles::new(run_dir);
     let (Some(ended), Ok(finished_at_ns)) = (Ended::parse(status), finished_at_ns.parse::<i64>()) else {

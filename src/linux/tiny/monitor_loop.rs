@@ -9,12 +9,14 @@
 //!   11 the full monitor program (O_PATH)
 //!   12 the container's stdin, write end (only held open, for attach)
 //!
-//! and argv `INIT_PID LOG_PATH RUN_DIR` (LOG_PATH `-` for none). It copies
-//! output into the CRI log, answers `start` and `reopen-log`, and when the
-//! init exits it drains the output and execs the program on fd 11 as
-//! `nidus-monitor finish RUN_DIR STATUS FINISHED_AT_NS [START_ERROR]`, which
-//! writes the exit record. No libc, no allocator: a few kilobytes of memory
-//! for the life of the container.
+//! and argv `INIT_PID LOG_PATH RUN_DIR MEMORY_CGROUP` (`-` for no log / no
+//! memory cgroup). It copies output into the CRI log, answers `start` and
+//! `reopen-log`, and when the init exits it drains the output and writes
+//! `exit.json` (OOMKilled when the memory cgroup counted an OOM kill) — or,
+//! when execve had failed, execs the program on fd 11 as `nidus-monitor
+//! finish RUN_DIR STATUS FINISHED_AT_NS START_ERROR`, which writes a
+//! StartError record. No libc, no allocator: a few kilobytes of memory for
+//! the life of the container.
 #![no_std]
 #![no_main]
 
@@ -283,7 +285,7 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
     // made it dumpable again).
     // SAFETY: prctl with integer arguments only.
     unsafe { sys::syscall(sys::PRCTL, PR_SET_DUMPABLE, 0, 0, 0) };
-    if argc < 4 {
+    if argc < 5 {
         sys::exit(2);
     }
     // SAFETY: argv holds argc NUL-terminated strings.
@@ -291,6 +293,7 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
     let Some(init_pid) = sys::parse_decimal(arg(1)) else { sys::exit(2) };
     let log_path = if arg(2) == b"-" { &[][..] } else { arg(2) };
     let run_dir = arg(3);
+    let memory_cgroup = if arg(4) == b"-" { &[][..] } else { arg(4) };
 
     let mut monitor = Monitor {
         init_pid: init_pid as i32,
@@ -373,7 +376,80 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
         });
     }
 
-    // Hand over to the full program for the exit record.
+    if monitor.start_error.len == 0 {
+        write_exit_record(status, finished_at, memory_cgroup);
+        // SAFETY: the name is NUL-terminated, relative to RUN_DIR.
+        unsafe { sys::syscall(sys::UNLINKAT, RUN_DIR as usize, b"monitor.sock\0".as_ptr() as usize, 0, 0) };
+        sys::exit(0);
+    }
+    finish_start_error(status, finished_at, run_dir, monitor.start_error.as_bytes())
+}
+
+/// `exit.json` as `monitor::plan::ExitRecord` for an init that ran: exit code
+/// (128 + signal when killed), the signal, when, and the reason kubelet shows.
+fn write_exit_record(status: i32, finished_at: (u64, u32), memory_cgroup: &[u8]) {
+    let signal = status & 0x7f;
+    let code = if signal == 0 { (status >> 8) & 0xff } else { 128 + signal };
+    let reason: &[u8] = if oom_kills(memory_cgroup) > 0 {
+        b"OOMKilled"
+    } else if code == 0 {
+        b"Completed"
+    } else {
+        b"Error"
+    };
+    let mut digits = [0u8; 20];
+    let mut json = Text::<256>::new();
+    json.push(b"{\"exit_code\":");
+    json.push(sys::decimal(code as u64, &mut digits));
+    json.push(b",\"signal\":");
+    if signal == 0 {
+        json.push(b"null");
+    } else {
+        json.push(sys::decimal(signal as u64, &mut digits));
+    }
+    json.push(b",\"finished_at_ns\":");
+    json.push(sys::decimal(finished_at.0 * 1_000_000_000 + finished_at.1 as u64, &mut digits));
+    json.push(b",\"reason\":\"");
+    json.push(reason);
+    json.push(b"\",\"message\":\"\"}");
+    write_atomically(b".tmp-exit.json\0", b"exit.json\0", json.as_bytes());
+}
+
+/// The kernel's count of OOM kills in the memory cgroup directory (v2
+/// `memory.events`, v1 `memory.oom_control`: the `oom_kill` line); 0 when
+/// there is none to read. Read before anything removes the cgroup.
+fn oom_kills(dir: &[u8]) -> u64 {
+    if dir.is_empty() {
+        return 0;
+    }
+    for file in [&b"/memory.events\0"[..], &b"/memory.oom_control\0"[..]] {
+        let mut path = Text::<4200>::new();
+        path.push(dir);
+        path.push(file);
+        // SAFETY: path is NUL-terminated.
+        let fd = unsafe { sys::syscall(sys::OPEN, path.as_bytes().as_ptr() as usize, O_CLOEXEC, 0, 0) };
+        if fd < 0 {
+            continue;
+        }
+        let mut buf = [0u8; 1024];
+        let n = sys::read(fd as i32, &mut buf);
+        sys::close(fd as i32);
+        if n <= 0 {
+            return 0;
+        }
+        for line in buf[..n as usize].split(|b| *b == b'\n') {
+            if let Some(count) = line.strip_prefix(b"oom_kill ") {
+                return sys::parse_decimal(count).unwrap_or(0);
+            }
+        }
+        return 0;
+    }
+    0
+}
+
+/// Execs `nidus-monitor finish` (fd 11) for the StartError record, whose
+/// message needs JSON escaping the full program does.
+fn finish_start_error(status: i32, finished_at: (u64, u32), run_dir: &[u8], start_error: &[u8]) -> ! {
     let mut status_word = Text::<32>::new();
     let mut digits = [0u8; 20];
     if status & 0x7f == 0 {
@@ -390,9 +466,9 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
     let mut dir = Text::<4097>::new();
     dir.push(run_dir);
     dir.push(b"\0");
-    let mut start_error = Text::<4098>::new();
-    start_error.push(monitor.start_error.as_bytes());
-    start_error.push(b"\0");
+    let mut error = Text::<4098>::new();
+    error.push(start_error);
+    error.push(b"\0");
     for fd in [CONTROL, SIGNALS, OUT, ERR, LOG, START, EXEC_ERROR, RUN_DIR] {
         sys::close(fd);
     }
@@ -402,7 +478,7 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
         dir.as_bytes().as_ptr(),
         status_word.as_bytes().as_ptr(),
         finished_ns.as_bytes().as_ptr(),
-        if monitor.start_error.len > 0 { start_error.as_bytes().as_ptr() } else { core::ptr::null() },
+        error.as_bytes().as_ptr(),
         core::ptr::null(),
     ];
     let env: [*const u8; 1] = [core::ptr::null()];

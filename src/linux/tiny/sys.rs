@@ -23,6 +23,7 @@ pub const CLOCK_GETTIME: usize = 228;
 pub const RT_SIGSUSPEND: usize = 130;
 pub const PRCTL: usize = 157;
 pub const EXECVEAT: usize = 322;
+pub const UNLINKAT: usize = 263;
 
 pub const EINTR: isize = -4;
 pub const EAGAIN: isize = -11;

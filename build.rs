@@ -8,14 +8,23 @@
 //!
 //! The descriptor sets are written to `$OUT_DIR/*.fds.bin` for the wire-compatibility
 //! test (tests/proto_v1alpha2.rs).
+//!
+//! It also builds the tiny steady-state programs of `src/linux/tiny/` (the
+//! pause's idle loop, the monitor's loop): `no_std`, no libc, statically
+//! linked, a few kilobytes each. They need their own rustc flags
+//! (`panic=abort`, no start files), which cargo cannot give one target of a
+//! package, so rustc is run here directly; the binaries are embedded in
+//! nidus (`linux::tiny`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    build_tiny_programs(&out_dir)?;
 
     let v1 = protox::compile(["api.proto"], ["proto"])?;
     std::fs::write(out_dir.join("v1.fds.bin"), v1.encode_to_vec())?;
@@ -44,5 +53,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(false)
         .out_dir(out_dir.join("v1alpha2-client"))
         .compile_fds(v1alpha2)?;
+    Ok(())
+}
+
+/// Compiles each `src/linux/tiny/<name>.rs` program to `$OUT_DIR/<name>`.
+fn build_tiny_programs(out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=src/linux/tiny");
+    println!("cargo:rerun-if-changed=src/monitor/log.rs");
+    if std::env::var("CARGO_CFG_TARGET_ARCH")? != "x86_64" {
+        return Err("nidus's tiny steady-state programs (src/linux/tiny) are written for x86_64 only".into());
+    }
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    for name in ["pause_idle", "monitor_loop"] {
+        let source = Path::new("src/linux/tiny").join(format!("{name}.rs"));
+        let output = out_dir.join(name);
+        let status = Command::new(&rustc)
+            .args(["--edition", "2024", "--crate-type", "bin", "--crate-name", name])
+            .args(["-C", "panic=abort", "-C", "opt-level=s", "-C", "relocation-model=static", "-C", "strip=symbols"])
+            .args(["-C", "link-arg=-nostartfiles", "-C", "link-arg=-nostdlib", "-C", "link-arg=-static"])
+            .args(["-C", "link-arg=-Wl,--build-id=none", "-A", "dead_code"])
+            .arg("-o")
+            .arg(&output)
+            .arg(&source)
+            .status()?;
+        if !status.success() {
+            return Err(format!("building {} failed", source.display()).into());
+        }
+    }
     Ok(())
 }

@@ -108,13 +108,20 @@ async fn the_pause_subcommand_of_nidus_works_as_the_pause_program() {
     let mut cri = env.start().await;
     let id = cri.run_pod(pod_config("web")).await.unwrap();
     let pause = cri.pause_pid(&id).await;
+    // `nidus pause` (run through <state>/bin/nidus, a read-only mount of the
+    // configured file) built the pod, then exec'd the tiny idle loop from a
+    // sealed memfd in place.
     let cmdline = std::fs::read_to_string(format!("/proc/{pause}/cmdline")).unwrap();
-    // Run through <state>/bin/nidus (a read-only mount of the configured file).
-    assert!(cmdline.starts_with(&format!("{}\0pause\0", env.state.join("bin/nidus").display())), "{cmdline:?}");
-    use std::os::unix::fs::MetadataExt;
-    let running = std::fs::metadata(format!("/proc/{pause}/exe")).unwrap();
-    let configured = std::fs::metadata(common::nidus_bin()).unwrap();
-    assert_eq!((running.dev(), running.ino()), (configured.dev(), configured.ino()), "the configured binary runs");
+    assert_eq!(cmdline, "nidus-pause-idle\0");
+    let exe = std::fs::read_link(format!("/proc/{pause}/exe")).unwrap();
+    assert!(exe.to_string_lossy().starts_with("/memfd:nidus-pause-idle"), "{exe:?}");
+    let rss_kb: u64 = std::fs::read_to_string(format!("/proc/{pause}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(rss_kb < 200, "the idle pause holds {rss_kb} kB");
     assert_eq!(cri.pod_state(&id).await, PodSandboxState::SandboxReady);
     cri.remove_pod(&id).await.unwrap();
     assert!(host::wait_gone(pause));

@@ -185,19 +185,25 @@ async fn the_runtime_binary_cannot_be_overwritten_through_proc_exe() {
     let out = probe(&mut cri, &attacker, &["exe-attack", "nidus"]).await.stdout;
     let attempts = parse_attempts(&out);
     let init = attempts.iter().find(|a| a.cmd.contains("nidus-monitor run")).unwrap_or_else(|| panic!("{out}"));
-    let pause = attempts.iter().find(|a| a.cmd.contains("nidus-pause pause")).unwrap_or_else(|| panic!("{out}"));
+    let pause = attempts.iter().find(|a| a.cmd.contains("nidus-pause-idle")).unwrap_or_else(|| panic!("{out}"));
     assert_eq!(pause.pid, 1);
+    assert_eq!(init.read_errno, 0, "CAP_SYS_PTRACE reaches /proc/{}/exe: {init:?}", init.pid);
+    assert_eq!(init.read_only, 1, "the helper runs from a read-only mount: {init:?}");
+    assert!([EROFS, ETXTBSY].contains(&init.write_errno), "not writable: {init:?}");
+    // The pause's steady state runs from a sealed memfd: nothing on disk, and
+    // the file being executed cannot be opened for writing.
+    assert_eq!(pause.read_errno, 0, "CAP_SYS_PTRACE reaches /proc/1/exe: {pause:?}");
+    assert!(pause.exe.starts_with("/memfd:nidus-pause-idle"), "{pause:?}");
+    assert_eq!(pause.write_errno, ETXTBSY, "not writable: {pause:?}");
     for a in [init, pause] {
-        assert_eq!(a.read_errno, 0, "CAP_SYS_PTRACE reaches /proc/{}/exe: {a:?}", a.pid);
-        assert_eq!(a.read_only, 1, "the helper runs from a read-only mount: {a:?}");
-        assert!([EROFS, ETXTBSY].contains(&a.write_errno), "not writable: {a:?}");
         assert!(!a.exe.contains("target/"), "the node's path of the binary is not shown: {a:?}");
     }
-    // The created init holds nothing of the monitor's: only pipes and /dev/null.
+    // The created init holds nothing of the monitor's, nor any file of a
+    // host mount: only pipes (stdin too).
     let fds = expect_ok(&mut cri, &attacker, &["fds-of", &init.pid.to_string()]).await;
     for fd in fds.line().split_whitespace().skip(1) {
         let target = fd.split_once('=').map(|(_, t)| t).unwrap_or("");
-        assert!(target.starts_with("pipe:") || target == "/dev/null", "init fd {fd} in {}", fds.line());
+        assert!(target.starts_with("pipe:"), "init fd {fd} in {}", fds.line());
     }
     // The pause's root is an empty directory of its own.
     assert_eq!(expect_ok(&mut cri, &attacker, &["ls", "/proc/1/root/"]).await.line(), "ok");

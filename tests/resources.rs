@@ -383,7 +383,9 @@ async fn container_stats_follow_cpu_memory_and_disk_use() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let after = loop {
         let now = cri.container_stats(&holder).await.unwrap();
-        if ws(&now) >= ws(&before) + 30_000_000 {
+        // Both grow while dd fills its buffer: wait for both.
+        let rss = now.memory.as_ref().unwrap().rss_bytes.as_ref().unwrap().value;
+        if ws(&now) >= ws(&before) + 30_000_000 && rss >= 30_000_000 {
             break now;
         }
         assert!(Instant::now() < deadline, "working set {} → {}: the allocation does not show", ws(&before), ws(&now));

@@ -1,6 +1,6 @@
 //! nidus-monitor: the per-container monitor (`nidus-monitor run RUN_DIR`) and
 //! the ExecSync helper (`nidus-monitor exec`, request as JSON on stdin),
-//! started by `nidus serve`. A small program of its own, so each container's
+//! started by `nidus serve`; `finish` is the monitor loop's last step. A small program of its own, so each container's
 //! monitor costs little memory.
 
 use std::io::Read;
@@ -12,8 +12,14 @@ fn main() {
     let code = match args.get(1).map(String::as_str) {
         Some("run") if args.len() == 3 => nidus::monitor::run(std::path::Path::new(&args[2])),
         Some("exec") => exec(),
+        Some("finish") if (5..=6).contains(&args.len()) => {
+            nidus::monitor::finish(std::path::Path::new(&args[2]), &args[3], &args[4], args.get(5).map(String::as_str))
+        }
         _ => {
-            eprintln!("usage: nidus-monitor run RUN_DIR | nidus-monitor exec < REQUEST");
+            eprintln!(
+                "usage: nidus-monitor run RUN_DIR | nidus-monitor exec < REQUEST | \
+                 nidus-monitor finish RUN_DIR STATUS FINISHED_AT_NS [START_ERROR]"
+            );
             2
         }
     };

@@ -782,23 +782,7 @@ impl Containers {
         if already {
             return;
         }
-        let files = RunFiles::new(&run_dir);
-        let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
-        let deadline = tokio::time::Instant::now() + EXIT_RECORD_WAIT;
-        let exit = loop {
-            if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
-                break exit;
-            }
-            let monitor_alive = monitor.as_ref().is_some_and(|m| m.is_running());
-            if !monitor_alive || tokio::time::Instant::now() > deadline {
-                // One last look: the monitor may have just written it.
-                if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
-                    break exit;
-                }
-                break lost_exit();
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        let exit = recorded_exit(&run_dir).await;
         {
             let mut live = entry.live();
             live.exit = Some(exit.clone());
@@ -822,21 +806,7 @@ impl Containers {
             if this.entry.live().removed {
                 return;
             }
-            let files = RunFiles::new(&run_dir);
-            let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
-            let deadline = tokio::time::Instant::now() + EXIT_RECORD_WAIT;
-            let exit = loop {
-                if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
-                    break exit;
-                }
-                if !monitor.as_ref().is_some_and(|m| m.is_running()) || tokio::time::Instant::now() > deadline {
-                    match store::read_json::<ExitRecord>(&files.exit()) {
-                        Ok(Some(exit)) => break exit,
-                        _ => break lost_exit(),
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            };
+            let exit = recorded_exit(&run_dir).await;
             let record = {
                 let mut live = this.entry.live();
                 if live.record.exit.is_some() {
@@ -1134,6 +1104,23 @@ impl Containers {
 struct WatchHandle {
     entry: Arc<Entry>,
     id: String,
+}
+
+/// The init's exit as its monitor records it once the init is gone: the
+/// monitor writes `exit.json` and then ends, so this waits (up to
+/// EXIT_RECORD_WAIT) for the monitor's end; a monitor that ended without a
+/// record (killed) leaves a lost exit.
+async fn recorded_exit(run_dir: &Path) -> ExitRecord {
+    let files = RunFiles::new(run_dir);
+    let read = || store::read_json::<ExitRecord>(&files.exit()).ok().flatten();
+    if let Some(exit) = read() {
+        return exit;
+    }
+    let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
+    if let Some(pidfd) = monitor.and_then(|m| m.open_pidfd()) {
+        let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
+    }
+    read().unwrap_or_else(lost_exit)
 }
 
 /// The exit of a container whose monitor died before recording it (or of a

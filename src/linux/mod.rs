@@ -17,3 +17,4 @@ pub mod rootfs;
 pub mod runtime_program;
 pub mod seccomp;
 pub mod socket;
+pub mod tiny_programs;

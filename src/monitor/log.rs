@@ -4,12 +4,16 @@
 //! or `P` for a part of a longer one. Lines longer than the limit are split
 //! into `P` parts ending with an `F`; a last unterminated line is written as
 //! full when the stream ends, so nothing is lost at exit.
-
-use std::io::{self, Write};
-use std::time::{SystemTime, UNIX_EPOCH};
+//!
+//! Written against `core` alone (fixed buffers, no allocation): the monitor's
+//! steady-state loop, a no_std program, compiles this same file.
 
 /// Longest content of one log record (kubelet's and containerd's 16 KiB).
 pub const MAX_LINE: usize = 16 * 1024;
+/// Bytes of a timestamp: `2026-11-21T15:04:05.123456789Z`.
+pub const TIMESTAMP_LEN: usize = 30;
+/// Longest record: timestamp, ` stderr P `, content, newline.
+pub const MAX_RECORD: usize = TIMESTAMP_LEN + 10 + MAX_LINE + 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -18,84 +22,108 @@ pub enum Stream {
 }
 
 impl Stream {
-    fn name(self) -> &'static str {
+    fn name(self) -> &'static [u8] {
         match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
+            Stream::Stdout => b"stdout",
+            Stream::Stderr => b"stderr",
         }
     }
 }
 
 /// Splits one stream's bytes into CRI log records.
-#[derive(Debug)]
 pub struct LineSplitter {
     stream: Stream,
-    pending: Vec<u8>,
+    pending: [u8; MAX_LINE],
+    len: usize,
 }
 
 impl LineSplitter {
-    pub fn new(stream: Stream) -> Self {
-        Self { stream, pending: Vec::new() }
+    pub const fn new(stream: Stream) -> Self {
+        Self { stream, pending: [0; MAX_LINE], len: 0 }
     }
 
-    /// Feeds bytes read from the stream; writes every complete record to `out`.
-    pub fn feed(&mut self, mut data: &[u8], out: &mut impl Write) -> io::Result<()> {
+    /// Feeds bytes read from the stream at time `now` (seconds and
+    /// nanoseconds since the epoch); hands each complete record to `sink`,
+    /// whole, built in `scratch`.
+    pub fn feed(
+        &mut self,
+        mut data: &[u8],
+        now: (u64, u32),
+        scratch: &mut [u8; MAX_RECORD],
+        sink: &mut impl FnMut(&[u8]),
+    ) {
         while !data.is_empty() {
             match data.iter().position(|b| *b == b'\n') {
-                Some(nl) if self.pending.len() + nl <= MAX_LINE => {
-                    self.pending.extend_from_slice(&data[..nl]);
-                    self.emit(true, out)?;
+                Some(nl) if self.len + nl <= MAX_LINE => {
+                    self.pending[self.len..self.len + nl].copy_from_slice(&data[..nl]);
+                    self.len += nl;
+                    self.emit(true, now, scratch, sink);
                     data = &data[nl + 1..];
                 }
                 _ => {
-                    let room = MAX_LINE - self.pending.len();
-                    let take = room.min(data.len());
-                    self.pending.extend_from_slice(&data[..take]);
+                    let take = (MAX_LINE - self.len).min(data.len());
+                    self.pending[self.len..self.len + take].copy_from_slice(&data[..take]);
+                    self.len += take;
                     data = &data[take..];
-                    if self.pending.len() == MAX_LINE && !data.is_empty() && data[0] != b'\n' {
-                        self.emit(false, out)?;
+                    if self.len == MAX_LINE && !data.is_empty() && data[0] != b'\n' {
+                        self.emit(false, now, scratch, sink);
                     }
                 }
             }
         }
-        Ok(())
     }
 
     /// The stream ended: a pending unterminated line becomes a full record.
-    pub fn finish(&mut self, out: &mut impl Write) -> io::Result<()> {
-        if !self.pending.is_empty() {
-            self.emit(true, out)?;
+    pub fn finish(&mut self, now: (u64, u32), scratch: &mut [u8; MAX_RECORD], sink: &mut impl FnMut(&[u8])) {
+        if self.len > 0 {
+            self.emit(true, now, scratch, sink);
         }
-        Ok(())
     }
 
-    fn emit(&mut self, full: bool, out: &mut impl Write) -> io::Result<()> {
-        let mut record = Vec::with_capacity(self.pending.len() + 48);
-        record.extend_from_slice(rfc3339_nano(SystemTime::now()).as_bytes());
-        record.push(b' ');
-        record.extend_from_slice(self.stream.name().as_bytes());
-        record.extend_from_slice(if full { b" F " } else { b" P " });
-        record.extend_from_slice(&self.pending);
-        record.push(b'\n');
-        self.pending.clear();
+    fn emit(&mut self, full: bool, now: (u64, u32), scratch: &mut [u8; MAX_RECORD], sink: &mut impl FnMut(&[u8])) {
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            scratch[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        let mut stamp = [0u8; TIMESTAMP_LEN];
+        format_timestamp(now.0, now.1, &mut stamp);
+        put(&stamp);
+        put(b" ");
+        put(self.stream.name());
+        put(if full { b" F " } else { b" P " });
+        put(&self.pending[..self.len]);
+        put(b"\n");
+        self.len = 0;
         // One write per record, so records from two streams never interleave.
-        out.write_all(&record)
+        sink(&scratch[..at]);
     }
 }
 
 /// `2026-11-21T15:04:05.123456789Z`: RFC 3339 in UTC with nanoseconds.
-pub fn rfc3339_nano(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
+pub fn format_timestamp(secs: u64, nanos: u32, out: &mut [u8; TIMESTAMP_LEN]) {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_nanos()
-    )
+    let mut at = 0;
+    let mut digits = |value: u64, width: usize, then: u8| {
+        let mut v = value;
+        for i in (0..width).rev() {
+            out[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        at += width;
+        if then != 0 {
+            out[at] = then;
+            at += 1;
+        }
+    };
+    digits(year.max(0) as u64, 4, b'-');
+    digits(month as u64, 2, b'-');
+    digits(day as u64, 2, b'T');
+    digits(rem / 3600, 2, b':');
+    digits(rem % 3600 / 60, 2, b':');
+    digits(rem % 60, 2, b'.');
+    digits(nanos as u64, 9, b'Z');
 }
 
 /// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar.
@@ -115,37 +143,48 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    fn records(out: &[u8]) -> Vec<(String, String, String)> {
-        String::from_utf8_lossy(out)
+    const T: (u64, u32) = (1_700_000_000, 5);
+
+    fn run(splitter: &mut LineSplitter, chunks: &[&[u8]], finish: bool) -> Vec<(String, String, String)> {
+        let mut scratch = [0u8; MAX_RECORD];
+        let mut out: Vec<u8> = Vec::new();
+        for chunk in chunks {
+            splitter.feed(chunk, T, &mut scratch, &mut |r| out.extend_from_slice(r));
+        }
+        if finish {
+            splitter.finish(T, &mut scratch, &mut |r| out.extend_from_slice(r));
+        }
+        String::from_utf8_lossy(&out)
             .lines()
             .map(|l| {
                 let mut parts = l.splitn(4, ' ');
-                let _ts = parts.next().unwrap();
+                assert_eq!(parts.next().unwrap(), "2023-11-14T22:13:20.000000005Z");
                 (parts.next().unwrap().into(), parts.next().unwrap().into(), parts.next().unwrap_or("").into())
             })
             .collect()
     }
 
+    fn stamp(secs: u64, nanos: u32) -> String {
+        let mut out = [0u8; TIMESTAMP_LEN];
+        format_timestamp(secs, nanos, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
     #[test]
     fn timestamps_are_rfc3339_nano_utc() {
-        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 5);
-        assert_eq!(rfc3339_nano(t), "2023-11-14T22:13:20.000000005Z");
-        assert_eq!(rfc3339_nano(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert!(rfc3339_nano(leap).starts_with("2000-02-29T00:00:00"));
+        assert_eq!(stamp(1_700_000_000, 5), "2023-11-14T22:13:20.000000005Z");
+        assert_eq!(stamp(0, 0), "1970-01-01T00:00:00.000000000Z");
+        assert!(stamp(951_782_400, 0).starts_with("2000-02-29T00:00:00"));
+        assert!(stamp(4_102_444_800, 999_999_999).starts_with("2100-01-01T00:00:00.999999999"));
     }
 
     #[test]
     fn lines_split_across_reads_are_joined() {
         let mut s = LineSplitter::new(Stream::Stdout);
-        let mut out = Vec::new();
-        s.feed(b"hel", &mut out).unwrap();
-        s.feed(b"lo\nwor", &mut out).unwrap();
-        s.feed(b"ld\n\n", &mut out).unwrap();
+        let records = run(&mut s, &[b"hel", b"lo\nwor", b"ld\n\n"], false);
         assert_eq!(
-            records(&out),
+            records,
             vec![
                 ("stdout".into(), "F".into(), "hello".into()),
                 ("stdout".into(), "F".into(), "world".into()),
@@ -157,30 +196,27 @@ mod tests {
     #[test]
     fn long_lines_become_partial_records_and_nothing_is_lost_at_the_end() {
         let mut s = LineSplitter::new(Stream::Stderr);
-        let mut out = Vec::new();
         let line = vec![b'x'; 40 * 1024];
-        s.feed(&line, &mut out).unwrap();
-        s.feed(b"\ntail", &mut out).unwrap();
-        s.finish(&mut out).unwrap();
-        let recs = records(&out);
-        assert_eq!(recs.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), vec!["P", "P", "F", "F"]);
-        assert_eq!(recs[0].2.len(), MAX_LINE);
-        assert_eq!(recs[1].2.len(), MAX_LINE);
-        assert_eq!(recs[2].2.len(), 40 * 1024 - 2 * MAX_LINE);
-        assert_eq!(recs[3], ("stderr".into(), "F".into(), "tail".into()));
-        let joined: usize = recs[..3].iter().map(|r| r.2.len()).sum();
-        assert_eq!(joined, 40 * 1024);
+        let records = run(&mut s, &[&line, b"\ntail"], true);
+        assert_eq!(records.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), vec!["P", "P", "F", "F"]);
+        assert_eq!(records[0].2.len(), MAX_LINE);
+        assert_eq!(records[1].2.len(), MAX_LINE);
+        assert_eq!(records[2].2.len(), 40 * 1024 - 2 * MAX_LINE);
+        assert_eq!(records[3], ("stderr".into(), "F".into(), "tail".into()));
     }
 
     #[test]
     fn a_line_of_exactly_the_limit_is_one_full_record() {
         let mut s = LineSplitter::new(Stream::Stdout);
-        let mut out = Vec::new();
         let mut line = vec![b'y'; MAX_LINE];
         line.push(b'\n');
-        s.feed(&line, &mut out).unwrap();
-        let recs = records(&out);
-        assert_eq!(recs.len(), 1);
-        assert_eq!(recs[0].1, "F");
+        let records = run(&mut s, &[&line], false);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].1, "F");
+        // Split exactly at the limit across two reads: still one full record.
+        let mut s = LineSplitter::new(Stream::Stdout);
+        let records = run(&mut s, &[&line[..MAX_LINE], b"\n"], false);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].1, "F");
     }
 }

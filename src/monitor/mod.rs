@@ -10,4 +10,4 @@ pub mod plan;
 mod program;
 mod restore;
 
-pub use program::run;
+pub use program::{finish, run};

@@ -1,10 +1,13 @@
 //! The monitor process itself: set-up (fork the init and wait until it is
-//! built), then a poll loop over the container's output, the control socket
-//! and SIGCHLD, until the init exits and the exit record is written.
+//! built), then the steady state — normally the tiny `monitor_loop` exec'd in
+//! place (linux::tiny_programs), which comes back through `finish` to write
+//! the exit record; where that cannot be exec'd, the same loop in Rust here:
+//! the container's output, the control socket and SIGCHLD, until the init
+//! exits and the exit record is written.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -17,7 +20,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::control::Request;
-use super::log::{LineSplitter, Stream};
+use super::log::{LineSplitter, Stream, MAX_RECORD};
 use super::plan::{
     CgroupJoin, ExitRecord, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON, START_ERROR_EXIT_CODE,
     START_ERROR_REASON,
@@ -36,6 +39,8 @@ pub fn run(run_dir: &Path) -> i32 {
             println!("created {} {} {}", monitor.init.pid, monitor.init.start_time, monitor.cgroup_join.as_str());
             let _ = io::stdout().flush();
             let _ = process::stdio_to_devnull_keep_stderr();
+            let e = monitor.hand_over();
+            eprintln!("monitor: cannot exec the monitor loop ({e}); serving in this process");
             monitor.serve();
             0
         }
@@ -60,7 +65,7 @@ struct Monitor {
     /// Why execve failed, when it did.
     start_error: Option<String>,
     /// Kept open for attach; unused until the streaming server lands.
-    _stdin: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
 }
 
 struct Output {
@@ -218,7 +223,7 @@ fn supervise(
         start: Some(start_w),
         exec_error: Some(exec_r),
         start_error: None,
-        _stdin: stdin_keep,
+        stdin: stdin_keep,
     })
 }
 
@@ -295,12 +300,13 @@ impl Monitor {
                 false
             }
             Ok(n) => {
-                let result = match &mut self.log {
-                    Some(log) => output.splitter.feed(&buf[..n], log),
-                    None => Ok(()),
-                };
-                if let Err(e) = result {
-                    eprintln!("monitor: writing the log: {e}");
+                if let Some(log) = &mut self.log {
+                    let mut scratch = [0u8; MAX_RECORD];
+                    output.splitter.feed(&buf[..n], now(), &mut scratch, &mut |record| {
+                        if let Err(e) = log.write_all(record) {
+                            eprintln!("monitor: writing the log: {e}");
+                        }
+                    });
                 }
                 true
             }
@@ -394,53 +400,167 @@ impl Monitor {
         }
         for output in &mut self.outputs {
             if let Some(log) = &mut self.log {
-                let _ = output.splitter.finish(log);
+                let mut scratch = [0u8; MAX_RECORD];
+                output.splitter.finish(now(), &mut scratch, &mut |record| {
+                    let _ = log.write_all(record);
+                });
             }
         }
-        if let Some(log) = &self.log {
-            let _ = log.sync_data();
-        }
-        // Read before anything removes the cgroup: the kernel's own count.
-        let oom_killed =
-            self.plan.memory_cgroup.as_deref().and_then(crate::cgroups::oom::oom_kills).is_some_and(|kills| kills > 0);
-        let reason = |code_reason: &str| {
-            if oom_killed {
-                OOM_KILLED_REASON.to_string()
-            } else {
-                code_reason.to_string()
-            }
+        let ended = match status {
+            WaitStatus::Signaled(_, sig, _) => Ended::Signaled(sig as i32),
+            WaitStatus::Exited(_, code) => Ended::Exited(code),
+            _ => return,
         };
-        let record = match (&self.start_error, status) {
-            (Some(why), _) => ExitRecord {
-                exit_code: START_ERROR_EXIT_CODE,
-                signal: None,
-                finished_at_ns,
-                reason: START_ERROR_REASON.into(),
-                message: why.clone(),
-            },
-            (None, WaitStatus::Signaled(_, sig, _)) => ExitRecord {
-                exit_code: 128 + sig as i32,
-                signal: Some(sig as i32),
-                finished_at_ns,
-                reason: reason("Error"),
-                message: String::new(),
-            },
-            (None, WaitStatus::Exited(_, code)) => ExitRecord {
-                exit_code: code,
-                signal: None,
-                finished_at_ns,
-                reason: reason(if code == 0 { "Completed" } else { "Error" }),
-                message: String::new(),
-            },
-            (None, _) => return,
-        };
-        if let Err(e) = store::write_json_with(&self.files.exit(), &record, store::Durability::Volatile) {
-            eprintln!("monitor: cannot write the exit record: {e}");
-        }
-        let _ = fs::remove_file(self.files.socket());
+        record_exit(&self.plan, &self.files, ended, finished_at_ns, self.start_error.as_deref());
     }
+
+    /// Execs the tiny monitor loop in place with this monitor's descriptors
+    /// (see src/linux/tiny/monitor_loop.rs for the numbering). Returns only
+    /// when that fails.
+    fn hand_over(&self) -> io::Error {
+        let path_flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
+        let run_dir = match nix::fcntl::open(
+            &self.files.dir,
+            path_flags | nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(e) => return e.into(),
+        };
+        // The loop comes back to this very program (`finish`) for the exit record.
+        let this_program = match nix::fcntl::open("/proc/self/exe", path_flags, nix::sys::stat::Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => return e.into(),
+        };
+        let raw = |fd: Option<&OwnedFd>| fd.map(|f| f.as_raw_fd());
+        let fds = [
+            Some(self.listener.as_raw_fd()),
+            Some(self.signals.as_fd().as_raw_fd()),
+            raw(self.outputs.first().map(|o| &o.fd)),
+            raw(self.outputs.get(1).map(|o| &o.fd)),
+            self.log.as_ref().map(|l| l.as_raw_fd()),
+            raw(self.start.as_ref()),
+            raw(self.exec_error.as_ref()),
+            Some(run_dir.as_raw_fd()),
+            Some(this_program.as_raw_fd()),
+            raw(self.stdin.as_ref()),
+        ];
+        let log_path = self.plan.log_path.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
+        let init_pid = self.init.pid.to_string();
+        let Some(run_dir_path) = self.files.dir.to_str() else {
+            return io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
+        };
+        let memory_cgroup = self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
+        crate::linux::tiny_programs::MONITOR_LOOP.exec(&fds, &[&init_pid, log_path, run_dir_path, memory_cgroup])
+    }
+}
+
+/// How the init ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl Ended {
+    /// `exited:N` / `signaled:N`, as the monitor loop reports it.
+    pub fn parse(word: &str) -> Option<Self> {
+        let (kind, n) = word.split_once(':')?;
+        let n: i32 = n.parse().ok()?;
+        match kind {
+            "exited" => Some(Self::Exited(n)),
+            "signaled" => Some(Self::Signaled(n)),
+            _ => None,
+        }
+    }
+}
+
+/// `nidus-monitor finish RUN_DIR STATUS FINISHED_AT_NS [START_ERROR]`: the
+/// monitor loop's last step when execve had failed (it writes the records of
+/// inits that ran itself), in the monitor's pid — writes the exit record.
+pub fn finish(run_dir: &Path, status: &str, finished_at_ns: &str, start_error: Option<&str>) -> i32 {
+    let files = RunFiles::new(run_dir);
+    let (Some(ended), Ok(finished_at_ns)) = (Ended::parse(status), finished_at_ns.parse::<i64>()) else {
+        eprintln!("monitor finish: bad status {status:?} or time {finished_at_ns:?}");
+        return 2;
+    };
+    let plan: MonitorPlan = match store::read_json(&files.plan()) {
+        Ok(Some(plan)) => plan,
+        Ok(None) => {
+            eprintln!("monitor finish: {} is missing", files.plan().display());
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("monitor finish: {e}");
+            return 1;
+        }
+    };
+    record_exit(&plan, &files, ended, finished_at_ns, start_error.filter(|e| !e.is_empty()));
+    0
+}
+
+/// Writes `exit.json` for an init that ended, and retires the control socket.
+fn record_exit(plan: &MonitorPlan, files: &RunFiles, ended: Ended, finished_at_ns: i64, start_error: Option<&str>) {
+    // Read before anything removes the cgroup: the kernel's own count.
+    let oom_killed =
+        plan.memory_cgroup.as_deref().and_then(crate::cgroups::oom::oom_kills).is_some_and(|kills| kills > 0);
+    let reason = |code_reason: &str| {
+        if oom_killed {
+            OOM_KILLED_REASON.to_string()
+        } else {
+            code_reason.to_string()
+        }
+    };
+    let record = match (start_error, ended) {
+        (Some(why), _) => ExitRecord {
+            exit_code: START_ERROR_EXIT_CODE,
+            signal: None,
+            finished_at_ns,
+            reason: START_ERROR_REASON.into(),
+            message: why.to_string(),
+        },
+        (None, Ended::Signaled(sig)) => ExitRecord {
+            exit_code: 128 + sig,
+            signal: Some(sig),
+            finished_at_ns,
+            reason: reason("Error"),
+            message: String::new(),
+        },
+        (None, Ended::Exited(code)) => ExitRecord {
+            exit_code: code,
+            signal: None,
+            finished_at_ns,
+            reason: reason(if code == 0 { "Completed" } else { "Error" }),
+            message: String::new(),
+        },
+    };
+    if let Err(e) = store::write_json_with(&files.exit(), &record, store::Durability::Volatile) {
+        eprintln!("monitor: cannot write the exit record: {e}");
+    }
+    let _ = fs::remove_file(files.socket());
 }
 
 fn now_ns() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+/// The realtime clock as the log formatter takes it.
+fn now() -> (u64, u32) {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (since.as_secs(), since.subsec_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loops_status_words_parse() {
+        assert_eq!(Ended::parse("exited:0"), Some(Ended::Exited(0)));
+        assert_eq!(Ended::parse("exited:137"), Some(Ended::Exited(137)));
+        assert_eq!(Ended::parse("signaled:9"), Some(Ended::Signaled(9)));
+        for bad in ["", "exited", "exited:", "exited:x", "stopped:1", "signaled:-"] {
+            assert_eq!(Ended::parse(bad), None, "{bad:?}");
+        }
+    }
 }

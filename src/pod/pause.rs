@@ -162,6 +162,9 @@ fn become_pause(args: &PauseArgs, report: OwnedFd) -> ! {
     let _ = write!(report, "ok");
     drop(report);
     let _ = process::close_fds_from(3);
+    // The rest of the pod's life in a few kilobytes; the same loop in this
+    // process should the tiny program fail to exec.
+    let _ = crate::linux::tiny_programs::PAUSE_IDLE.exec(&[], &[]);
     process::reap_children_forever()
 }
 

@@ -1,0 +1,168 @@
+//! The tiny steady-state programs (src/linux/tiny/, built by build.rs and
+//! embedded here) and how a helper hands over to one: the pause and the
+//! monitor do their set-up in Rust with std, then exec a few-kilobyte static
+//! program in place — same pid, same parentage — that does the waiting for
+//! the rest of the pod's or container's life.
+//!
+//! Each program is exec'd from a sealed memfd: nothing on disk to find or
+//! replace, and a process that reaches it through `/proc/PID/exe` finds a
+//! file that cannot be written (the seals forbid it).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// The pause's idle loop: exit on TERM/INT, reap orphans, sleep.
+pub const PAUSE_IDLE: Program =
+    Program { name: "nidus-pause-idle", image: include_bytes!(concat!(env!("OUT_DIR"), "/pause_idle")) };
+/// The monitor's loop: output to the CRI log, start/reopen-log, exit.
+pub const MONITOR_LOOP: Program =
+    Program { name: "nidus-monitor-loop", image: include_bytes!(concat!(env!("OUT_DIR"), "/monitor_loop")) };
+
+/// A program embedded in nidus.
+#[derive(Clone, Copy)]
+pub struct Program {
+    pub name: &'static str,
+    pub image: &'static [u8],
+}
+
+/// Descriptors numbered from this up are parked while arranging the
+/// program's fixed descriptors, clear of any target number.
+const PARK_FLOOR: RawFd = 64;
+
+impl Program {
+    /// Replaces this process with the program: `fds[i]` becomes descriptor
+    /// `3 + i` (None: that number stays closed), every other descriptor from
+    /// 3 up is closed by exec (callers open theirs close-on-exec), argv is
+    /// the program's name and `args`. Returns only on failure, before the
+    /// descriptors are touched when the memfd cannot be made.
+    pub fn exec(&self, fds: &[Option<RawFd>], args: &[&str]) -> io::Error {
+        let memfd = match self.sealed_memfd() {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
+        let mut argv: Vec<CString> = Vec::with_capacity(args.len() + 1);
+        for arg in std::iter::once(self.name).chain(args.iter().copied()) {
+            match CString::new(arg) {
+                Ok(arg) => argv.push(arg),
+                Err(_) => return io::Error::new(io::ErrorKind::InvalidInput, "an argument holds a NUL byte"),
+            }
+        }
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+
+        // Park every source (and the memfd) above the target numbers first,
+        // so placing one never closes another.
+        let mut parked: Vec<Option<OwnedFd>> = Vec::with_capacity(fds.len());
+        for fd in fds {
+            parked.push(match fd {
+                Some(fd) => match dup_above(*fd, PARK_FLOOR) {
+                    Ok(p) => Some(p),
+                    Err(e) => return e,
+                },
+                None => None,
+            });
+        }
+        let memfd = match dup_above(memfd.as_raw_fd(), PARK_FLOOR) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        for (i, fd) in parked.iter().enumerate() {
+            let target = 3 + i as RawFd;
+            let rc = match fd {
+                // SAFETY: dup2 onto a number this process owns the use of;
+                // the new descriptor is not close-on-exec.
+                Some(fd) => unsafe { libc::dup2(fd.as_raw_fd(), target) },
+                // SAFETY: closing a number nothing else here uses.
+                None => unsafe {
+                    libc::close(target);
+                    0
+                },
+            };
+            if rc < 0 {
+                return io::Error::last_os_error();
+            }
+        }
+        let empty = c"";
+        // SAFETY: argv and envp are null-terminated arrays of NUL-terminated
+        // strings that outlive the call; AT_EMPTY_PATH execs the memfd itself.
+        unsafe {
+            libc::syscall(
+                libc::SYS_execveat,
+                memfd.as_raw_fd(),
+                empty.as_ptr(),
+                argv_ptrs.as_ptr(),
+                envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        io::Error::last_os_error()
+    }
+
+    /// The program's image in an executable memfd sealed against any change.
+    fn sealed_memfd(&self) -> io::Result<OwnedFd> {
+        let name = CString::new(self.name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        // MFD_EXEC (Linux 6.3) asks for an executable memfd where
+        // vm.memfd_noexec would otherwise refuse; older kernels reject the flag.
+        // SAFETY: memfd_create with a NUL-terminated name returns a new fd or -1.
+        let mut raw = unsafe { libc::memfd_create(name.as_ptr(), base | libc::MFD_EXEC) };
+        if raw < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            // SAFETY: as above.
+            raw = unsafe { libc::memfd_create(name.as_ptr(), base) };
+        }
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: raw was just returned by memfd_create and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut written = 0;
+        while written < self.image.len() {
+            let rest = &self.image[written..];
+            // SAFETY: rest is a valid buffer of the length passed.
+            let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            written += n as usize;
+        }
+        let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+        // SAFETY: F_ADD_SEALS on our own memfd.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+}
+
+/// A close-on-exec duplicate of `fd` numbered `floor` or above.
+fn dup_above(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (or -1) that we own.
+    let raw = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: raw was just returned by fcntl and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_programs_are_small_static_elf_executables() {
+        for program in [PAUSE_IDLE, MONITOR_LOOP] {
+            assert_eq!(&program.image[..4], b"\x7fELF", "{}", program.name);
+            assert!(program.image.len() < 64 * 1024, "{} is {} bytes", program.name, program.image.len());
+            // No program interpreter: statically linked.
+            let text = program.image.windows(b"ld-linux".len()).any(|w| w == b"ld-linux");
+            assert!(!text, "{} names a dynamic loader", program.name);
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! Checkpoints: CRIU dump and restore (`criu`), the archive's location and
 //! its root-only, all-or-nothing writing (`location`), the archive's layout
-//! and metadata (`archive`), and the container's rootfs changes (`rootfs_diff`).
+//! and metadata (`archive`), the container's rootfs changes (`rootfs_diff`),
+//! and the operator CLI (`cli`). The lifecycle side is in
+//! container::manager::{checkpoint, restore} and monitor::restore.
 
 pub mod archive;
 pub mod cli;
@@ -19,6 +21,4 @@ pub enum CheckpointError {
     Location(#[from] LocationError),
     #[error("checkpoint archive {path}: {why}")]
     Archive { path: std::path::PathBuf, why: String },
-    #[error("{0}")]
-    Unsupported(String),
 }

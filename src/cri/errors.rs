@@ -66,9 +66,7 @@ impl From<ContainerError> for Status {
 fn checkpoint_status(e: CheckpointError, message: String) -> Status {
     match e {
         CheckpointError::Criu(CriuError::Timeout { .. }) => Status::deadline_exceeded(message),
-        CheckpointError::Criu(CriuError::Missing(_) | CriuError::TooOld { .. }) | CheckpointError::Unsupported(_) => {
-            Status::failed_precondition(message)
-        }
+        CheckpointError::Criu(CriuError::Missing(_) | CriuError::TooOld { .. }) => Status::failed_precondition(message),
         CheckpointError::Location(LocationError::Exists(_)) => Status::already_exists(message),
         CheckpointError::Location(
             LocationError::Invalid(_) | LocationError::Symlink { .. } | LocationError::NotDirectory { .. },

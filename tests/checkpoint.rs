@@ -48,6 +48,18 @@ async fn wait_for_count(cri: &mut Cri, id: &str, at_least: u64) -> u64 {
     }
 }
 
+/// The first count a (restored) container prints.
+async fn first_count(cri: &mut Cri, id: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(&first) = counts(cri, id).await.first() {
+            return first;
+        }
+        assert!(Instant::now() < deadline, "container {id} printed no count");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn tar_list(archive: &Path) -> Vec<String> {
     let out = std::process::Command::new("tar").arg("-tf").arg(archive).output().expect("tar");
     assert!(out.status.success(), "tar -tf {}: {}", archive.display(), String::from_utf8_lossy(&out.stderr));
@@ -153,12 +165,7 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
     cri.start_container(&restored).await.expect("StartContainer of the restored container");
     let restore_took = started.elapsed();
     assert_eq!(cri.status_of(&restored).await.state(), ContainerState::ContainerRunning);
-    let first = loop {
-        if let Some(&first) = counts(&mut cri, &restored).await.first() {
-            break first;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let first = first_count(&mut cri, &restored).await;
     assert!(
         first >= before && first <= checkpointed_at + 1,
         "restored count starts at {first}, checkpointed between {before} and {checkpointed_at}"
@@ -193,12 +200,7 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
     let from_image = cri
         .run_container(&pod3_id, &pod3, container_config("from-image", "localhost/checkpoint-counter:latest", &[]))
         .await;
-    let first_from_image = loop {
-        if let Some(&first) = counts(&mut cri, &from_image).await.first() {
-            break first;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let first_from_image = first_count(&mut cri, &from_image).await;
     assert!(
         first_from_image >= before && first_from_image <= checkpointed_at + 1,
         "count from the image starts at {first_from_image}"

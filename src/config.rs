@@ -38,6 +38,7 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub container: ContainerConfig,
     pub image: ImageStoreConfig,
+    pub checkpoint: CheckpointConfig,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -130,6 +131,23 @@ pub struct ImageStoreConfig {
     pub import_dir: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// The CRIU binary (4.1 or newer); default: the first `criu` in PATH,
+    /// /usr/local/sbin or /usr/sbin.
+    pub criu_binary: Option<PathBuf>,
+    /// How long a CheckpointContainer may take when the request gives no
+    /// timeout, in seconds.
+    pub default_timeout_secs: u64,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        Self { criu_binary: None, default_timeout_secs: 300 }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -143,6 +161,7 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             container: ContainerConfig::default(),
             image: ImageStoreConfig::default(),
+            checkpoint: CheckpointConfig::default(),
         }
     }
 }
@@ -271,6 +290,17 @@ impl Config {
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if self.container.pids_limit < 0 {
             return Err(ConfigError::Invalid("container.pids_limit must be 0 (no limit) or more".into()));
+        }
+        if let Some(criu) = &self.checkpoint.criu_binary {
+            if !criu.is_absolute() || has_dot_dot(criu) {
+                return Err(ConfigError::Invalid(format!(
+                    "checkpoint.criu_binary must be an absolute path without '..', got {}",
+                    criu.display()
+                )));
+            }
+        }
+        if self.checkpoint.default_timeout_secs == 0 {
+            return Err(ConfigError::Invalid("checkpoint.default_timeout_secs must be at least 1".into()));
         }
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));

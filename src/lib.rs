@@ -18,6 +18,7 @@ pub mod api_v1alpha2 {
 }
 
 pub mod cgroups;
+pub mod checkpoint;
 pub mod config;
 pub mod container;
 pub mod cri;

@@ -1,6 +1,6 @@
 //! The nidus command line: `serve` (the CRI daemon), `pause` (a pod's pause
-//! process, started by the daemon), `image import`, `config default` and
-//! `seccomp check`.
+//! process, started by the daemon), `image import`, `config default`,
+//! `seccomp check`, and `checkpoint`/`restore` (CRI calls on the socket).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +35,39 @@ enum Command {
     /// Seccomp profiles.
     #[command(subcommand)]
     Seccomp(SeccompCommand),
+    /// Checkpoint a running container into a root-only archive (CRIU); it keeps running.
+    Checkpoint(CheckpointArgs),
+    /// Restore a checkpoint archive into a pod sandbox as a new container, and start it.
+    Restore(RestoreArgs),
+}
+
+#[derive(clap::Args)]
+struct CheckpointArgs {
+    /// The container id (or a unique prefix).
+    container: String,
+    /// Where the archive goes (a new file; relative paths are taken from here).
+    location: PathBuf,
+    /// Seconds the dump may take (0: the daemon's default).
+    #[arg(long, default_value_t = 0)]
+    timeout: i64,
+    /// The daemon's CRI socket.
+    #[arg(long, default_value = "/run/nidus/nidus.sock")]
+    socket: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct RestoreArgs {
+    /// The checkpoint archive.
+    archive: PathBuf,
+    /// The pod sandbox id (or a unique prefix) to restore into.
+    #[arg(long)]
+    pod: String,
+    /// The new container's name (default: the checkpointed container's).
+    #[arg(long)]
+    name: Option<String>,
+    /// The daemon's CRI socket.
+    #[arg(long, default_value = "/run/nidus/nidus.sock")]
+    socket: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -128,6 +161,33 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Image(ImageCommand::Import(args)) => image_import(args),
         Command::Seccomp(SeccompCommand::Check(args)) => seccomp_check(args),
+        Command::Checkpoint(args) => {
+            on_socket(nidus::checkpoint::cli::checkpoint(&args.socket, &args.container, &args.location, args.timeout))
+        }
+        Command::Restore(args) => on_socket(async move {
+            let id =
+                nidus::checkpoint::cli::restore(&args.socket, &args.archive, &args.pod, args.name.as_deref()).await?;
+            println!("{id}");
+            Ok(())
+        }),
+    }
+}
+
+/// Runs a CRI client call to completion; its error on stderr.
+fn on_socket(call: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("nidus: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(call) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nidus: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -38,10 +38,6 @@ async fn unimplemented_rpcs_say_so_and_name_themselves() {
     let mut env = TestEnv::new("unimpl");
     let mut cri = env.start().await;
     let checks: Vec<(&str, tonic::Status)> = vec![
-        (
-            "CheckpointContainer",
-            cri.runtime.checkpoint_container(CheckpointContainerRequest::default()).await.unwrap_err(),
-        ),
         ("CheckpointPod", cri.runtime.checkpoint_pod(CheckpointPodRequest::default()).await.unwrap_err()),
         (
             "UpdateRuntimeConfig",

@@ -34,6 +34,10 @@ use super::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
 use super::user::{self, UserRequest};
 use super::{caps, signal, ImageSource, ImageSourceError};
 
+mod checkpoint;
+mod restore;
+pub use checkpoint::CheckpointReport;
+
 /// How long the monitor may take to build a container.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the monitor may take to answer a control request.
@@ -90,6 +94,8 @@ pub enum ContainerError {
     Control(#[from] ControlError),
     #[error(transparent)]
     Confinement(#[from] ConfinementError),
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
@@ -227,10 +233,21 @@ impl Containers {
             return Err(ContainerError::Precondition(format!("sandbox {} is not ready", request.sandbox.record.id)));
         }
         let id = ids::new_id();
+        let (request, restore) = match self.restore_request(&request, &id).await {
+            Ok(Some((restored, source))) => (restored, Some(source)),
+            Ok(None) => (request, None),
+            Err(e) => {
+                let _ = self.images.release(&id);
+                return Err(e);
+            }
+        };
         let slot = name_slot(&request.sandbox.record.id, &request.name_key);
         {
             let mut index = self.index();
             if let Some(existing) = index.names.get(&slot) {
+                if restore.is_some() {
+                    let _ = self.images.release(&id);
+                }
                 return Err(ContainerError::NameInUse {
                     name: request.name_key.clone(),
                     sandbox: request.sandbox.record.id.clone(),
@@ -239,7 +256,7 @@ impl Containers {
             }
             index.names.insert(slot.clone(), id.clone());
         }
-        let result = self.build(&id, &request).await;
+        let result = self.build(&id, &request, restore.as_ref()).await;
         match result {
             Ok((record, init)) => {
                 let entry = Entry::new(record, Some(init));
@@ -269,6 +286,7 @@ impl Containers {
         &self,
         id: &str,
         request: &ContainerCreate,
+        restore: Option<&restore::RestoreSource>,
     ) -> Result<(ContainerRecord, InitProcess), (ContainerError, Option<ContainerRecord>)> {
         let config = &request.config;
         let sandbox = &request.sandbox;
@@ -319,7 +337,7 @@ impl Containers {
             let _ = store::remove_tree(&paths.dir);
             return Err((e.into(), None));
         }
-        let init = self.make(&mut record, &image, request, &paths).await.map_err(|e| fail(e, &record))?;
+        let init = self.make(&mut record, &image, request, &paths, restore).await.map_err(|e| fail(e, &record))?;
         record.lifecycle = Lifecycle::Created;
         store::write_json(&paths.record(), &record).map_err(|e| fail(e.into(), &record))?;
         tracing::info!(container_id = %id, pod_id = %record.sandbox_id, pid = init.identity.pid, "container created");
@@ -332,6 +350,7 @@ impl Containers {
         image: &super::SourceImage,
         request: &ContainerCreate,
         paths: &ContainerPaths,
+        restore: Option<&restore::RestoreSource>,
     ) -> Result<InitProcess, ContainerError> {
         let id = record.id.clone();
         let config = &request.config;
@@ -471,6 +490,10 @@ impl Containers {
         self.restrict_devices(&record.cgroup, sc.privileged, &devices).await?;
         self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
         lap("cgroup made");
+        let restore = match restore {
+            Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
+            None => None,
+        };
         let plan = MonitorPlan {
             container_id: id.clone(),
             bundle: paths.dir.clone(),
@@ -485,6 +508,7 @@ impl Containers {
             clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
                 .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
                 .flatten(),
+            restore,
         };
         store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
         if let Some(log) = &record.log_path {

@@ -2,6 +2,7 @@
 
 use tonic::Status;
 
+use crate::checkpoint::{CheckpointError, CriuError, LocationError};
 use crate::container::confinement::ConfinementError;
 use crate::container::exec::ExecError;
 use crate::container::{ContainerError, ImageSourceError};
@@ -46,6 +47,7 @@ impl From<ContainerError> for Status {
             | ContainerError::Confinement(ConfinementError::Invalid { .. }) => Status::invalid_argument(message),
             ContainerError::NameInUse { .. } => Status::already_exists(message),
             ContainerError::Precondition(_) => Status::failed_precondition(message),
+            ContainerError::Checkpoint(e) => checkpoint_status(e, message),
             ContainerError::Exec(ExecError::Timeout(_)) => Status::deadline_exceeded(message),
             ContainerError::Start(_)
             | ContainerError::Exec(ExecError::CannotStart(_))
@@ -58,6 +60,20 @@ impl From<ContainerError> for Status {
             | ContainerError::Exec(ExecError::Helper { .. })
             | ContainerError::Control(ControlError::Unreachable { .. }) => Status::internal(message),
         }
+    }
+}
+
+fn checkpoint_status(e: CheckpointError, message: String) -> Status {
+    match e {
+        CheckpointError::Criu(CriuError::Timeout { .. }) => Status::deadline_exceeded(message),
+        CheckpointError::Criu(CriuError::Missing(_) | CriuError::TooOld { .. }) => Status::failed_precondition(message),
+        CheckpointError::Location(LocationError::Exists(_)) => Status::already_exists(message),
+        CheckpointError::Location(
+            LocationError::Invalid(_) | LocationError::Symlink { .. } | LocationError::NotDirectory { .. },
+        ) => Status::invalid_argument(message),
+        CheckpointError::Archive { .. } => Status::invalid_argument(message),
+        CheckpointError::Location(LocationError::Io { .. })
+        | CheckpointError::Criu(CriuError::Failed { .. } | CriuError::Spawn { .. }) => Status::internal(message),
     }
 }
 

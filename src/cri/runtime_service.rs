@@ -353,9 +353,21 @@ impl RuntimeService for RuntimeApi {
 
     async fn checkpoint_container(
         &self,
-        _: Request<CheckpointContainerRequest>,
+        request: Request<CheckpointContainerRequest>,
     ) -> Result<Response<CheckpointContainerResponse>, Status> {
-        Err(unimplemented("CheckpointContainer"))
+        let request = request.get_ref();
+        let id = validate::id("container_id", &request.container_id)?;
+        let location =
+            crate::checkpoint::location::check(&request.location).map_err(|e| super::errors::invalid("location", e))?;
+        if request.timeout < 0 {
+            return Err(super::errors::invalid("timeout", "must not be negative"));
+        }
+        let timeout = match request.timeout {
+            0 => std::time::Duration::from_secs(self.daemon.config.checkpoint.default_timeout_secs),
+            secs => std::time::Duration::from_secs(secs as u64),
+        };
+        self.daemon.containers.checkpoint(id, &location, timeout).await?;
+        Ok(Response::new(CheckpointContainerResponse {}))
     }
 
     async fn checkpoint_pod(

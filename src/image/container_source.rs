@@ -35,6 +35,11 @@ impl ImageSource for ImageStore {
     fn release(&self, holder: &str) -> Result<(), ImageSourceError> {
         ImageStore::release(self, holder).map_err(source_error)
     }
+
+    fn annotations(&self, reference: &str) -> Result<std::collections::HashMap<String, String>, ImageSourceError> {
+        let image = ImageStore::resolve(self, reference).map_err(source_error)?;
+        ImageStore::manifest_annotations(self, &image).map_err(source_error)
+    }
 }
 
 fn source_error(e: ImageError) -> ImageSourceError {

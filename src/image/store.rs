@@ -468,6 +468,21 @@ impl ImageStore {
         }
     }
 
+    /// The annotations of `image`'s manifest (CRI-O marks checkpoint images so).
+    pub fn manifest_annotations(&self, image: &Image) -> Result<std::collections::HashMap<String, String>, ImageError> {
+        let digest: Digest = image
+            .manifest_digest
+            .parse()
+            .map_err(|e: super::digest::DigestError| ImageError::BadContent(e.to_string()))?;
+        let manifest: serde_json::Value = serde_json::from_slice(&self.content.read_small(&digest)?)
+            .map_err(|e| ImageError::BadContent(format!("manifest {digest}: {e}")))?;
+        Ok(manifest
+            .get("annotations")
+            .and_then(|a| a.as_object())
+            .map(|a| a.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default())
+    }
+
     /// Where a layer is unpacked, if it is.
     pub fn unpacked_path(&self, diff_id: &Digest) -> Option<PathBuf> {
         self.layers.record(diff_id).ok().flatten().map(|_| self.layers.fs_path(diff_id))

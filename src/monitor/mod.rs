@@ -8,5 +8,6 @@ pub mod control;
 pub mod log;
 pub mod plan;
 mod program;
+mod restore;
 
 pub use program::{finish, run};

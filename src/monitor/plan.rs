@@ -32,6 +32,28 @@ pub struct MonitorPlan {
     /// straight into (clone3 with CLONE_INTO_CGROUP).
     #[serde(default)]
     pub clone_into_cgroup: Option<PathBuf>,
+    /// Restore the init from a checkpoint (CRIU) instead of building it.
+    #[serde(default)]
+    pub restore: Option<RestorePlan>,
+}
+
+/// How the monitor restores a checkpointed container (`criu restore`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RestorePlan {
+    pub criu: PathBuf,
+    /// CRIU's images (the archive's `checkpoint/`).
+    pub images: PathBuf,
+    /// Where `restore.log` goes.
+    pub work_dir: PathBuf,
+    /// CRIU's names of the checkpointed init's stdout and stderr pipes.
+    pub stdout_pipe: String,
+    pub stderr_pipe: String,
+    /// The new sandbox's network namespace (for CRIU's external `extNetNs`).
+    pub net_ns: PathBuf,
+    /// The new pod's namespaces CRIU runs (and so restores) in: (`uts`, path), (`ipc`, path).
+    pub join_ns: Vec<(String, PathBuf)>,
+    /// Bind mounts: CRIU key → the new source on the host.
+    pub external_mounts: Vec<(String, PathBuf)>,
 }
 
 /// How the container's init came to be in its cgroup.
@@ -141,6 +163,10 @@ impl RunFiles {
     /// The monitor's own diagnostics.
     pub fn monitor_log(&self) -> PathBuf {
         self.dir.join("monitor.log")
+    }
+    /// The restored init's pid, as `criu restore --pidfile` writes it.
+    pub fn restored_pid(&self) -> PathBuf {
+        self.dir.join("restored.pid")
     }
     /// Mount point of the rootfs (inside the container's mount namespace only).
     pub fn rootfs(&self) -> PathBuf {

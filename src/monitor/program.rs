@@ -103,6 +103,19 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
         None => None,
     };
     let tty = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+    if let Some(restore) = plan.restore.clone() {
+        if tty {
+            return Err("a container with a terminal cannot be restored from a checkpoint".into());
+        }
+        let signals = sigchld_fd()?;
+        let init = super::restore::restore(&plan, &restore, files)?;
+        let outputs = vec![
+            Output { fd: init.stdout, splitter: LineSplitter::new(Stream::Stdout), open: true },
+            Output { fd: init.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
+        ];
+        let handshake = (init.start, init.exec_error);
+        return supervise(plan, files, init.pid, CgroupJoin::Procs, signals, outputs, log, handshake, None);
+    }
 
     // The container's stdio, and our ends of it.
     let (init_stdio, outputs, stdin_keep) = if tty {
@@ -118,8 +131,10 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
             let (r, w) = pipe().map_err(|e| format!("pipe: {e}"))?;
             (r, Some(w))
         } else {
-            let null = File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
-            (OwnedFd::from(null), None)
+            // A pipe nobody writes reads as empty, like /dev/null, but is no
+            // file of a host mount (CRIU cannot checkpoint one).
+            let (r, _closed) = pipe().map_err(|e| format!("pipe: {e}"))?;
+            (r, None)
         };
         (
             InitStdio { stdin: stdin_r, stdout: out_w, stderr: err_w, tty: false },
@@ -134,12 +149,7 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
     let (start_r, start_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
     let (exec_r, exec_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
 
-    // SIGCHLD arrives through a signalfd; blocked before the fork so no exit is missed.
-    let mut chld = SigSet::empty();
-    chld.add(Signal::SIGCHLD);
-    chld.thread_block().map_err(|e| format!("blocking SIGCHLD: {e}"))?;
-    let signals = SignalFd::with_flags(&chld, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| format!("signalfd: {e}"))?;
+    let signals = sigchld_fd()?;
 
     container_init::enter_pid_namespace_for_children(&spec)?;
     let (forked, cgroup_join) = fork_init(&plan)?;
@@ -166,6 +176,33 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
             .map(String::from)
             .unwrap_or_else(|| "the container's init died while being built".into()));
     }
+    supervise(plan, files, child, cgroup_join, signals, outputs, log, (start_w, exec_r), stdin_keep)
+}
+
+/// SIGCHLD through a signalfd; blocked before any fork so no exit is missed.
+fn sigchld_fd() -> Result<SignalFd, String> {
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    chld.thread_block().map_err(|e| format!("blocking SIGCHLD: {e}"))?;
+    SignalFd::with_flags(&chld, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).map_err(|e| format!("signalfd: {e}"))
+}
+
+/// Hands a ready init (built here, or restored from a checkpoint) to the
+/// supervision: records its identity and ours, binds the control socket.
+/// `handshake` is the monitor's end of the start pipe and of the exec-error pipe.
+#[allow(clippy::too_many_arguments)]
+fn supervise(
+    plan: MonitorPlan,
+    files: &RunFiles,
+    child: i32,
+    cgroup_join: CgroupJoin,
+    signals: SignalFd,
+    outputs: Vec<Output>,
+    log: Option<File>,
+    handshake: (OwnedFd, OwnedFd),
+    stdin_keep: Option<OwnedFd>,
+) -> Result<Monitor, String> {
+    let (start_w, exec_r) = handshake;
     let init = ProcessIdentity::of(child).map_err(|e| format!("reading the init's identity: {e}"))?;
     store::write_json_with(&files.init(), &init, store::Durability::Volatile).map_err(|e| e.to_string())?;
     let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;

@@ -1,0 +1,208 @@
+//! The CRIU binary: where it is, whether it is new enough for this kernel,
+//! and running it with a deadline (stopped when the deadline passes). The
+//! daemon's reaper waits for it, as for every child of the daemon.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::linux::reaper::Reaper;
+
+/// Oldest CRIU that dumps on kernels ≥ 6.13 (3.x does not know `[vvar_vclock]`).
+pub const NEEDED: Version = Version { major: 4, minor: 1, patch: 0 };
+
+/// The `--external` key of the pod's network namespace (dump: the init's
+/// netns inode; restore: the new sandbox's, through `--inherit-fd`).
+pub const NET_KEY: &str = "extNetNs";
+
+/// Where CRIU is looked for when the config names none (after PATH).
+const SEARCH_DIRS: &[&str] = &["/usr/local/sbin", "/usr/sbin"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CriuError {
+    #[error("CRIU {NEEDED} or newer is needed for checkpoints; none was found ({0})")]
+    Missing(String),
+    #[error("CRIU {found} at {path} is too old for this kernel; {NEEDED} or newer is needed")]
+    TooOld { path: PathBuf, found: String },
+    #[error("criu {action} did not finish within {secs} s; it was stopped")]
+    Timeout { action: &'static str, secs: u64 },
+    #[error("criu {action} failed ({status}); its log is {log}: {tail}")]
+    Failed { action: &'static str, status: String, log: PathBuf, tail: String },
+    #[error("cannot run {path}: {source}")]
+    Spawn { path: PathBuf, source: std::io::Error },
+}
+
+/// A CRIU binary known to be new enough.
+#[derive(Debug, Clone)]
+pub struct Criu {
+    pub path: PathBuf,
+    pub version: Version,
+}
+
+/// Parses `criu --version` output ("Version: 4.1.1", maybe followed by a GitID line).
+pub fn parse_version(text: &str) -> Option<Version> {
+    let line = text.lines().find_map(|l| l.trim().strip_prefix("Version:"))?;
+    let mut numbers = line.trim().split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
+    let major = numbers.next()?.parse().ok()?;
+    let minor = numbers.next()?.parse().ok()?;
+    let patch = numbers.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    Some(Version { major, minor, patch })
+}
+
+/// The configured binary, or the first `criu` in PATH, /usr/local/sbin or /usr/sbin.
+fn candidates(configured: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(path) = configured {
+        return vec![path.to_path_buf()];
+    }
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path_var).collect();
+    dirs.extend(SEARCH_DIRS.iter().map(PathBuf::from));
+    dirs.into_iter().map(|d| d.join("criu")).filter(|p| p.is_file()).collect()
+}
+
+impl Criu {
+    /// Finds CRIU and checks its version (run each time: an operator may
+    /// install or upgrade CRIU while nidus runs).
+    pub async fn find(configured: Option<&Path>, reaper: &Reaper) -> Result<Criu, CriuError> {
+        let found = candidates(configured);
+        let Some(first) = found.first() else {
+            return Err(CriuError::Missing("no criu in PATH, /usr/local/sbin or /usr/sbin".into()));
+        };
+        let mut too_old = None;
+        for path in &found {
+            let text = match version_output(path, reaper).await {
+                Ok(text) => text,
+                Err(e) if configured.is_some() => return Err(CriuError::Missing(format!("{}: {e}", path.display()))),
+                Err(_) => continue,
+            };
+            match parse_version(&text) {
+                Some(version) if version >= NEEDED => return Ok(Criu { path: path.clone(), version }),
+                Some(version) => too_old.get_or_insert((path.clone(), version.to_string())),
+                None => too_old.get_or_insert((path.clone(), format!("of unknown version ({:?})", text.trim()))),
+            };
+        }
+        match too_old {
+            Some((path, found)) => Err(CriuError::TooOld { path, found }),
+            None => Err(CriuError::Missing(format!("{} did not run", first.display()))),
+        }
+    }
+
+    /// Runs `criu ARGS` inside the namespaces `enter` names (`--uts=PATH`,
+    /// through nsenter, which execs CRIU in place), logging to `log`,
+    /// stopping it when `deadline` passes:
+    /// SIGTERM first, which CRIU answers by undoing what it did (a dump
+    /// thaws the tree it froze), SIGKILL a moment later.
+    pub async fn run(
+        &self,
+        action: &'static str,
+        enter: &[String],
+        args: &[String],
+        log: &Path,
+        deadline: Duration,
+        reaper: &Reaper,
+    ) -> Result<(), CriuError> {
+        let mut command = if enter.is_empty() {
+            std::process::Command::new(&self.path)
+        } else {
+            let mut nsenter = std::process::Command::new("nsenter");
+            nsenter.args(enter).arg("--").arg(&self.path);
+            nsenter
+        };
+        let child = command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|source| CriuError::Spawn { path: self.path.clone(), source })?;
+        let pid = child.id() as i32;
+        // The reaper owns waiting; the std handle must never wait.
+        drop(child);
+        let status = match tokio::time::timeout(deadline, reaper.wait(pid)).await {
+            Ok(status) => status,
+            Err(_) => {
+                stop(pid, reaper).await;
+                return Err(CriuError::Timeout { action, secs: deadline.as_secs().max(1) });
+            }
+        };
+        if status.success() {
+            return Ok(());
+        }
+        Err(CriuError::Failed { action, status: status.to_string(), log: log.to_path_buf(), tail: log_tail(log) })
+    }
+}
+
+/// `criu --version`'s output.
+async fn version_output(path: &Path, reaper: &Reaper) -> std::io::Result<String> {
+    let mut child = std::process::Command::new(path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pid = child.id() as i32;
+    let stdout = child.stdout.take();
+    drop(child);
+    let read = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+        }
+        text
+    });
+    let text = match tokio::time::timeout(Duration::from_secs(10), read).await {
+        Ok(Ok(text)) => text,
+        _ => String::new(),
+    };
+    if tokio::time::timeout(Duration::from_secs(10), reaper.wait(pid)).await.is_err() {
+        stop(pid, reaper).await;
+    }
+    Ok(text)
+}
+
+/// SIGTERM, a grace period for CRIU to undo what it did (a dump thaws the
+/// tree and takes its parasites out), then SIGKILL.
+async fn stop(pid: i32, reaper: &Reaper) {
+    let target = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM);
+    if tokio::time::timeout(Duration::from_secs(5), reaper.wait(pid)).await.is_ok() {
+        return;
+    }
+    let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL);
+    let _ = tokio::time::timeout(Duration::from_secs(5), reaper.wait(pid)).await;
+}
+
+/// The last error lines of a CRIU log, for the message.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains("Error") || l.contains("err")).collect();
+    let lines = if errors.is_empty() { text.lines().collect::<Vec<_>>() } else { errors };
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_compare() {
+        assert_eq!(parse_version("Version: 4.1.1\n"), Some(Version { major: 4, minor: 1, patch: 1 }));
+        assert_eq!(parse_version("Version: 3.17.1\nGitID: v3.17.1\n").map(|v| v < NEEDED), Some(true));
+        assert_eq!(parse_version("Version: 4.1\n"), Some(Version { major: 4, minor: 1, patch: 0 }));
+        assert!(parse_version("Version: 4.2-rc1").is_some_and(|v| v >= NEEDED));
+        assert_eq!(parse_version("criu: command not found"), None);
+    }
+}

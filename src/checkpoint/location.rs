@@ -1,0 +1,251 @@
+//! Where a checkpoint archive goes: `location` checked (absolute, no `..`,
+//! a file name), its parent directories opened from `/` one component at a
+//! time without following any symlink (missing ones created 0700), and the
+//! archive written to an O_EXCL temporary file beside it that is renamed into
+//! place only when complete (never over an existing file or planted symlink).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, renameat2, OFlag, RenameFlags, AT_FDCWD};
+use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocationError {
+    #[error("location {0:?} must be an absolute path to a file, without '.' or '..' components")]
+    Invalid(String),
+    #[error("location {path}: {component} is a symlink; checkpoint archives are never written through symlinks")]
+    Symlink { path: PathBuf, component: PathBuf },
+    #[error("location {path}: {component} is not a directory")]
+    NotDirectory { path: PathBuf, component: PathBuf },
+    #[error("location {0} already exists")]
+    Exists(PathBuf),
+    #[error("location {path}: {what}: {source}")]
+    Io { path: PathBuf, what: String, source: std::io::Error },
+}
+
+/// A checked `location`: its parent directory, held open, and the file name.
+#[derive(Debug)]
+pub struct Location {
+    pub path: PathBuf,
+    dir: OwnedFd,
+    name: OsString,
+}
+
+/// The archive being written, not yet at `location`.
+pub struct PendingArchive {
+    pub file: File,
+    temp_name: OsString,
+}
+
+/// Pure checks on the request's `location`.
+pub fn check(location: &str) -> Result<PathBuf, LocationError> {
+    let path = Path::new(location);
+    let bad = || LocationError::Invalid(location.to_string());
+    if !path.is_absolute() || location.ends_with('/') || location.contains('\0') {
+        return Err(bad());
+    }
+    for component in Path::new(location).components() {
+        match component {
+            Component::RootDir | Component::Normal(_) => {}
+            _ => return Err(bad()),
+        }
+    }
+    // Path::components drops "." silently: look at the raw text as well.
+    if location.split('/').any(|c| c == "." || c == "..") || path.file_name().is_none() {
+        return Err(bad());
+    }
+    Ok(path.to_path_buf())
+}
+
+impl Location {
+    /// Opens (making when missing, 0700) every parent directory of `path`
+    /// from `/` without following symlinks, and checks nothing is at `path`.
+    pub fn open(path: &Path) -> Result<Location, LocationError> {
+        let io = |what: String| {
+            let path = path.to_path_buf();
+            move |e: Errno| LocationError::Io { path, what, source: e.into() }
+        };
+        let name = path.file_name().ok_or_else(|| LocationError::Invalid(path.display().to_string()))?.to_owned();
+        let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let mut dir = openat(AT_FDCWD, "/", dir_flags, Mode::empty()).map_err(io("opening /".into()))?;
+        let mut walked = PathBuf::from("/");
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        for component in parent.components().filter(|c| matches!(c, Component::Normal(_))) {
+            let part = component.as_os_str();
+            walked.push(part);
+            let next = match openat(&dir, part, dir_flags, Mode::empty()) {
+                Err(Errno::ENOENT) => {
+                    match mkdirat(&dir, part, Mode::from_bits_truncate(0o700)) {
+                        Ok(()) | Err(Errno::EEXIST) => {}
+                        Err(e) => return Err(io(format!("creating {}", walked.display()))(e)),
+                    }
+                    openat(&dir, part, dir_flags, Mode::empty())
+                }
+                other => other,
+            };
+            dir = match next {
+                Ok(fd) => fd,
+                Err(Errno::ENOTDIR) | Err(Errno::ELOOP) => return Err(Self::not_a_directory(path, &dir, part, walked)),
+                Err(e) => return Err(io(format!("opening {}", walked.display()))(e)),
+            };
+        }
+        let location = Location { path: path.to_path_buf(), dir, name };
+        location.ensure_absent()?;
+        Ok(location)
+    }
+
+    fn not_a_directory(path: &Path, dir: &OwnedFd, part: &OsStr, walked: PathBuf) -> LocationError {
+        let is_link = fstatat(dir, part, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK);
+        if is_link {
+            LocationError::Symlink { path: path.to_path_buf(), component: walked }
+        } else {
+            LocationError::NotDirectory { path: path.to_path_buf(), component: walked }
+        }
+    }
+
+    fn ensure_absent(&self) -> Result<(), LocationError> {
+        match fstatat(&self.dir, self.name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Err(Errno::ENOENT) => Ok(()),
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK => {
+                Err(LocationError::Symlink { path: self.path.clone(), component: self.path.clone() })
+            }
+            Ok(_) => Err(LocationError::Exists(self.path.clone())),
+            Err(e) => Err(LocationError::Io { path: self.path.clone(), what: "stat".into(), source: e.into() }),
+        }
+    }
+
+    /// A new, empty, 0600 file beside `location` (O_EXCL, never a symlink).
+    pub fn create_pending(&self) -> Result<PendingArchive, LocationError> {
+        let mut temp_name = OsString::from(".");
+        temp_name.push(&self.name);
+        temp_name.push(format!(".tmp-{:016x}", rand::random::<u64>()));
+        let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(&self.dir, temp_name.as_os_str(), flags, Mode::from_bits_truncate(0o600)).map_err(|e| {
+            LocationError::Io {
+                path: self.path.clone(),
+                what: "creating the temporary archive".into(),
+                source: e.into(),
+            }
+        })?;
+        // The umask may have taken bits away, never added any; say it exactly.
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o600)).map_err(|e| LocationError::Io {
+            path: self.path.clone(),
+            what: "chmod of the temporary archive".into(),
+            source: e.into(),
+        })?;
+        Ok(PendingArchive { file: File::from(fd), temp_name })
+    }
+
+    /// Flushes the archive to disk and moves it to `location` (failing if
+    /// something appeared there meanwhile).
+    pub fn commit(&self, pending: PendingArchive) -> Result<(), LocationError> {
+        let io = |what: &str| {
+            let (path, what) = (self.path.clone(), what.to_string());
+            move |source: std::io::Error| LocationError::Io { path, what, source }
+        };
+        let PendingArchive { file, temp_name } = pending;
+        let synced = file.sync_all().map_err(io("writing the archive"));
+        drop(file);
+        if let Err(e) = synced {
+            self.discard_name(&temp_name);
+            return Err(e);
+        }
+        match renameat2(
+            &self.dir,
+            temp_name.as_os_str(),
+            &self.dir,
+            self.name.as_os_str(),
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => {}
+            Err(Errno::EEXIST) => {
+                self.discard_name(&temp_name);
+                return Err(LocationError::Exists(self.path.clone()));
+            }
+            Err(e) => {
+                self.discard_name(&temp_name);
+                return Err(io("renaming the archive into place")(e.into()));
+            }
+        }
+        if let Some(dir) = self.dir_for_sync() {
+            let _ = nix::unistd::fsync(&dir);
+        }
+        Ok(())
+    }
+
+    /// Removes an archive that will not be completed.
+    pub fn discard(&self, pending: PendingArchive) {
+        drop(pending.file);
+        self.discard_name(&pending.temp_name);
+    }
+
+    fn discard_name(&self, temp_name: &OsStr) {
+        let _ = unlinkat(&self.dir, temp_name, UnlinkatFlags::NoRemoveDir);
+    }
+
+    /// The parent directory opened for reading (an O_PATH fd cannot be fsynced).
+    fn dir_for_sync(&self) -> Option<OwnedFd> {
+        openat(&self.dir, ".", OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_must_be_absolute_plain_file_paths() {
+        assert!(check("/var/lib/kubelet/checkpoints/checkpoint-a_b-c-2024.tar").is_ok());
+        for bad in ["relative.tar", "./x.tar", "/a/../b.tar", "/a/./b.tar", "/a/b/", "/", "", "/a/b\0.tar"] {
+            assert!(check(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    fn scratch(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("nidus-location-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn archives_appear_whole_and_private_in_new_private_directories() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("ok");
+        let path = dir.join("a/b/ckpt.tar");
+        let location = Location::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(dir.join("a/b")).unwrap().permissions().mode() & 0o777, 0o700);
+        let mut pending = location.create_pending().unwrap();
+        pending.file.write_all(b"data").unwrap();
+        assert!(!path.exists(), "nothing at the location before the commit");
+        location.commit(pending).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"data");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(matches!(Location::open(&path), Err(LocationError::Exists(_))));
+        let discarded = Location::open(&dir.join("a/b/other.tar")).unwrap();
+        let pending = discarded.create_pending().unwrap();
+        discarded.discard(pending);
+        assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 1, "only the committed archive");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn symlinks_on_the_way_or_at_the_location_are_refused() {
+        let dir = scratch("links");
+        std::fs::create_dir(dir.join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real/x.tar"), dir.join("planted.tar")).unwrap();
+        assert!(matches!(Location::open(&dir.join("link/ckpt.tar")), Err(LocationError::Symlink { .. })));
+        assert!(matches!(Location::open(&dir.join("planted.tar")), Err(LocationError::Symlink { .. })));
+        std::fs::write(dir.join("file"), b"").unwrap();
+        assert!(matches!(Location::open(&dir.join("file/ckpt.tar")), Err(LocationError::NotDirectory { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

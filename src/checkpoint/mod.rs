@@ -1,0 +1,24 @@
+//! Checkpoints: CRIU dump and restore (`criu`), the archive's location and
+//! its root-only, all-or-nothing writing (`location`), the archive's layout
+//! and metadata (`archive`), the container's rootfs changes (`rootfs_diff`),
+//! and the operator CLI (`cli`). The lifecycle side is in
+//! container::manager::{checkpoint, restore} and monitor::restore.
+
+pub mod archive;
+pub mod cli;
+pub mod criu;
+pub mod location;
+pub mod rootfs_diff;
+
+pub use criu::{Criu, CriuError};
+pub use location::{Location, LocationError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error(transparent)]
+    Criu(#[from] CriuError),
+    #[error(transparent)]
+    Location(#[from] LocationError),
+    #[error("checkpoint archive {path}: {why}")]
+    Archive { path: std::path::PathBuf, why: String },
+}

@@ -651,6 +651,9 @@ impl Containers {
             {
                 let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
                 let join = parts.next().and_then(CgroupJoin::parse);
+                if let Some(build_us) = parts.next() {
+                    tracing::debug!(monitor_pid = monitor, build_us, "monitor built the init");
+                }
                 return Ok((ProcessIdentity { pid, start_time, boot_id }, join));
             }
         }

@@ -34,18 +34,22 @@ impl Program {
     /// Replaces this process with the program: `fds[i]` becomes descriptor
     /// `3 + i` (None: that number stays closed), every other descriptor from
     /// 3 up is closed by exec (callers open theirs close-on-exec), argv is
-    /// the program's name and `args`. Returns only on failure, before the
-    /// descriptors are touched when the memfd cannot be made.
-    pub fn exec(&self, fds: &[Option<RawFd>], args: &[&str]) -> io::Error {
+    /// the program's name and `args`. Returns only on failure, saying whether
+    /// descriptors 3 and up were already rearranged (then the caller's own
+    /// descriptor objects no longer name what they did).
+    pub fn exec(&self, fds: &[Option<RawFd>], args: &[&str]) -> ExecFailure {
+        let untouched = |error| ExecFailure { error, descriptors_changed: false };
         let memfd = match self.sealed_memfd() {
             Ok(fd) => fd,
-            Err(e) => return e,
+            Err(e) => return untouched(e),
         };
         let mut argv: Vec<CString> = Vec::with_capacity(args.len() + 1);
         for arg in std::iter::once(self.name).chain(args.iter().copied()) {
             match CString::new(arg) {
                 Ok(arg) => argv.push(arg),
-                Err(_) => return io::Error::new(io::ErrorKind::InvalidInput, "an argument holds a NUL byte"),
+                Err(_) => {
+                    return untouched(io::Error::new(io::ErrorKind::InvalidInput, "an argument holds a NUL byte"))
+                }
             }
         }
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
@@ -59,15 +63,16 @@ impl Program {
             parked.push(match fd {
                 Some(fd) => match dup_above(*fd, PARK_FLOOR) {
                     Ok(p) => Some(p),
-                    Err(e) => return e,
+                    Err(e) => return untouched(e),
                 },
                 None => None,
             });
         }
         let memfd = match dup_above(memfd.as_raw_fd(), PARK_FLOOR) {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(e) => return untouched(e),
         };
+        let changed = |error| ExecFailure { error, descriptors_changed: true };
         for (i, fd) in parked.iter().enumerate() {
             let target = 3 + i as RawFd;
             let rc = match fd {
@@ -81,7 +86,7 @@ impl Program {
                 },
             };
             if rc < 0 {
-                return io::Error::last_os_error();
+                return changed(io::Error::last_os_error());
             }
         }
         let empty = c"";
@@ -97,15 +102,17 @@ impl Program {
                 libc::AT_EMPTY_PATH,
             )
         };
-        io::Error::last_os_error()
+        changed(io::Error::last_os_error())
     }
 
     /// The program's image in an executable memfd sealed against any change.
     fn sealed_memfd(&self) -> io::Result<OwnedFd> {
         let name = CString::new(self.name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-        // MFD_EXEC (Linux 6.3) asks for an executable memfd where
-        // vm.memfd_noexec would otherwise refuse; older kernels reject the flag.
+        // MFD_EXEC (Linux 6.3) asks for an executable memfd; with
+        // vm.memfd_noexec=2 the kernel refuses it (EACCES), so the failure
+        // comes here, before any descriptor is moved. Older kernels reject
+        // the flag (EINVAL) and have no non-executable memfds at all.
         // SAFETY: memfd_create with a NUL-terminated name returns a new fd or -1.
         let mut raw = unsafe { libc::memfd_create(name.as_ptr(), base | libc::MFD_EXEC) };
         if raw < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
@@ -138,6 +145,14 @@ impl Program {
         }
         Ok(fd)
     }
+}
+
+/// Why a program could not be exec'd.
+#[derive(Debug)]
+pub struct ExecFailure {
+    pub error: io::Error,
+    /// True when descriptors 3 and up had already been rearranged.
+    pub descriptors_changed: bool,
 }
 
 /// A close-on-exec duplicate of `fd` numbered `floor` or above.

@@ -28,19 +28,34 @@ use super::plan::{
 use crate::linux::clone3::{self, CloneIntoCgroupError};
 use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, ProcessIdentity};
+use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
-/// `nidus-monitor RUN_DIR`: prints `created PID STARTTIME` (or `error MESSAGE`)
+/// `nidus-monitor RUN_DIR`: prints `created PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`)
 /// once the container is built, then serves until the container ends.
 pub fn run(run_dir: &Path) -> i32 {
     let files = RunFiles::new(run_dir);
+    let began = Instant::now();
     match set_up(&files) {
         Ok(mut monitor) => {
-            println!("created {} {} {}", monitor.init.pid, monitor.init.start_time, monitor.cgroup_join.as_str());
+            // The last field: how long the build took here (the rest of the
+            // daemon's wait is this program's start), for the create timings.
+            println!(
+                "created {} {} {} {}",
+                monitor.init.pid,
+                monitor.init.start_time,
+                monitor.cgroup_join.as_str(),
+                began.elapsed().as_micros()
+            );
             let _ = io::stdout().flush();
             let _ = process::stdio_to_devnull_keep_stderr();
-            let e = monitor.hand_over();
-            eprintln!("monitor: cannot exec the monitor loop ({e}); serving in this process");
+            let failure = monitor.hand_over();
+            if failure.descriptors_changed {
+                // Our descriptor objects no longer name what they did.
+                eprintln!("monitor: exec of the monitor loop failed midway: {}", failure.error);
+                return 1;
+            }
+            eprintln!("monitor: cannot exec the monitor loop ({}); serving in this process", failure.error);
             monitor.serve();
             0
         }
@@ -417,7 +432,7 @@ impl Monitor {
     /// Execs the tiny monitor loop in place with this monitor's descriptors
     /// (see src/linux/tiny/monitor_loop.rs for the numbering). Returns only
     /// when that fails.
-    fn hand_over(&self) -> io::Error {
+    fn hand_over(&self) -> ExecFailure {
         let path_flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
         let run_dir = match nix::fcntl::open(
             &self.files.dir,
@@ -425,12 +440,12 @@ impl Monitor {
             nix::sys::stat::Mode::empty(),
         ) {
             Ok(fd) => fd,
-            Err(e) => return e.into(),
+            Err(e) => return ExecFailure { error: e.into(), descriptors_changed: false },
         };
         // The loop comes back to this very program (`finish`) for the exit record.
         let this_program = match nix::fcntl::open("/proc/self/exe", path_flags, nix::sys::stat::Mode::empty()) {
             Ok(fd) => fd,
-            Err(e) => return e.into(),
+            Err(e) => return ExecFailure { error: e.into(), descriptors_changed: false },
         };
         let raw = |fd: Option<&OwnedFd>| fd.map(|f| f.as_raw_fd());
         let fds = [
@@ -448,7 +463,8 @@ impl Monitor {
         let log_path = self.plan.log_path.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
         let init_pid = self.init.pid.to_string();
         let Some(run_dir_path) = self.files.dir.to_str() else {
-            return io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
+            let error = io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
+            return ExecFailure { error, descriptors_changed: false };
         };
         let memory_cgroup = self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
         crate::linux::tiny_programs::MONITOR_LOOP.exec(&fds, &[&init_pid, log_path, run_dir_path, memory_cgroup])

@@ -4,7 +4,7 @@
 //! what is alive when the daemon starts. A failed create undoes everything.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -361,6 +361,7 @@ impl Containers {
         store::create_dir_new(&paths.run_dir, 0o700)
             .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
         let files = RunFiles::new(&paths.run_dir);
+        let monitor = self.launch_monitor(&files)?;
         for dir in [paths.upper(), paths.work(), files.rootfs()] {
             store::create_dir_new(&dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))?;
         }
@@ -518,7 +519,7 @@ impl Containers {
             }
         }
         lap("plan written");
-        let (identity, cgroup_join) = self.spawn_monitor(&files).await?;
+        let (identity, cgroup_join) = self.spawn_monitor(monitor, &files).await?;
         record.cgroup_join = cgroup_join;
         lap("monitor replied");
         let pidfd =
@@ -612,22 +613,39 @@ impl Containers {
         }
     }
 
-    /// Runs `nidus-monitor run RUN_DIR` and waits for its one-line reply.
-    async fn spawn_monitor(&self, files: &RunFiles) -> Result<(ProcessIdentity, Option<CgroupJoin>), ContainerError> {
+    /// Starts `nidus-monitor run RUN_DIR`, which loads and waits for `go`
+    /// while the daemon prepares the container (its start costs about as
+    /// much as that preparation). Dropping the result without `go` ends it.
+    fn launch_monitor(&self, files: &RunFiles) -> Result<PendingMonitor, ContainerError> {
         let mut child = Command::new(&self.monitor_binary)
             .arg("run")
             .arg(&files.dir)
             .env_clear()
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .map_err(io_err(format!("cannot start the monitor {}", self.monitor_binary.display())))?;
-        let monitor = child.id() as i32;
-        let stdout = child.stdout.take();
+        let pid = child.id() as i32;
+        let (go, reply) = (child.stdin.take(), child.stdout.take());
         // The reaper owns waiting; the std handle must never wait.
         drop(child);
+        Ok(PendingMonitor { pid, go, reply })
+    }
+
+    /// Tells a launched monitor to build the container (plan.json is
+    /// written) and waits for its one-line reply.
+    async fn spawn_monitor(
+        &self,
+        pending: PendingMonitor,
+        files: &RunFiles,
+    ) -> Result<(ProcessIdentity, Option<CgroupJoin>), ContainerError> {
+        let PendingMonitor { pid: monitor, go, reply: stdout } = pending;
         let read = tokio::task::spawn_blocking(move || {
+            // A monitor that died already fails the write; its reply then says nothing.
+            if let Some(mut go) = go {
+                let _ = go.write_all(b"go\n");
+            }
             let mut line = String::new();
             if let Some(out) = stdout {
                 let _ = io::BufReader::new(out).read_line(&mut line);
@@ -1107,6 +1125,13 @@ impl Containers {
 struct WatchHandle {
     entry: Arc<Entry>,
     id: String,
+}
+
+/// A monitor started for a container being prepared, waiting for `go`.
+struct PendingMonitor {
+    pid: i32,
+    go: Option<std::process::ChildStdin>,
+    reply: Option<std::process::ChildStdout>,
 }
 
 /// The init's exit as its monitor records it once the init is gone: the

@@ -31,10 +31,17 @@ use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
-/// `nidus-monitor RUN_DIR`: prints `created PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`)
-/// once the container is built, then serves until the container ends.
+/// `nidus-monitor run RUN_DIR`: waits for `go` on stdin, then prints `created
+/// PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`) once the container is
+/// built, and serves until the container ends.
 pub fn run(run_dir: &Path) -> i32 {
     let files = RunFiles::new(run_dir);
+    // The daemon starts this program while it prepares the container and
+    // says `go` once plan.json is written; end of input means it gave up.
+    let mut go = String::new();
+    if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
+        return 1;
+    }
     let began = Instant::now();
     match set_up(&files) {
         Ok(mut monitor) => {

@@ -1,6 +1,7 @@
 //! Daemon side of starting a pause process: run `nidus pause` (exec of our own
-//! binary, never a fork of the daemon), read its one-line reply, and reap the
-//! launcher. The pause it leaves behind is identified by pid and start time.
+//! binary, never a fork of the daemon) as soon as a RunPodSandbox starts, say
+//! `go` once the pod's cgroups and files are ready, read its one-line reply,
+//! and reap the launcher. The pause it leaves behind is identified by pid and start time.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -22,26 +23,45 @@ pub enum LaunchError {
     Timeout(Duration),
 }
 
-pub async fn launch_pause(
-    binary: &Path,
-    args: &PauseArgs,
-    reaper: &Reaper,
-    timeout: Duration,
-) -> Result<ProcessIdentity, LaunchError> {
+/// A launcher started while the daemon prepares the pod: it has loaded and
+/// waits for `go` on stdin. Dropped without `go`, its input ends and so does it.
+pub struct PendingLauncher {
+    pid: i32,
+    go: Option<std::process::ChildStdin>,
+    reply: Option<std::process::ChildStdout>,
+}
+
+/// Starts `nidus pause ARGS` (the cgroups it joins need not exist yet).
+pub fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher, LaunchError> {
     let mut child = Command::new(binary)
         .arg("pause")
         .args(args.to_args())
         .env_clear()
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|source| LaunchError::Spawn { binary: binary.display().to_string(), source })?;
-    let launcher = child.id() as i32;
-    let stdout = child.stdout.take();
+    let pid = child.id() as i32;
+    let (go, reply) = (child.stdin.take(), child.stdout.take());
     // The reaper owns waiting; the std handle must never wait.
     drop(child);
+    Ok(PendingLauncher { pid, go, reply })
+}
+
+/// Tells a started launcher to build the pod (its cgroups exist now) and
+/// waits for the pause it leaves behind.
+pub async fn launch_pause(
+    pending: PendingLauncher,
+    reaper: &Reaper,
+    timeout: Duration,
+) -> Result<ProcessIdentity, LaunchError> {
+    let PendingLauncher { pid: launcher, go, reply: stdout } = pending;
     let read = tokio::task::spawn_blocking(move || {
+        // A launcher that died already fails the write; its reply then says nothing.
+        if let Some(mut go) = go {
+            let _ = std::io::Write::write_all(&mut go, b"go\n");
+        }
         let mut line = String::new();
         if let Some(out) = stdout {
             let _ = std::io::BufReader::new(out).read_line(&mut line);

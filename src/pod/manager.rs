@@ -19,7 +19,7 @@ use crate::linux::reaper::Reaper;
 use crate::store::{self, StoreError};
 
 use super::files::{self, DnsSpec};
-use super::launch::{launch_pause, LaunchError};
+use super::launch::{launch_pause, start_launcher, LaunchError};
 use super::pause::PauseArgs;
 use super::record::{Lifecycle, PodResources, SandboxPaths, SandboxRecord};
 use super::sysctl::Sysctl;
@@ -240,6 +240,17 @@ impl Sandboxes {
         paths: &SandboxPaths,
         pause: &mut Option<PauseProcess>,
     ) -> Result<(), SandboxError> {
+        let args = PauseArgs {
+            hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
+            sysctls: spec.sysctls.iter().map(|s| format!("{}={}", s.proc_path, s.value)).collect(),
+            new_net: spec.namespaces.net,
+            new_ipc: spec.namespaces.ipc,
+            new_uts: spec.namespaces.uts,
+            new_pid: spec.namespaces.pid,
+            cgroup_procs: self.cgroups.procs_files(&record.pause_cgroup),
+        };
+        // Its start overlaps the preparation below; it waits for `go`.
+        let launcher = start_launcher(&self.pause_binary, &args)?;
         store::create_dir_new(&paths.dir, 0o700).map_err(io_err(format!("cannot create {}", paths.dir.display())))?;
         store::create_dir_new(&paths.run_dir, 0o700)
             .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
@@ -272,17 +283,8 @@ impl Sandboxes {
         self.owned_cgroups.create(&record.pause_cgroup)?;
         self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
 
-        let args = PauseArgs {
-            hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
-            sysctls: spec.sysctls.iter().map(|s| format!("{}={}", s.proc_path, s.value)).collect(),
-            new_net: spec.namespaces.net,
-            new_ipc: spec.namespaces.ipc,
-            new_uts: spec.namespaces.uts,
-            new_pid: spec.namespaces.pid,
-            cgroup_procs: self.cgroups.procs_files(&record.pause_cgroup),
-        };
         let timeout = Duration::from_secs(self.config.sandbox.pause_start_timeout_secs);
-        let identity = launch_pause(&self.pause_binary, &args, &self.reaper, timeout).await?;
+        let identity = launch_pause(launcher, &self.reaper, timeout).await?;
         let pidfd = identity
             .open_pidfd()
             .ok_or_else(|| SandboxError::Launch(LaunchError::SetUp("the pause process died at start".into())))?;

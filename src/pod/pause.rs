@@ -1,8 +1,10 @@
 //! The pause process: one per pod, holding the pod's namespaces. `nidus pause`
-//! first joins the pod cgroup and unshares the namespaces, then forks the real
+//! waits for `go` on stdin (the daemon starts it early), joins the pod cgroup
+//! and unshares the namespaces, then forks the real
 //! pause (PID 1 of a new PID namespace when asked), which sets the hostname,
 //! loopback and sysctls, drops every capability and file descriptor, and then
-//! only reaps zombies until it is killed. The launcher prints one reply line —
+//! execs the tiny idle loop (linux::tiny_programs), which only reaps zombies
+//! until it is killed. The launcher prints one reply line —
 //! `ok PID STARTTIME` or `error MESSAGE` — and exits, so pause is never the
 //! daemon's child by birth.
 
@@ -93,6 +95,12 @@ impl PauseArgs {
 /// Runs `nidus pause`; returns the launcher's exit code (the pause process
 /// itself never returns).
 pub fn run(args: &PauseArgs) -> i32 {
+    // The daemon starts this while it prepares the pod and says `go` once
+    // the pod's cgroups exist; end of input means it gave up.
+    let mut go = String::new();
+    if std::io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
+        return 1;
+    }
     let reply = |line: String| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");

@@ -107,38 +107,21 @@ fn report_and_exit_code(message: &str) -> i32 {
 
 /// stdio on 0–2, the three pipes on 3–5 (close-on-exec), nothing else open.
 fn place_fds(stdio: InitStdio, pipes: InitPipes) -> io::Result<()> {
-    // Move everything above 5 first so the dup2s below cannot clobber a source.
-    let lift = |fd: OwnedFd| -> io::Result<OwnedFd> {
-        // SAFETY: F_DUPFD_CLOEXEC returns a new fd ≥ 10 that we own.
-        let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-        if new < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: new was just returned by fcntl.
-        Ok(unsafe { OwnedFd::from_raw_fd(new) })
-    };
-    let sources = [
-        lift(stdio.stdin)?,
-        lift(stdio.stdout)?,
-        lift(stdio.stderr)?,
-        lift(pipes.ready)?,
-        lift(pipes.start)?,
-        lift(pipes.exec_error)?,
-    ];
-    for (target, source) in sources.iter().enumerate() {
-        let target = target as RawFd;
-        // SAFETY: dup2 onto a fixed low number; sources are ≥ 10, so distinct.
-        if unsafe { libc::dup2(source.as_raw_fd(), target) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if target >= READY_FD {
-            // SAFETY: sets FD_CLOEXEC on a descriptor we just made.
-            unsafe { libc::fcntl(target, libc::F_SETFD, libc::FD_CLOEXEC) };
-        }
+    // Copies above 5 first so the dup2s below cannot clobber a source; the
+    // originals close before their numbers are reused.
+    let tty = stdio.tty;
+    let sources = [&stdio.stdin, &stdio.stdout, &stdio.stderr, &pipes.ready, &pipes.start, &pipes.exec_error]
+        .map(|fd| Some(fd.as_raw_fd()));
+    let parked = super::process::Parked::new(&sources, 10)?;
+    drop((stdio, pipes));
+    parked.place_from(0)?;
+    for target in READY_FD..=EXEC_ERROR_FD {
+        // SAFETY: sets FD_CLOEXEC on a descriptor we just placed.
+        unsafe { libc::fcntl(target, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
-    drop(sources);
+    drop(parked);
     super::process::close_fds_from(6)?;
-    if stdio.tty {
+    if tty {
         nix::unistd::setsid().map_err(io::Error::from)?;
         // SAFETY: TIOCSCTTY on stdin, a terminal we own; arg 0 = do not steal.
         if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {

@@ -198,6 +198,50 @@ pub fn close_fds_from(first: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// A close-on-exec duplicate of `fd` numbered `floor` or above.
+pub fn dup_at_least(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (or -1) that we own.
+    let raw = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: raw was just returned by fcntl and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Descriptors copied out of the way (from a floor above every number they
+/// are to take), so that putting them on fixed numbers never clobbers one.
+pub struct Parked(Vec<Option<OwnedFd>>);
+
+impl Parked {
+    /// Parks a copy of each descriptor at `floor` or above (None stays None).
+    pub fn new(fds: &[Option<RawFd>], floor: RawFd) -> io::Result<Self> {
+        fds.iter().map(|fd| fd.map(|fd| dup_at_least(fd, floor)).transpose()).collect::<io::Result<_>>().map(Self)
+    }
+
+    /// Makes the i-th parked descriptor number `first + i`, not close-on-exec
+    /// (a None closes that number). The parked copies close when dropped.
+    pub fn place_from(&self, first: RawFd) -> io::Result<()> {
+        for (i, fd) in self.0.iter().enumerate() {
+            let target = first + i as RawFd;
+            let rc = match fd {
+                // SAFETY: dup2 onto a number the caller gives over to this
+                // descriptor; the copy is not close-on-exec.
+                Some(fd) => unsafe { libc::dup2(fd.as_raw_fd(), target) },
+                // SAFETY: closing a number the caller wants closed.
+                None => unsafe {
+                    libc::close(target);
+                    0
+                },
+            };
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Marks every file descriptor from `first` upwards close-on-exec.
 pub fn close_on_exec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets descriptor flags.

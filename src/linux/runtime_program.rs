@@ -12,7 +12,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -78,14 +78,9 @@ impl RuntimeProgram {
         })();
         let _ = fs::remove_file(&target);
         let file = mounted?;
-        // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (or -1) that we own.
-        let raw = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, FD_FLOOR) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = super::process::dup_at_least(file.as_raw_fd(), FD_FLOOR)?;
         drop(file);
-        // SAFETY: raw was just returned by fcntl and nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let raw = fd.as_raw_fd();
         let link = dir.join(name);
         let _ = fs::remove_file(&link);
         std::os::unix::fs::symlink(format!("/proc/self/fd/{raw}"), &link)?;

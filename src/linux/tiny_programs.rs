@@ -10,7 +10,10 @@
 
 use std::ffi::CString;
 use std::io;
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::process::{dup_at_least, Parked};
 
 /// The pause's idle loop: exit on TERM/INT, reap orphans, sleep.
 pub const PAUSE_IDLE: Program =
@@ -58,36 +61,17 @@ impl Program {
 
         // Park every source (and the memfd) above the target numbers first,
         // so placing one never closes another.
-        let mut parked: Vec<Option<OwnedFd>> = Vec::with_capacity(fds.len());
-        for fd in fds {
-            parked.push(match fd {
-                Some(fd) => match dup_above(*fd, PARK_FLOOR) {
-                    Ok(p) => Some(p),
-                    Err(e) => return untouched(e),
-                },
-                None => None,
-            });
-        }
-        let memfd = match dup_above(memfd.as_raw_fd(), PARK_FLOOR) {
+        let parked = match Parked::new(fds, PARK_FLOOR) {
+            Ok(parked) => parked,
+            Err(e) => return untouched(e),
+        };
+        let memfd = match dup_at_least(memfd.as_raw_fd(), PARK_FLOOR) {
             Ok(p) => p,
             Err(e) => return untouched(e),
         };
         let changed = |error| ExecFailure { error, descriptors_changed: true };
-        for (i, fd) in parked.iter().enumerate() {
-            let target = 3 + i as RawFd;
-            let rc = match fd {
-                // SAFETY: dup2 onto a number this process owns the use of;
-                // the new descriptor is not close-on-exec.
-                Some(fd) => unsafe { libc::dup2(fd.as_raw_fd(), target) },
-                // SAFETY: closing a number nothing else here uses.
-                None => unsafe {
-                    libc::close(target);
-                    0
-                },
-            };
-            if rc < 0 {
-                return changed(io::Error::last_os_error());
-            }
+        if let Err(e) = parked.place_from(3) {
+            return changed(e);
         }
         let empty = c"";
         // SAFETY: argv and envp are null-terminated arrays of NUL-terminated
@@ -124,20 +108,9 @@ impl Program {
         }
         // SAFETY: raw was just returned by memfd_create and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut written = 0;
-        while written < self.image.len() {
-            let rest = &self.image[written..];
-            // SAFETY: rest is a valid buffer of the length passed.
-            let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            written += n as usize;
-        }
+        let mut file = std::fs::File::from(fd);
+        file.write_all(self.image)?;
+        let fd = OwnedFd::from(file);
         let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
         // SAFETY: F_ADD_SEALS on our own memfd.
         if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
@@ -153,17 +126,6 @@ pub struct ExecFailure {
     pub error: io::Error,
     /// True when descriptors 3 and up had already been rearranged.
     pub descriptors_changed: bool,
-}
-
-/// A close-on-exec duplicate of `fd` numbered `floor` or above.
-fn dup_above(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (or -1) that we own.
-    let raw = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: raw was just returned by fcntl and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 #[cfg(test)]

@@ -564,7 +564,8 @@ fn record_exit(plan: &MonitorPlan, files: &RunFiles, ended: Ended, finished_at_n
 }
 
 fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    let (secs, nanos) = now();
+    secs as i64 * 1_000_000_000 + i64::from(nanos)
 }
 
 /// The realtime clock as the log formatter takes it.

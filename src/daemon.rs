@@ -116,9 +116,8 @@ pub async fn serve(config: Config) -> Result<()> {
     let pause_program = RuntimeProgram::prepare(&pause_binary, &programs_dir);
     let monitor_program = RuntimeProgram::prepare(&monitor_binary, &programs_dir);
 
-    let owned_cgroups = Arc::new(
-        OwnedCgroups::load(cgroups.clone(), config.root.join("owned-cgroups.json")).context("reading owned cgroups")?,
-    );
+    let owned_cgroups =
+        Arc::new(OwnedCgroups::load(cgroups.clone(), &config.state, &config.root).context("reading owned cgroups")?);
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),

@@ -433,6 +433,9 @@ async fn a_daemon_crash_leaves_containers_running_logging_and_recording_exits() 
     let quitter =
         cri.run_container(&pod_id, &pod, container_config("quitter", &image, &["sh", "-c", "sleep 1; exit 5"])).await;
     let ticker_pid = cri.container_pid(&ticker).await;
+    let ticker_started = cri.status_of(&ticker).await.started_at;
+    let quitter_started = cri.status_of(&quitter).await.started_at;
+    assert!(ticker_started > 0 && quitter_started > 0);
 
     env.kill_daemon();
     let down_at = nidus::pod::manager::now_ns();
@@ -445,9 +448,11 @@ async fn a_daemon_crash_leaves_containers_running_logging_and_recording_exits() 
     let mut cri = env.start().await;
     let s = cri.status_of(&ticker).await;
     assert_eq!(s.state(), ContainerState::ContainerRunning);
+    assert_eq!(s.started_at, ticker_started, "the start time survives the restart");
     assert_eq!(cri.container_pid(&ticker).await, ticker_pid);
     let s = cri.status_of(&quitter).await;
     assert_eq!((s.state(), s.exit_code), (ContainerState::ContainerExited, 5));
+    assert_eq!(s.started_at, quitter_started, "the start time survives the restart");
     assert!(s.finished_at > down_at && s.finished_at < up_at, "finished while the daemon was down");
     let ticks = log_lines(&cri.logs(&ticker).await, "stdout");
     let numbers: Vec<u64> = ticks.iter().map(|l| l.strip_prefix("tick-").unwrap().parse().unwrap()).collect();

@@ -19,6 +19,7 @@ mod memory;
 mod netns;
 mod options;
 mod pods;
+mod profile;
 mod report;
 mod runtime;
 mod stats;
@@ -77,6 +78,9 @@ async fn run() -> Result<bool> {
     install::ensure_packages()?;
     images::check_sources()?;
     runtime::nidus_binary()?;
+    if options.profile {
+        return profile::run(&options).await;
+    }
 
     let lab = Lab::new()?;
     eprintln!("nidus-bench: working in {} (cgroup {})", lab.places.dir.display(), lab.places.cgroup.relative);

@@ -1,7 +1,8 @@
 //! Run options from the environment: `BENCH_N` (iterations per step, default
 //! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
-//! `BENCH_RESULTS` (output directory, default `bench-results`). nidus's log
+//! `BENCH_RESULTS` (output directory, default `bench-results`);
+//! `BENCH_PROFILE=1` runs nidus alone (see `profile`). nidus's log
 //! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
 //! timings of each create).
 
@@ -14,6 +15,8 @@ pub struct Options {
     pub concurrency: usize,
     pub warm_up: usize,
     pub results_dir: String,
+    /// nidus alone, for profiling: no containerd, no ratios, no results file.
+    pub profile: bool,
 }
 
 impl Options {
@@ -24,6 +27,7 @@ impl Options {
             concurrency: number("BENCH_CONCURRENCY", 8)?,
             warm_up: number("BENCH_WARMUP", 2)?,
             results_dir: std::env::var("BENCH_RESULTS").unwrap_or_else(|_| "bench-results".into()),
+            profile: number("BENCH_PROFILE", 0)? != 0,
         };
         if options.iterations == 0 || options.concurrency == 0 {
             bail!("BENCH_N and BENCH_CONCURRENCY must be at least 1");

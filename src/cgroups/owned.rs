@@ -1,16 +1,21 @@
 //! The cgroups nidus must take away: parents it made (e.g.
 //! `kubepods/burstable/pod…` when kubelet had not made them), removed once
 //! empty, and cgroups whose removal failed (a process that would not die),
-//! retried until they are gone. Both sets are remembered on disk, so neither
-//! is forgotten across restarts. Creation and pruning are serialised, so a
-//! prune never removes a parent that a concurrent creation is about to use.
+//! retried until they are gone. Both sets are remembered in the volatile state
+//! directory, so neither is forgotten across daemon restarts; like cgroups
+//! themselves they do not outlive a reboot, so they are not fsynced. Creation
+//! and pruning are serialised, so a prune never removes a parent that a
+//! concurrent creation is about to use.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CgroupError, CgroupPath, Cgroups};
 use crate::store;
+
+const OWNED_FILE: &str = "owned-cgroups.json";
+const STALE_FILE: &str = "stale-cgroups.json";
 
 pub struct OwnedCgroups {
     cgroups: Arc<Cgroups>,
@@ -22,13 +27,34 @@ pub struct OwnedCgroups {
 }
 
 impl OwnedCgroups {
-    /// Loads the sets kept in `file` and beside it in `stale-cgroups.json`
-    /// (missing: empty).
-    pub fn load(cgroups: Arc<Cgroups>, file: PathBuf) -> Result<Self, store::StoreError> {
-        let owned: BTreeSet<CgroupPath> = store::read_json(&file)?.unwrap_or_default();
-        let stale_file = file.with_file_name("stale-cgroups.json");
-        let stale: BTreeSet<CgroupPath> = store::read_json(&stale_file)?.unwrap_or_default();
-        Ok(Self { cgroups, file, owned: Mutex::new(owned), stale_file, stale: Mutex::new(stale) })
+    /// Loads the sets kept in `dir` (`owned-cgroups.json`,
+    /// `stale-cgroups.json`; missing: empty), adopting those an older nidus
+    /// kept in `legacy_dir` (the persistent root).
+    pub fn load(cgroups: Arc<Cgroups>, dir: &Path, legacy_dir: &Path) -> Result<Self, store::StoreError> {
+        let (file, stale_file) = (dir.join(OWNED_FILE), dir.join(STALE_FILE));
+        let mut owned: BTreeSet<CgroupPath> = store::read_json(&file)?.unwrap_or_default();
+        let mut stale: BTreeSet<CgroupPath> = store::read_json(&stale_file)?.unwrap_or_default();
+        let mut adopted = Vec::new();
+        for (name, set) in [(OWNED_FILE, &mut owned), (STALE_FILE, &mut stale)] {
+            let legacy = legacy_dir.join(name);
+            if let Some(old) = store::read_json::<BTreeSet<CgroupPath>>(&legacy)? {
+                set.extend(old);
+                adopted.push(legacy);
+            }
+        }
+        let this = Self { cgroups, file, owned: Mutex::new(owned), stale_file, stale: Mutex::new(stale) };
+        if !adopted.is_empty() {
+            this.save(&this.file, &*this.owned())?;
+            this.save(&this.stale_file, &*this.stale_set())?;
+            for legacy in adopted {
+                let _ = std::fs::remove_file(legacy);
+            }
+        }
+        Ok(this)
+    }
+
+    fn save(&self, file: &Path, set: &BTreeSet<CgroupPath>) -> Result<(), store::StoreError> {
+        store::write_json_with(file, set, store::Durability::Volatile)
     }
 
     fn owned(&self) -> MutexGuard<'_, BTreeSet<CgroupPath>> {
@@ -51,7 +77,7 @@ impl OwnedCgroups {
             }
         }
         if owned.len() != before {
-            if let Err(e) = store::write_json(&self.file, &*owned) {
+            if let Err(e) = self.save(&self.file, &owned) {
                 tracing::warn!(error = %e, "cannot record the cgroups nidus made");
             }
         }
@@ -66,7 +92,7 @@ impl OwnedCgroups {
         tracing::warn!(cgroup = %leaf, error = %e, "cannot remove the cgroup now; it is remembered and retried");
         let mut stale = self.stale_set();
         if stale.insert(leaf.clone()) {
-            if let Err(e) = store::write_json(&self.stale_file, &*stale) {
+            if let Err(e) = self.save(&self.stale_file, &stale) {
                 tracing::error!(cgroup = %leaf, error = %e, "cannot record a cgroup left to remove");
             }
         }
@@ -94,7 +120,7 @@ impl OwnedCgroups {
                 !gone
             });
             if stale.len() != before {
-                if let Err(e) = store::write_json(&self.stale_file, &*stale) {
+                if let Err(e) = self.save(&self.stale_file, &stale) {
                     tracing::warn!(error = %e, "cannot record the cgroups left to remove");
                 }
             }
@@ -116,7 +142,7 @@ impl OwnedCgroups {
             }
         }
         if owned.len() != before {
-            if let Err(e) = store::write_json(&self.file, &*owned) {
+            if let Err(e) = self.save(&self.file, &owned) {
                 tracing::warn!(error = %e, "cannot record the cgroups nidus made");
             }
         }

@@ -118,6 +118,8 @@ pub struct ContainerView {
     pub started_at_ns: Option<i64>,
     pub exit: Option<ExitRecord>,
     pub init: Option<ProcessIdentity>,
+    /// How the init joined its cgroup (while its run directory exists).
+    pub cgroup_join: Option<CgroupJoin>,
     pub paths: ContainerPaths,
 }
 
@@ -126,12 +128,21 @@ struct InitProcess {
     pidfd: Pidfd,
 }
 
+/// A container whose monitor waits for `go`: everything is on disk but
+/// the init and the durable record.
+struct Prepared {
+    monitor: PendingMonitor,
+    files: RunFiles,
+}
+
 struct Live {
     record: ContainerRecord,
     init: Option<InitProcess>,
     /// Exit seen but perhaps not persisted yet.
     exit: Option<ExitRecord>,
     removed: bool,
+    /// How the init joined its cgroup (a fact of this boot: kept in the run dir).
+    cgroup_join: Option<CgroupJoin>,
 }
 
 struct Entry {
@@ -141,11 +152,11 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(record: ContainerRecord, init: Option<InitProcess>) -> Arc<Self> {
+    fn new(record: ContainerRecord, init: Option<InitProcess>, cgroup_join: Option<CgroupJoin>) -> Arc<Self> {
         let exit = record.exit.clone();
         Arc::new(Self {
             op: tokio::sync::Mutex::new(()),
-            live: Mutex::new(Live { record, init, exit, removed: false }),
+            live: Mutex::new(Live { record, init, exit, removed: false, cgroup_join }),
         })
     }
 
@@ -258,8 +269,8 @@ impl Containers {
         }
         let result = self.build(&id, &request, restore.as_ref()).await;
         match result {
-            Ok((record, init)) => {
-                let entry = Entry::new(record, Some(init));
+            Ok((record, init, cgroup_join)) => {
+                let entry = Entry::new(record, Some(init), cgroup_join);
                 self.index().by_id.insert(id.clone(), entry.clone());
                 self.watch(id.clone(), entry);
                 Ok(id)
@@ -287,7 +298,7 @@ impl Containers {
         id: &str,
         request: &ContainerCreate,
         restore: Option<&restore::RestoreSource>,
-    ) -> Result<(ContainerRecord, InitProcess), (ContainerError, Option<ContainerRecord>)> {
+    ) -> Result<(ContainerRecord, InitProcess, Option<CgroupJoin>), (ContainerError, Option<ContainerRecord>)> {
         let config = &request.config;
         let sandbox = &request.sandbox;
         let paths = self.paths(id);
@@ -325,7 +336,6 @@ impl Containers {
             exit: None,
             security: SecurityReport::default(),
             resources: None,
-            cgroup_join: None,
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
         store::create_dir_new(&paths.dir, 0o700)
@@ -337,11 +347,23 @@ impl Containers {
             let _ = store::remove_tree(&paths.dir);
             return Err((e.into(), None));
         }
-        let init = self.make(&mut record, &image, request, &paths, restore).await.map_err(|e| fail(e, &record))?;
-        record.lifecycle = Lifecycle::Created;
-        store::write_json(&paths.record(), &record).map_err(|e| fail(e.into(), &record))?;
-        tracing::info!(container_id = %id, pod_id = %record.sandbox_id, pid = init.identity.pid, "container created");
-        Ok((record, init))
+        let Prepared { monitor, files } =
+            self.make(&mut record, &image, request, &paths, restore).await.map_err(|e| fail(e, &record))?;
+        // The durable record is written and fsynced while the monitor builds
+        // the init, and put in place once it has: a crash before that leaves
+        // the CREATING record, which the next start undoes.
+        let mut created = record.clone();
+        created.lifecycle = Lifecycle::Created;
+        let (record_path, final_record) = (paths.record(), created.clone());
+        let write = tokio::task::spawn_blocking(move || {
+            store::PreparedWrite::json(&record_path, &final_record, store::Durability::Durable)
+        });
+        let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), write);
+        let (init, cgroup_join) = spawned.map_err(|e| fail(e, &record))?;
+        let written = written.map_err(|e| fail(ContainerError::Build(e.to_string()), &record))?;
+        written.and_then(store::PreparedWrite::commit).map_err(|e| fail(e.into(), &record))?;
+        tracing::info!(container_id = %id, pod_id = %created.sandbox_id, pid = init.identity.pid, "container created");
+        Ok((created, init, cgroup_join))
     }
 
     async fn make(
@@ -351,7 +373,7 @@ impl Containers {
         request: &ContainerCreate,
         paths: &ContainerPaths,
         restore: Option<&restore::RestoreSource>,
-    ) -> Result<InitProcess, ContainerError> {
+    ) -> Result<Prepared, ContainerError> {
         let id = record.id.clone();
         let config = &request.config;
         let sandbox = &request.sandbox;
@@ -485,7 +507,10 @@ impl Containers {
             r
         });
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
-        store::write_atomic(&paths.spec(), &spec_json, 0o600)?;
+        // Not fsynced: the bundle serves the container's processes, which a
+        // reboot ends (containerd keeps it on tmpfs); readers after a power
+        // loss cope with its absence.
+        store::write_atomic_with(&paths.spec(), &spec_json, 0o600, store::Durability::Volatile)?;
         lap("spec written");
         self.owned_cgroups.create(&record.cgroup)?;
         self.restrict_devices(&record.cgroup, sc.privileged, &devices).await?;
@@ -519,12 +544,7 @@ impl Containers {
             }
         }
         lap("plan written");
-        let (identity, cgroup_join) = self.spawn_monitor(monitor, &files).await?;
-        record.cgroup_join = cgroup_join;
-        lap("monitor replied");
-        let pidfd =
-            identity.open_pidfd().ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
-        Ok(InitProcess { identity, pidfd })
+        Ok(Prepared { monitor, files })
     }
 
     /// Limits the container cgroup to the default devices and the config's
@@ -639,7 +659,7 @@ impl Containers {
         &self,
         pending: PendingMonitor,
         files: &RunFiles,
-    ) -> Result<(ProcessIdentity, Option<CgroupJoin>), ContainerError> {
+    ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
         let PendingMonitor { pid: monitor, go, reply: stdout } = pending;
         let read = tokio::task::spawn_blocking(move || {
             // A monitor that died already fails the write; its reply then says nothing.
@@ -672,7 +692,11 @@ impl Containers {
                 if let Some(build_us) = parts.next() {
                     tracing::debug!(monitor_pid = monitor, build_us, "monitor built the init");
                 }
-                return Ok((ProcessIdentity { pid, start_time, boot_id }, join));
+                let identity = ProcessIdentity { pid, start_time, boot_id };
+                let pidfd = identity
+                    .open_pidfd()
+                    .ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
+                return Ok((InitProcess { identity, pidfd }, join));
             }
         }
         let reaper = self.reaper.clone();
@@ -702,9 +726,12 @@ impl Containers {
             .map_err(|e| ContainerError::Build(e.to_string()))?;
         match result {
             Ok(()) => {
+                // The start time stays in the run dir (started.json, the
+                // monitor's) and in memory: like the init's pid it is a fact
+                // of this boot, folded into the durable record with the exit.
                 let started: Option<StartRecord> = store::read_json(&files.started()).unwrap_or(None);
                 let at = started.map(|s| s.started_at_ns).unwrap_or_else(now_ns);
-                self.update_record(&id, &entry, |r| r.started_at_ns = Some(at))?;
+                entry.live().record.started_at_ns = Some(at);
                 tracing::info!(container_id = %id, "container started");
                 Ok(())
             }
@@ -983,6 +1010,7 @@ impl Containers {
             started_at_ns,
             exit: live.exit.clone(),
             init: live.init.as_ref().filter(|_| alive).map(|i| i.identity.clone()),
+            cgroup_join: live.cgroup_join,
             paths,
         })
     }
@@ -1038,7 +1066,7 @@ impl Containers {
                     linux.set_resources(Some(oci));
                 }
                 let json = serde_json::to_vec_pretty(&spec).map_err(|e| ContainerError::Build(e.to_string()))?;
-                store::write_atomic(&view.paths.spec(), &json, 0o600)?;
+                store::write_atomic_with(&view.paths.spec(), &json, 0o600, store::Durability::Volatile)?;
             }
             Err(e) => tracing::warn!(container_id = %id, error = %e, "cannot update the container's OCI spec"),
         }
@@ -1076,7 +1104,7 @@ impl Containers {
             let paths = self.paths(id);
             store::remove_interrupted_writes(&paths.dir);
             store::remove_interrupted_writes(&paths.run_dir);
-            let record: ContainerRecord = match store::read_json(&paths.record()) {
+            let mut record: ContainerRecord = match store::read_json(&paths.record()) {
                 Ok(Some(record)) => record,
                 Ok(None) => {
                     tracing::warn!(container_id = %id, "removing the leftovers of an interrupted container operation");
@@ -1096,11 +1124,17 @@ impl Containers {
                 continue;
             }
             let files = RunFiles::new(&paths.run_dir);
+            if record.started_at_ns.is_none() {
+                // Started before the restart: the start time is in the run dir.
+                record.started_at_ns =
+                    store::read_json::<StartRecord>(&files.started()).ok().flatten().map(|s| s.started_at_ns);
+            }
             let init = store::read_json::<ProcessIdentity>(&files.init())
                 .unwrap_or(None)
                 .and_then(|identity| identity.open_pidfd().map(|pidfd| InitProcess { identity, pidfd }));
             let running = init.is_some();
-            let entry = Entry::new(record.clone(), init);
+            let cgroup_join = store::read_json::<CgroupJoin>(&files.cgroup_join()).unwrap_or(None);
+            let entry = Entry::new(record.clone(), init, cgroup_join);
             {
                 let mut index = self.index();
                 index.names.insert(name_slot(&record.sandbox_id, &record.name_key), id.clone());

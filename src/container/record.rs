@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{ContainerConfig, LinuxContainerResources};
 use crate::cgroups::CgroupPath;
-use crate::monitor::plan::{CgroupJoin, ExitRecord};
+use crate::monitor::plan::ExitRecord;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -49,6 +49,8 @@ pub struct ContainerRecord {
     pub stop_signal: i32,
     /// oom_score_adj asked for and put in the spec (may be clamped, see README).
     pub oom_score_adj: Option<(i32, i32)>,
+    /// Set in memory at StartContainer (the monitor keeps it in the run
+    /// dir's started.json) and persisted with the next record write.
     pub started_at_ns: Option<i64>,
     pub exit: Option<ExitRecord>,
     /// Seccomp profile, AppArmor and SELinux requests (for status).
@@ -58,9 +60,6 @@ pub struct ContainerRecord {
     /// UpdateContainerResources); None: none asked for.
     #[serde(default)]
     pub resources: Option<LinuxContainerResources>,
-    /// How the init joined its cgroup (clone3 on v2, else cgroup.procs).
-    #[serde(default)]
-    pub cgroup_join: Option<CgroupJoin>,
 }
 
 /// The on-disk places of one container.

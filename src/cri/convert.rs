@@ -195,7 +195,7 @@ pub fn container_info(view: &ContainerView) -> HashMap<String, String> {
         "image": record.image,
         "cgroup": record.cgroup.to_string(),
         "security": record.security,
-        "cgroupJoin": record.cgroup_join,
+        "cgroupJoin": view.cgroup_join,
         "oomScoreAdj": record.oom_score_adj.map(|(requested, applied)| serde_json::json!({"requested": requested, "applied": applied})),
         "rootfs": {
             "upper": view.paths.upper(),

@@ -1,6 +1,9 @@
-//! Leases: durable records (`images/leases/<holder>.json`) that a holder — a
+//! Leases: records (`images/leases/<holder>.json`) that a holder — a
 //! container — uses some unpacked layers, so garbage collection keeps them
-//! even when their image is removed, and across restarts.
+//! even when their image is removed, and across daemon restarts. They are
+//! written atomically but not fsynced: a lease matters only while its
+//! container can run, and a power loss ends every container. A lease that a
+//! power loss tore is dropped when the store opens.
 
 use std::fs;
 use std::io;
@@ -51,10 +54,21 @@ impl Leases {
         self.dir.join(format!("{holder}.json"))
     }
 
-    /// Removes what interrupted writes left; the caller holds the store lock
-    /// (under which every lease is written).
+    /// Removes what interrupted writes left, and leases a power loss tore
+    /// (unreadable JSON: no container they protected survived it); the
+    /// caller holds the store lock (under which every lease is written).
     pub fn remove_interrupted_writes(&self) {
         store::remove_interrupted_writes(&self.dir);
+        let Ok(entries) = fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "json")
+                && matches!(store::read_json::<Lease>(&path), Err(store::StoreError::Corrupt { .. }))
+            {
+                tracing::warn!(lease = %path.display(), "dropping a lease torn by a power loss");
+                let _ = fs::remove_file(&path);
+            }
+        }
     }
 
     pub fn get(&self, holder: &str) -> Result<Option<Lease>, ImageError> {
@@ -62,10 +76,10 @@ impl Leases {
         store::read_json(&path).map_err(|e| ImageError::io(format!("reading {}", path.display()), io::Error::other(e)))
     }
 
-    /// Records a lease durably; the caller holds the store lock.
+    /// Records a lease (atomically, not fsynced); the caller holds the store lock.
     pub fn put(&self, lease: &Lease) -> Result<(), ImageError> {
         let path = self.path(&lease.holder);
-        store::write_json(&path, lease)
+        store::write_json_with(&path, lease, store::Durability::Volatile)
             .map_err(|e| ImageError::io(format!("writing {}", path.display()), io::Error::other(e)))
     }
 
@@ -73,10 +87,7 @@ impl Leases {
     pub fn remove(&self, holder: &str) -> Result<bool, ImageError> {
         let path = self.path(holder);
         match fs::remove_file(&path) {
-            Ok(()) => {
-                store::sync_dir(&self.dir).map_err(|e| ImageError::io("syncing the lease directory", e))?;
-                Ok(true)
-            }
+            Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(ImageError::io(format!("removing {}", path.display()), e)),
         }
@@ -115,5 +126,19 @@ mod tests {
         for bad in ["", ".hidden", "a/b", "../x", "a b", &"x".repeat(129)] {
             assert!(validate_holder(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_torn_lease_is_dropped_and_a_whole_one_kept() {
+        let dir = std::env::temp_dir().join(format!("nidus-leases-{:016x}", rand::random::<u64>()));
+        let leases = Leases::open(&dir).unwrap();
+        let lease =
+            Lease { holder: "kept".into(), images: vec!["sha256:x".into()], diff_ids: Vec::new(), created_at_ns: 1 };
+        leases.put(&lease).unwrap();
+        fs::write(dir.join("torn.json"), b"").unwrap();
+        leases.remove_interrupted_writes();
+        assert_eq!(leases.all().unwrap(), vec![lease]);
+        assert!(!dir.join("torn.json").exists());
+        store::remove_tree(&dir).unwrap();
     }
 }

@@ -150,6 +150,10 @@ impl RunFiles {
     pub fn monitor(&self) -> PathBuf {
         self.dir.join("monitor.json")
     }
+    /// How the init joined its cgroup (`CgroupJoin`).
+    pub fn cgroup_join(&self) -> PathBuf {
+        self.dir.join("cgroup-join.json")
+    }
     pub fn started(&self) -> PathBuf {
         self.dir.join("started.json")
     }

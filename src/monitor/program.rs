@@ -227,6 +227,8 @@ fn supervise(
     let (start_w, exec_r) = handshake;
     let init = ProcessIdentity::of(child).map_err(|e| format!("reading the init's identity: {e}"))?;
     store::write_json_with(&files.init(), &init, store::Durability::Volatile).map_err(|e| e.to_string())?;
+    store::write_json_with(&files.cgroup_join(), &cgroup_join, store::Durability::Volatile)
+        .map_err(|e| e.to_string())?;
     let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;
     store::write_json_with(&files.monitor(), &me, store::Durability::Volatile).map_err(|e| e.to_string())?;
     let _ = fs::remove_file(files.socket());

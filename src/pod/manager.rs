@@ -283,16 +283,28 @@ impl Sandboxes {
         self.owned_cgroups.create(&record.pause_cgroup)?;
         self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
 
+        // The durable record is written and fsynced while the pause starts,
+        // and put in place once it has: a crash before that leaves the
+        // CREATING record, which the next start undoes.
+        let mut created = record.clone();
+        created.lifecycle = Lifecycle::Created;
+        let record_path = paths.record();
+        let write = tokio::task::spawn_blocking(move || {
+            store::PreparedWrite::json(&record_path, &created, store::Durability::Durable)
+        });
         let timeout = Duration::from_secs(self.config.sandbox.pause_start_timeout_secs);
-        let identity = launch_pause(launcher, &self.reaper, timeout).await?;
+        let (launched, written) = tokio::join!(launch_pause(launcher, &self.reaper, timeout), write);
+        let identity = launched?;
         let pidfd = identity
             .open_pidfd()
             .ok_or_else(|| SandboxError::Launch(LaunchError::SetUp("the pause process died at start".into())))?;
         *pause = Some(PauseProcess { identity: identity.clone(), pidfd });
         store::write_json_with(&paths.pause(), &identity, store::Durability::Volatile)?;
 
+        let written = written
+            .map_err(|e| SandboxError::Io { what: "writing the sandbox record".into(), source: io::Error::other(e) })?;
+        written.and_then(store::PreparedWrite::commit)?;
         record.lifecycle = Lifecycle::Created;
-        store::write_json(&paths.record(), record)?;
         Ok(())
     }
 

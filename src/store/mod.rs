@@ -42,31 +42,69 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StoreErro
 
 /// Replaces `path` with `data` atomically; durably when asked.
 pub fn write_atomic_with(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<(), StoreError> {
-    let err = |source| StoreError::Write { path: path.to_path_buf(), source };
-    let dir = path.parent().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?;
-    let name = path.file_name().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?.to_string_lossy();
-    let tmp = dir.join(format!("{TMP_PREFIX}{name}-{:016x}", rand::random::<u64>()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        file.write_all(data)?;
-        if durability == Durability::Durable {
-            file.sync_all()?;
-        }
-        fs::rename(&tmp, path)?;
-        match durability {
-            Durability::Durable => sync_dir(dir),
-            Durability::Volatile => Ok(()),
-        }
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    PreparedWrite::new(path, data, mode, durability)?.commit()
+}
+
+/// A write made in two halves, so the slow one can overlap other work: `new`
+/// writes (and, when durable, fsyncs) a temp file beside `path`; `commit`
+/// renames it into place (and fsyncs the directory). Until the commit,
+/// `path` keeps its old content; dropped uncommitted, the temp file goes.
+#[derive(Debug)]
+pub struct PreparedWrite {
+    path: PathBuf,
+    tmp: PathBuf,
+    durability: Durability,
+    committed: bool,
+}
+
+impl PreparedWrite {
+    pub fn new(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<Self, StoreError> {
+        let err = |source| StoreError::Write { path: path.to_path_buf(), source };
+        let dir = path.parent().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?;
+        let name = path.file_name().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?.to_string_lossy();
+        let tmp = dir.join(format!("{TMP_PREFIX}{name}-{:016x}", rand::random::<u64>()));
+        let prepared = Self { path: path.to_path_buf(), tmp, durability, committed: false };
+        let written = (|| {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(&prepared.tmp)?;
+            file.write_all(data)?;
+            if durability == Durability::Durable {
+                file.sync_all()?;
+            }
+            Ok(())
+        })();
+        // On error, dropping `prepared` removes the temp file.
+        written.map_err(err)?;
+        Ok(prepared)
     }
-    result.map_err(err)
+
+    /// A JSON record (mode 0600), as `write_json_with` would write it.
+    pub fn json<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<Self, StoreError> {
+        Self::new(path, &to_json(path, value)?, 0o600, durability)
+    }
+
+    /// Puts the prepared content in place.
+    pub fn commit(mut self) -> Result<(), StoreError> {
+        let err = |source| StoreError::Write { path: self.path.clone(), source };
+        fs::rename(&self.tmp, &self.path).map_err(err)?;
+        self.committed = true;
+        match (self.durability, self.path.parent()) {
+            (Durability::Durable, Some(dir)) => sync_dir(dir).map_err(err),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for PreparedWrite {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// fsyncs a directory so a rename or unlink in it is durable.
@@ -79,9 +117,12 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError
 }
 
 pub fn write_json_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<(), StoreError> {
-    let data = serde_json::to_vec_pretty(value)
-        .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: io::Error::other(e) })?;
-    write_atomic_with(path, &data, 0o600, durability)
+    write_atomic_with(path, &to_json(path, value)?, 0o600, durability)
+}
+
+fn to_json<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(value)
+        .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: io::Error::other(e) })
 }
 
 /// Reads a JSON record; `Ok(None)` when the file does not exist.
@@ -166,6 +207,25 @@ mod tests {
         let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1);
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        remove_tree(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_prepared_write_changes_nothing_until_committed() {
+        let dir = tempdir();
+        let path = dir.join("record.json");
+        write_json(&path, &serde_json::json!({"a": 1})).unwrap();
+        let prepared = PreparedWrite::json(&path, &serde_json::json!({"a": 2}), Durability::Durable).unwrap();
+        let v: serde_json::Value = read_json(&path).unwrap().unwrap();
+        assert_eq!(v["a"], 1, "the old record stays until the commit");
+        prepared.commit().unwrap();
+        let v: serde_json::Value = read_json(&path).unwrap().unwrap();
+        assert_eq!(v["a"], 2);
+        drop(PreparedWrite::json(&path, &serde_json::json!({"a": 3}), Durability::Durable).unwrap());
+        let v: serde_json::Value = read_json(&path).unwrap().unwrap();
+        assert_eq!(v["a"], 2, "a dropped write changes nothing");
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "no temp file is left: {names:?}");
         remove_tree(&dir).unwrap();
     }
 

@@ -193,6 +193,10 @@ impl TestEnv {
         self.kill_cgroup_processes();
         host::unmount_under(&self.base);
         let _ = fs::remove_dir_all(&self.state);
+        // A reboot empties the cgroup filesystems too (the test's root stays).
+        for dir in self.leftover_cgroups().iter().rev() {
+            host::remove_cgroup_tree(dir);
+        }
     }
 
     /// Runs `nidus image import PATH [--name NAME]` on this environment's

@@ -44,8 +44,8 @@ impl OwnedCgroups {
         }
         let this = Self { cgroups, file, owned: Mutex::new(owned), stale_file, stale: Mutex::new(stale) };
         if !adopted.is_empty() {
-            this.save(&this.file, &*this.owned())?;
-            this.save(&this.stale_file, &*this.stale_set())?;
+            this.save(&this.file, &this.owned())?;
+            this.save(&this.stale_file, &this.stale_set())?;
             for legacy in adopted {
                 let _ = std::fs::remove_file(legacy);
             }

@@ -379,14 +379,72 @@ impl Containers {
         let sandbox = &request.sandbox;
         let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
         let started = std::time::Instant::now();
-        let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
         store::create_dir_new(&paths.run_dir, 0o700)
             .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
         let files = RunFiles::new(&paths.run_dir);
-        let monitor = self.launch_monitor(&files)?;
         for dir in [paths.upper(), paths.work(), files.rootfs()] {
             store::create_dir_new(&dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))?;
         }
+        let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
+        // Three things at once: the monitor starts (it then waits for `go`),
+        // the cgroup is made, and the spec is built once the layers are leased.
+        let cgroup = record.cgroup.clone();
+        let (monitor, cgroup_made, spec) = tokio::join!(
+            self.launch_monitor(&files, &sandbox.record.pause_cgroup),
+            self.make_cgroup(&cgroup, sc.privileged, &devices),
+            self.container_spec(record, image, request, paths, &devices),
+        );
+        let (layers, oci, resources) = spec?;
+        cgroup_made?;
+        let monitor = monitor?;
+        self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
+        let restore = match restore {
+            Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
+            None => None,
+        };
+        let plan = MonitorPlan {
+            container_id: id.clone(),
+            bundle: paths.dir.clone(),
+            run_dir: paths.run_dir.clone(),
+            log_path: record.log_path.clone(),
+            rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
+            cgroup_procs: self.cgroups.procs_files(&record.cgroup),
+            cgroup_mounts: self.cgroup_mounts(),
+            stdin: config.stdin,
+            memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
+            clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
+                .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
+                .flatten(),
+            restore,
+        };
+        store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
+        if let Some(log) = &record.log_path {
+            if let Some(dir) = log.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+            }
+        }
+        tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
+        Ok(Prepared { monitor, files })
+    }
+
+    /// The container's OCI spec (written to the bundle) from its config,
+    /// its image and its pod, with the leased layers and the cgroup
+    /// resources to apply; fills in the record's user, security and resources.
+    async fn container_spec(
+        &self,
+        record: &mut ContainerRecord,
+        image: &super::SourceImage,
+        request: &ContainerCreate,
+        paths: &ContainerPaths,
+        devices: &[HostDevice],
+    ) -> Result<(Vec<PathBuf>, oci_spec::runtime::Spec, oci_spec::runtime::LinuxResources), ContainerError> {
+        let id = record.id.clone();
+        let config = &request.config;
+        let sandbox = &request.sandbox;
+        let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
+        let started = std::time::Instant::now();
+        let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
         let layers = {
             let (images, holder, image_id) = (self.images.clone(), id.clone(), image.id.clone());
             tokio::task::spawn_blocking(move || images.lease_layers(&holder, &image_id))
@@ -425,7 +483,6 @@ impl Containers {
             }
             kept
         };
-        let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
         let (seccomp_choice, seccomp_source, seccomp) = self.seccomp_program(&id, &sc, sandbox, &capabilities).await?;
         record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref());
         let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
@@ -465,7 +522,7 @@ impl Containers {
                 PidNamespace::Join(PathBuf::from(format!("/proc/{}/ns/pid", init.pid)))
             }
         };
-        let rootfs = files.rootfs();
+        let rootfs = RunFiles::new(&paths.run_dir).rootfs();
         let cgroups_path = record.cgroup.to_string();
         let mut oci = spec::build(&SpecInput {
             container_id: &id,
@@ -479,7 +536,7 @@ impl Containers {
             rootfs: &rootfs,
             cgroups_path: &cgroups_path,
             oom_score_adj: oom_score_adj.map(|(_, applied)| applied),
-            devices: &devices,
+            devices,
             rlimits: &self.config.container.rlimits,
             pids_limit: self.config.container.pids_limit,
         })
@@ -512,39 +569,22 @@ impl Containers {
         // loss cope with its absence.
         store::write_atomic_with(&paths.spec(), &spec_json, 0o600, store::Durability::Volatile)?;
         lap("spec written");
-        self.owned_cgroups.create(&record.cgroup)?;
-        self.restrict_devices(&record.cgroup, sc.privileged, &devices).await?;
-        self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
-        lap("cgroup made");
-        let restore = match restore {
-            Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
-            None => None,
-        };
-        let plan = MonitorPlan {
-            container_id: id.clone(),
-            bundle: paths.dir.clone(),
-            run_dir: paths.run_dir.clone(),
-            log_path: record.log_path.clone(),
-            rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
-            cgroup_procs: self.cgroups.procs_files(&record.cgroup),
-            cgroup_mounts: self.cgroup_mounts(),
-            stdin: config.stdin,
-            monitor_cgroup_procs: self.cgroups.procs_files(&sandbox.record.pause_cgroup),
-            memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
-            clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
-                .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
-                .flatten(),
-            restore,
-        };
-        store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
-        if let Some(log) = &record.log_path {
-            if let Some(dir) = log.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
-            }
-        }
-        lap("plan written");
-        Ok(Prepared { monitor, files })
+        Ok((layers, oci, resources))
+    }
+
+    /// Makes the container's cgroup (and missing parents) and limits its
+    /// devices; the resources are applied once the spec is built.
+    async fn make_cgroup(
+        &self,
+        cgroup: &CgroupPath,
+        privileged: bool,
+        devices: &[HostDevice],
+    ) -> Result<(), ContainerError> {
+        let (owned, leaf) = (self.owned_cgroups.clone(), cgroup.clone());
+        tokio::task::spawn_blocking(move || owned.create(&leaf))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        self.restrict_devices(cgroup, privileged, devices).await
     }
 
     /// Limits the container cgroup to the default devices and the config's
@@ -633,19 +673,30 @@ impl Containers {
         }
     }
 
-    /// Starts `nidus-monitor run RUN_DIR`, which loads and waits for `go`
-    /// while the daemon prepares the container (its start costs about as
-    /// much as that preparation). Dropping the result without `go` ends it.
-    fn launch_monitor(&self, files: &RunFiles) -> Result<PendingMonitor, ContainerError> {
-        let mut child = Command::new(&self.monitor_binary)
+    /// Starts `nidus-monitor run RUN_DIR PROCS...`, which joins the pod's
+    /// cgroup (PROCS: its `cgroup.procs` files) and waits for `go` while the
+    /// daemon prepares the container (its start costs about as much as that
+    /// preparation). Dropping the result without `go` ends it.
+    async fn launch_monitor(
+        &self,
+        files: &RunFiles,
+        pod_cgroup: &CgroupPath,
+    ) -> Result<PendingMonitor, ContainerError> {
+        let mut command = Command::new(&self.monitor_binary);
+        command
             .arg("run")
             .arg(&files.dir)
+            .args(self.cgroups.procs_files(pod_cgroup))
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(io_err(format!("cannot start the monitor {}", self.monitor_binary.display())))?;
+            .stderr(Stdio::null());
+        let binary = self.monitor_binary.clone();
+        // The spawn waits for the exec: off the async threads, beside the preparation.
+        let spawned = tokio::task::spawn_blocking(move || command.spawn())
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))?;
+        let mut child = spawned.map_err(io_err(format!("cannot start the monitor {}", binary.display())))?;
         let pid = child.id() as i32;
         let (go, reply) = (child.stdin.take(), child.stdout.take());
         // The reaper owns waiting; the std handle must never wait.
@@ -999,7 +1050,10 @@ impl Containers {
                         ContainerState::Created
                     }
                 } else {
-                    live.exit = Some(lost_exit());
+                    // The monitor writes the record before it ends: read
+                    // again, since it may have done both since the first look.
+                    let recorded = store::read_json::<ExitRecord>(&files.exit()).ok().flatten();
+                    live.exit = Some(recorded.unwrap_or_else(lost_exit));
                     ContainerState::Exited
                 }
             }

@@ -22,8 +22,6 @@ pub struct MonitorPlan {
     pub cgroup_mounts: Vec<CgroupMount>,
     /// Keep stdin open for attach (CRI `stdin`).
     pub stdin: bool,
-    /// `cgroup.procs` the monitor itself joins (the pod's sandbox cgroup).
-    pub monitor_cgroup_procs: Vec<PathBuf>,
     /// The container cgroup's directory in the memory hierarchy, where the
     /// monitor reads the OOM kills once the init has ended.
     #[serde(default)]

@@ -10,7 +10,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -31,15 +31,21 @@ use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
-/// `nidus-monitor run RUN_DIR`: waits for `go` on stdin, then prints `created
-/// PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`) once the container is
-/// built, and serves until the container ends.
-pub fn run(run_dir: &Path) -> i32 {
+/// `nidus-monitor run RUN_DIR POD_CGROUP_PROCS...`: settles in (own session,
+/// the pod's cgroup, diagnostics to monitor.log), waits for `go` on stdin,
+/// then prints `created PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`)
+/// once the container is built, and serves until the container ends.
+pub fn run(run_dir: &Path, pod_cgroup_procs: &[PathBuf]) -> i32 {
     let files = RunFiles::new(run_dir);
     // The daemon starts this program while it prepares the container and
     // says `go` once plan.json is written; end of input means it gave up.
+    let settled = settle(&files, pod_cgroup_procs);
     let mut go = String::new();
     if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
+        return 1;
+    }
+    if let Err(e) = settled {
+        println!("error {e}");
         return 1;
     }
     let began = Instant::now();
@@ -107,19 +113,25 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
 
+/// What needs no plan, done before `go`: a session of our own, the pod's
+/// cgroup (`cgroup.procs` in every hierarchy), diagnostics to monitor.log.
+fn settle(files: &RunFiles, pod_cgroup_procs: &[PathBuf]) -> Result<(), String> {
+    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    for procs in pod_cgroup_procs {
+        fs::write(procs, "0").map_err(|e| format!("cannot join the pod cgroup {}: {e}", procs.display()))?;
+    }
+    if let Ok(diag) = OpenOptions::new().create(true).append(true).mode(0o600).open(files.monitor_log()) {
+        let _ = nix::unistd::dup2_stderr(&diag);
+    }
+    Ok(())
+}
+
 fn set_up(files: &RunFiles) -> Result<Monitor, String> {
     let plan: MonitorPlan = store::read_json(&files.plan())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
     let spec = oci_spec::runtime::Spec::load(plan.bundle.join("config.json"))
         .map_err(|e| format!("reading the OCI spec: {e}"))?;
-    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
-    for procs in &plan.monitor_cgroup_procs {
-        fs::write(procs, "0").map_err(|e| format!("cannot join the pod cgroup {}: {e}", procs.display()))?;
-    }
-    if let Ok(diag) = OpenOptions::new().create(true).append(true).mode(0o600).open(files.monitor_log()) {
-        let _ = nix::unistd::dup2_stderr(&diag);
-    }
     let log = match &plan.log_path {
         Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),
         None => None,

@@ -28,6 +28,8 @@ pub use nidus::binary as nidus_binary;
 pub enum Kind {
     Nidus,
     Containerd,
+    /// A second nidus build (`NIDUS_BIN_B`), beside the first in the profiling mode.
+    NidusB,
 }
 
 impl Kind {
@@ -35,6 +37,7 @@ impl Kind {
         match self {
             Kind::Nidus => "nidus",
             Kind::Containerd => "containerd",
+            Kind::NidusB => "nidus-b",
         }
     }
 }
@@ -96,7 +99,7 @@ impl Runtime {
         };
         fs::create_dir_all(&runtime.logs)?;
         let (program, args, private_run) = match kind {
-            Kind::Nidus => nidus::prepare(&runtime)?,
+            Kind::Nidus | Kind::NidusB => nidus::prepare(&runtime)?,
             Kind::Containerd => containerd::prepare(&runtime)?,
         };
         runtime.spawn(&program, &args, private_run)?;
@@ -187,7 +190,7 @@ impl Runtime {
     pub async fn import(&mut self, images: &[&Image]) -> Result<()> {
         for image in images {
             match self.kind {
-                Kind::Nidus => nidus::import(self, image)?,
+                Kind::Nidus | Kind::NidusB => nidus::import(self, image)?,
                 Kind::Containerd => containerd::import(self, image)?,
             }
             if !self.cri().image_present(image.reference).await? {
@@ -201,7 +204,7 @@ impl Runtime {
     /// Per-pod and per-container state the runtime keeps on disk.
     fn state_entries(&self) -> Vec<PathBuf> {
         let dirs = match self.kind {
-            Kind::Nidus => nidus::state_dirs(self),
+            Kind::Nidus | Kind::NidusB => nidus::state_dirs(self),
             Kind::Containerd => containerd::state_dirs(self),
         };
         dirs.iter().flat_map(|d| host::entries(d)).collect()
@@ -211,7 +214,7 @@ impl Runtime {
     /// removes snapshots lazily, in its garbage collection).
     pub fn collect_garbage(&self) -> Result<()> {
         match self.kind {
-            Kind::Nidus => Ok(()),
+            Kind::Nidus | Kind::NidusB => Ok(()),
             Kind::Containerd => containerd::collect_garbage(self),
         }
     }
@@ -259,7 +262,7 @@ impl Runtime {
     /// the pod cgroup then sits at `<daemon cgroup>/<daemon cgroup>/pod<uid>`).
     pub fn cgroup_prefix(&self) -> String {
         match self.kind {
-            Kind::Nidus => String::new(),
+            Kind::Nidus | Kind::NidusB => String::new(),
             Kind::Containerd => format!("{}/", self.cgroup.relative),
         }
     }
@@ -270,7 +273,7 @@ impl Runtime {
         let mut parents = Vec::new();
         for dir in &self.cgroup.dirs {
             match self.kind {
-                Kind::Nidus => parents.push(dir.join(nidus::CGROUP_ROOT)),
+                Kind::Nidus | Kind::NidusB => parents.push(dir.join(nidus::CGROUP_ROOT)),
                 Kind::Containerd => {
                     // cgroup2 (the path from the mount root), or v1 (below the daemon's).
                     parents.push(dir.clone());

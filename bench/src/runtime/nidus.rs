@@ -29,6 +29,16 @@ pub fn binary() -> Result<PathBuf> {
     Ok(beside)
 }
 
+/// The binary of this runtime: `NIDUS_BIN_B` for the second build.
+fn binary_of(rt: &Runtime) -> Result<PathBuf> {
+    match rt.kind {
+        super::Kind::NidusB => {
+            std::env::var_os("NIDUS_BIN_B").map(PathBuf::from).context("the second nidus build needs NIDUS_BIN_B")
+        }
+        _ => binary(),
+    }
+}
+
 fn config_path(rt: &Runtime) -> PathBuf {
     rt.dir.join("config.toml")
 }
@@ -43,14 +53,14 @@ pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
         std::env::var("BENCH_NIDUS_LOG").unwrap_or_else(|_| "info".into()),
     );
     fs::write(config_path(rt), config)?;
-    let program = binary()?.display().to_string();
+    let program = binary_of(rt)?.display().to_string();
     Ok((program, vec!["serve".into(), "--config".into(), config_path(rt).display().to_string()], false))
 }
 
 pub fn import(rt: &Runtime, image: &Image) -> Result<()> {
     let source = image.layout.as_ref().unwrap_or(&image.archive).display().to_string();
     let config = config_path(rt).display().to_string();
-    let program = binary()?.display().to_string();
+    let program = binary_of(rt)?.display().to_string();
     host::run(&program, &["image", "import", &source, "--config", &config])?;
     Ok(())
 }

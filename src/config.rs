@@ -73,7 +73,7 @@ pub struct SandboxConfig {
     pub pause_start_timeout_secs: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContainerConfig {
     /// The per-container monitor (and exec helper); default: `nidus-monitor`
@@ -90,6 +90,21 @@ pub struct ContainerConfig {
     /// Most processes a container's cgroup may hold (CRI has no field for it,
     /// as CRI-O's `pids_limit`); 0: no limit beyond the pod's.
     pub pids_limit: i64,
+    /// Monitors started ahead of need, waiting for a container (each about
+    /// 1 MB of RSS while it waits); 0: each starts with its CreateContainer.
+    pub spare_monitors: usize,
+}
+
+impl Default for ContainerConfig {
+    fn default() -> Self {
+        Self {
+            monitor_binary: None,
+            rlimits: Vec::new(),
+            unset_seccomp_profile: String::new(),
+            pids_limit: 0,
+            spare_monitors: 1,
+        }
+    }
 }
 
 /// One POSIX resource limit.

@@ -137,6 +137,7 @@ pub async fn serve(config: Config) -> Result<()> {
         image_source,
     );
     containers.load().await.context("reloading containers")?;
+    containers.start_spare_monitors();
     owned_cgroups.retry_stale();
     owned_cgroups.prune();
     spawn_stale_cgroup_retries(owned_cgroups.clone());

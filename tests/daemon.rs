@@ -1,5 +1,6 @@
 //! The daemon itself: Version, Status, RuntimeConfig, Unimplemented RPCs, the
-//! socket's permissions, the one-instance lock, and a clean SIGTERM.
+//! socket's permissions, the one-instance lock, a clean SIGTERM, and the
+//! spare monitor it keeps.
 
 mod common;
 
@@ -127,4 +128,37 @@ async fn the_pause_subcommand_of_nidus_works_as_the_pause_program() {
     assert!(host::wait_gone(pause));
     env.assert_no_leftovers();
     let _ = std::fs::remove_file(env_config);
+}
+
+#[tokio::test]
+async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
+    let mut env = TestEnv::new("spare");
+    let mut cri = env.start().await;
+    let daemon = env.daemon_pid().unwrap();
+    let mut spares = Vec::new();
+    for _ in 0..200 {
+        spares = host::children_named(daemon, "nidus-monitor");
+        if !spares.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(spares.len(), 1, "one spare monitor by default: {spares:?}");
+    assert_eq!(host::sched_policy(spares[0]), Some(5), "a spare waits in SCHED_IDLE");
+
+    // A container built by a spare runs in the normal class.
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("spare");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, common::client::container_config("c", &image, &["sleep", "60"])).await;
+    let pid = cri.container_pid(&id).await;
+    assert_eq!(host::sched_policy(pid), Some(0), "the container is SCHED_OTHER");
+    cri.remove_pod(&pod_id).await.unwrap();
+
+    let spares = host::children_named(daemon, "nidus-monitor");
+    env.kill_daemon();
+    for spare in spares {
+        assert!(host::wait_gone(spare), "spare monitor {spare} outlived the daemon");
+    }
+    env.assert_no_leftovers();
 }

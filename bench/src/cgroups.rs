@@ -79,6 +79,17 @@ impl CgroupTree {
         found
     }
 
+    /// The processes in this very cgroup (not below it) in every hierarchy.
+    pub fn own_processes(&self) -> BTreeSet<i32> {
+        let mut sets = self.dirs.iter().map(|d| {
+            fs::read_to_string(d.join("cgroup.procs"))
+                .map(|text| text.lines().filter_map(|l| l.parse().ok()).collect::<BTreeSet<i32>>())
+                .unwrap_or_default()
+        });
+        let first = sets.next().unwrap_or_default();
+        sets.fold(first, |all, set| all.intersection(&set).copied().collect())
+    }
+
     /// Every process in this cgroup or below it, in any hierarchy.
     pub fn processes(&self) -> BTreeSet<i32> {
         let mut dirs = self.dirs.clone();

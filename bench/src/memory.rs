@@ -2,7 +2,8 @@
 //! daemon idle and with 10 and 100 pods of one `sleep` container each, and of
 //! the processes the runtime runs per pod — every process in the runtime's
 //! cgroups except the daemon and the containers' own (nidus: pause +
-//! monitor; containerd: shim + pause).
+//! monitor, and the daemon's spare monitor shared by all; containerd: shim +
+//! pause).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -125,12 +126,14 @@ async fn per_pod_figures(rt: &Runtime, target: &Target, pods: &[SleepingPod]) ->
             info["pid"].as_i64().with_context(|| format!("no pid in the verbose status of {}", pod.container_id))?;
         container_pids.push(pid as i32);
     }
-    let owned = rt.processes();
+    let mut owned = rt.processes();
     for pid in &container_pids {
         if !owned.contains(pid) {
             bail!("container process {pid} of {} is outside the harness cgroup {}", rt.name(), rt.cgroup_label());
         }
     }
+    // The daemon's spare monitors count too: runtime memory, shared by all pods.
+    owned.extend(rt.helpers());
     let mut total = Memory::default();
     let mut count = 0;
     let mut by_program = ByProgram::new();

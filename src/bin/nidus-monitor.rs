@@ -1,5 +1,5 @@
-//! nidus-monitor: the per-container monitor (`nidus-monitor run RUN_DIR
-//! POD_CGROUP_PROCS...`) and
+//! nidus-monitor: the per-container monitor (`nidus-monitor run`, its
+//! assignment and `go` on stdin) and
 //! the ExecSync helper (`nidus-monitor exec`, request as JSON on stdin),
 //! started by `nidus serve`; `finish` is the monitor loop's last step. A small program of its own, so each container's
 //! monitor costs little memory.
@@ -11,17 +11,14 @@ use nidus::monitor::plan::ExecRequest;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let code = match args.get(1).map(String::as_str) {
-        Some("run") if args.len() >= 3 => {
-            let pod_cgroup_procs: Vec<std::path::PathBuf> = args[3..].iter().map(Into::into).collect();
-            nidus::monitor::run(std::path::Path::new(&args[2]), &pod_cgroup_procs)
-        }
+        Some("run") if args.len() == 2 => nidus::monitor::run(),
         Some("exec") => exec(),
         Some("finish") if (5..=6).contains(&args.len()) => {
             nidus::monitor::finish(std::path::Path::new(&args[2]), &args[3], &args[4], args.get(5).map(String::as_str))
         }
         _ => {
             eprintln!(
-                "usage: nidus-monitor run RUN_DIR [POD_CGROUP_PROCS...] | nidus-monitor exec < REQUEST | \
+                "usage: nidus-monitor run < ASSIGNMENT | nidus-monitor exec < REQUEST | \
                  nidus-monitor finish RUN_DIR STATUS FINISHED_AT_NS [START_ERROR]"
             );
             2

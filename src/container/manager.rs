@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use crate::linux::process::{boot_id, Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::monitor::control::{self, ControlError, Request};
 use crate::monitor::plan::{
-    CgroupJoin, CgroupMount, ExecRequest, ExitRecord, MonitorPlan, RootfsPlan, RunFiles, StartRecord,
+    CgroupJoin, CgroupMount, ExecRequest, ExitRecord, MonitorAssignment, MonitorPlan, RootfsPlan, RunFiles, StartRecord,
 };
 use crate::pod::manager::now_ns;
 use crate::pod::{SandboxState, SandboxView};
@@ -28,6 +27,7 @@ use crate::store::{self, StoreError};
 
 use super::confinement::{ConfinementError, SeccompProgram, SeccompPrograms};
 use super::exec::{self, ExecError, ExecOutput};
+use super::monitor_pool::{MonitorPool, PendingMonitor};
 use super::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
 use super::security::{self, HostModules, SeccompReport, SecurityReport};
 use super::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
@@ -177,7 +177,8 @@ pub struct Containers {
     cgroups: Arc<Cgroups>,
     owned_cgroups: Arc<OwnedCgroups>,
     reaper: Reaper,
-    monitor_binary: PathBuf,
+    /// Spare monitors, and the binary of monitors and the exec helper.
+    monitors: Arc<MonitorPool>,
     images: Arc<dyn ImageSource>,
     index: Mutex<Index>,
     /// The RuntimeDefault profile and compiled seccomp programs, by content.
@@ -197,16 +198,22 @@ impl Containers {
         monitor_binary: PathBuf,
         images: Arc<dyn ImageSource>,
     ) -> Self {
+        let spare_monitors = config.container.spare_monitors;
         Self {
             config,
             cgroups,
             owned_cgroups,
             reaper,
-            monitor_binary,
+            monitors: MonitorPool::new(monitor_binary, spare_monitors),
             images,
             index: Mutex::default(),
             seccomp: Arc::new(SeccompPrograms::new()),
         }
+    }
+
+    /// Starts the spare monitors (in the background).
+    pub fn start_spare_monitors(&self) {
+        self.monitors.refill();
     }
 
     /// Compiled seccomp programs: how many, compiled and reused since start.
@@ -673,35 +680,20 @@ impl Containers {
         }
     }
 
-    /// Starts `nidus-monitor run RUN_DIR PROCS...`, which joins the pod's
-    /// cgroup (PROCS: its `cgroup.procs` files) and waits for `go` while the
-    /// daemon prepares the container (its start costs about as much as that
-    /// preparation). Dropping the result without `go` ends it.
+    /// A monitor for this container (a spare when one waits): it joins the
+    /// pod's cgroup and waits for `go` while the daemon prepares the
+    /// container. Dropping the result without `go` ends it.
     async fn launch_monitor(
         &self,
         files: &RunFiles,
         pod_cgroup: &CgroupPath,
     ) -> Result<PendingMonitor, ContainerError> {
-        let mut command = Command::new(&self.monitor_binary);
-        command
-            .arg("run")
-            .arg(&files.dir)
-            .args(self.cgroups.procs_files(pod_cgroup))
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let binary = self.monitor_binary.clone();
-        // The spawn waits for the exec: off the async threads, beside the preparation.
-        let spawned = tokio::task::spawn_blocking(move || command.spawn())
+        let assignment =
+            MonitorAssignment { run_dir: files.dir.clone(), pod_cgroup_procs: self.cgroups.procs_files(pod_cgroup) };
+        self.monitors
+            .take(&assignment)
             .await
-            .map_err(|e| ContainerError::Build(e.to_string()))?;
-        let mut child = spawned.map_err(io_err(format!("cannot start the monitor {}", binary.display())))?;
-        let pid = child.id() as i32;
-        let (go, reply) = (child.stdin.take(), child.stdout.take());
-        // The reaper owns waiting; the std handle must never wait.
-        drop(child);
-        Ok(PendingMonitor { pid, go, reply })
+            .map_err(io_err(format!("cannot start the monitor {}", self.monitors.binary().display())))
     }
 
     /// Tells a launched monitor to build the container (plan.json is
@@ -714,13 +706,10 @@ impl Containers {
         let PendingMonitor { pid: monitor, go, reply: stdout } = pending;
         let read = tokio::task::spawn_blocking(move || {
             // A monitor that died already fails the write; its reply then says nothing.
-            if let Some(mut go) = go {
-                let _ = go.write_all(b"go\n");
-            }
+            let mut go = go;
+            let _ = go.write_all(b"go\n");
             let mut line = String::new();
-            if let Some(out) = stdout {
-                let _ = io::BufReader::new(out).read_line(&mut line);
-            }
+            let _ = io::BufReader::new(stdout).read_line(&mut line);
             line
         });
         let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
@@ -1086,7 +1075,7 @@ impl Containers {
             cgroup_procs: self.cgroups.procs_files(&view.record.cgroup),
             argv,
         };
-        Ok(exec::exec_sync(&self.monitor_binary, &request, timeout, &self.reaper).await?)
+        Ok(exec::exec_sync(self.monitors.binary(), &request, timeout, &self.reaper).await?)
     }
 
     /// UpdateContainerResources: puts `resources` in force on a created or
@@ -1213,13 +1202,6 @@ impl Containers {
 struct WatchHandle {
     entry: Arc<Entry>,
     id: String,
-}
-
-/// A monitor started for a container being prepared, waiting for `go`.
-struct PendingMonitor {
-    pid: i32,
-    go: Option<std::process::ChildStdin>,
-    reply: Option<std::process::ChildStdout>,
 }
 
 /// The init's exit as its monitor records it once the init is gone: the

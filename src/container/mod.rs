@@ -7,6 +7,7 @@ pub mod command;
 pub mod confinement;
 pub mod exec;
 pub mod manager;
+pub mod monitor_pool;
 pub mod record;
 pub mod resources;
 pub mod security;

@@ -166,6 +166,30 @@ pub fn set_child_subreaper() -> io::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
 }
 
+/// Puts `pid` (0: this process) in the SCHED_IDLE class, which runs only on
+/// an otherwise idle CPU, or back in the normal class (SCHED_OTHER; the nice
+/// value is kept).
+pub fn set_idle_scheduling(pid: i32, idle: bool) -> io::Result<()> {
+    let policy = if idle { libc::SCHED_IDLE } else { libc::SCHED_OTHER };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads `param`, a valid local, and changes
+    // only the scheduling of `pid`.
+    if unsafe { libc::sched_setscheduler(pid, policy, &param) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether this process is in the SCHED_IDLE class.
+pub fn is_idle_scheduled() -> io::Result<bool> {
+    // SAFETY: sched_getscheduler(0) only reads this process's policy.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(policy == libc::SCHED_IDLE)
+}
+
 /// Sets no_new_privs for this process and its future children.
 pub fn set_no_new_privs() -> io::Result<()> {
     nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)

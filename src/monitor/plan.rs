@@ -5,6 +5,16 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// The first line a monitor reads (JSON): the container it is to build.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MonitorAssignment {
+    /// The container's run directory (plan.json comes there before `go`).
+    pub run_dir: PathBuf,
+    /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
+    /// monitor joins it before `go`.
+    pub pod_cgroup_procs: Vec<PathBuf>,
+}
+
 /// The monitor's instructions besides the OCI spec (`bundle/config.json`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MonitorPlan {

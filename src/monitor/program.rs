@@ -22,8 +22,8 @@ use nix::unistd::Pid;
 use super::control::Request;
 use super::log::{LineSplitter, Stream, MAX_RECORD};
 use super::plan::{
-    CgroupJoin, ExitRecord, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON, START_ERROR_EXIT_CODE,
-    START_ERROR_REASON,
+    CgroupJoin, ExitRecord, MonitorAssignment, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON,
+    START_ERROR_EXIT_CODE, START_ERROR_REASON,
 };
 use crate::linux::clone3::{self, CloneIntoCgroupError};
 use crate::linux::container_init::{self, InitPipes, InitStdio};
@@ -31,15 +31,26 @@ use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
-/// `nidus-monitor run RUN_DIR POD_CGROUP_PROCS...`: settles in (own session,
-/// the pod's cgroup, diagnostics to monitor.log), waits for `go` on stdin,
+/// `nidus-monitor run`: reads its assignment (`MonitorAssignment`, one JSON
+/// line on stdin: started as a spare, it waits here), settles in (own
+/// session, the pod's cgroup, diagnostics to monitor.log), waits for `go`,
 /// then prints `created PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`)
 /// once the container is built, and serves until the container ends.
-pub fn run(run_dir: &Path, pod_cgroup_procs: &[PathBuf]) -> i32 {
-    let files = RunFiles::new(run_dir);
-    // The daemon starts this program while it prepares the container and
-    // says `go` once plan.json is written; end of input means it gave up.
-    let settled = settle(&files, pod_cgroup_procs);
+pub fn run() -> i32 {
+    let mut line = String::new();
+    if io::stdin().read_line(&mut line).is_err() || line.is_empty() {
+        return 1;
+    }
+    let assignment: MonitorAssignment = match serde_json::from_str(&line) {
+        Ok(assignment) => assignment,
+        Err(e) => {
+            println!("error bad assignment: {e}");
+            return 1;
+        }
+    };
+    let files = RunFiles::new(&assignment.run_dir);
+    // The daemon says `go` once plan.json is written; end of input means it gave up.
+    let settled = settle(&files, &assignment.pod_cgroup_procs);
     let mut go = String::new();
     if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
         return 1;
@@ -116,6 +127,11 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// What needs no plan, done before `go`: a session of our own, the pod's
 /// cgroup (`cgroup.procs` in every hierarchy), diagnostics to monitor.log.
 fn settle(files: &RunFiles, pod_cgroup_procs: &[PathBuf]) -> Result<(), String> {
+    // A spare waits in the idle class; the daemon puts it back before its
+    // assignment, and the container must never inherit the idle class.
+    if process::is_idle_scheduled().map_err(|e| format!("sched_getscheduler: {e}"))? {
+        process::set_idle_scheduling(0, false).map_err(|e| format!("leaving SCHED_IDLE: {e}"))?;
+    }
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
     for procs in pod_cgroup_procs {
         fs::write(procs, "0").map_err(|e| format!("cannot join the pod cgroup {}: {e}", procs.display()))?;

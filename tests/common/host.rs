@@ -266,6 +266,29 @@ pub fn remove_cgroup_tree(dir: &Path) {
     }
 }
 
+/// Field `n` (1-based, as proc(5) numbers them) of `/proc/PID/stat`.
+pub fn stat_field(pid: i32, n: usize) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields resume after the command name's ')' with field 3.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(n.checked_sub(3)?).map(String::from)
+}
+
+/// The scheduling policy of `pid` (0 SCHED_OTHER, 5 SCHED_IDLE, …).
+pub fn sched_policy(pid: i32) -> Option<i32> {
+    stat_field(pid, 41)?.parse().ok()
+}
+
+/// The children of `pid` running `comm`.
+pub fn children_named(pid: i32, comm: &str) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&child| stat_field(child, 4).and_then(|p| p.parse().ok()) == Some(pid))
+        .filter(|&child| fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|c| c.trim() == comm))
+        .collect()
+}
+
 pub fn mode_of(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path).expect("stat").permissions().mode() & 0o7777

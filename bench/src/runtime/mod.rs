@@ -231,7 +231,17 @@ impl Runtime {
         if let Some(daemon) = self.daemon_pid() {
             pids.remove(&daemon);
         }
+        pids.retain(|pid| !self.helpers().contains(pid));
         pids
+    }
+
+    /// Processes the daemon keeps outside any pod (nidus's spare monitors):
+    /// its own children, still in its own cgroup in every hierarchy.
+    pub fn helpers(&self) -> BTreeSet<i32> {
+        let Some(daemon) = self.daemon_pid() else { return BTreeSet::new() };
+        let mut own = self.cgroup.own_processes();
+        own.retain(|&pid| pid != daemon && host::parent_of(pid) == Some(daemon));
+        own
     }
 
     /// Mounts the runtime's pods left below its directories, seen from the

@@ -1,10 +1,11 @@
 //! State that survives crashes: a `kill -9` of the daemon leaves pods running
 //! and READY after restart; a pause that died meanwhile is NOTREADY; after a
-//! simulated node reboot every sandbox is NOTREADY, removable and re-creatable.
+//! simulated node reboot every sandbox is NOTREADY, removable and re-creatable;
+//! a RunPodSandbox or CreateContainer a crash interrupted is undone.
 
 mod common;
 
-use common::client::pod_config;
+use common::client::{container_config, pod_config};
 use common::{host, TestEnv};
 use nidus::api::PodSandboxState;
 
@@ -96,5 +97,35 @@ async fn a_crash_in_the_middle_of_run_pod_sandbox_is_undone_at_restart() {
     // Its name is free again.
     let again = cri.run_pod(pod_config("web")).await.unwrap();
     cri.remove_pod(&again).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_crash_while_the_monitor_builds_a_container_is_undone_at_restart() {
+    let mut env = TestEnv::new("midcreate");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("midcreate");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.create_container(&pod_id, &pod, container_config("c", &image, &["sleep", "60"])).await.unwrap();
+    let pid = cri.container_pid(&id).await;
+    env.kill_daemon();
+
+    // Make the run dir look as if the daemon died while the monitor was
+    // building the init: the durable record is there (written meanwhile),
+    // the monitor's records of the init and of itself are not yet.
+    let run_dir = env.state.join("containers").join(&id);
+    for file in ["init.json", "monitor.json"] {
+        std::fs::remove_file(run_dir.join(file)).unwrap();
+    }
+
+    let mut cri = env.start().await;
+    assert!(host::wait_gone(pid), "the half-made container's init must be killed");
+    assert!(cri.list_containers(None).await.is_empty(), "a half-made container is not listed");
+    assert!(!run_dir.exists() && !env.root.join("containers").join(&id).exists(), "its directories are removed");
+    // Its name is free again.
+    let again = cri.run_container(&pod_id, &pod, container_config("c", &image, &["sleep", "60"])).await;
+    assert!(!again.is_empty());
+    cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }

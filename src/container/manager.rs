@@ -4,7 +4,7 @@
 //! what is alive when the daemon starts. A failed create undoes everything.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -356,19 +356,20 @@ impl Containers {
         }
         let Prepared { monitor, files } =
             self.make(&mut record, &image, request, &paths, restore).await.map_err(|e| fail(e, &record))?;
-        // The durable record is written and fsynced while the monitor builds
-        // the init, and put in place once it has: a crash before that leaves
-        // the CREATING record, which the next start undoes.
+        // The durable record is written while the monitor builds the init.
+        // Until the monitor has recorded the init in the run dir, a crash
+        // leaves a create the next start undoes (see `interrupted_create`).
         let mut created = record.clone();
         created.lifecycle = Lifecycle::Created;
         let (record_path, final_record) = (paths.record(), created.clone());
-        let write = tokio::task::spawn_blocking(move || {
-            store::PreparedWrite::json(&record_path, &final_record, store::Durability::Durable)
-        });
+        let write = tokio::task::spawn_blocking(move || store::write_json(&record_path, &final_record));
         let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), write);
+        let written = written.map_err(|e| ContainerError::Build(e.to_string())).and_then(|w| Ok(w?));
+        if let Err(e) = written {
+            // Built or not, the container goes: its record is not safe.
+            return Err(fail(e, &record));
+        }
         let (init, cgroup_join) = spawned.map_err(|e| fail(e, &record))?;
-        let written = written.map_err(|e| fail(ContainerError::Build(e.to_string()), &record))?;
-        written.and_then(store::PreparedWrite::commit).map_err(|e| fail(e.into(), &record))?;
         tracing::info!(container_id = %id, pod_id = %created.sandbox_id, pid = init.identity.pid, "container created");
         Ok((created, init, cgroup_join))
     }
@@ -703,15 +704,17 @@ impl Containers {
         pending: PendingMonitor,
         files: &RunFiles,
     ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
-        let PendingMonitor { pid: monitor, go, reply: stdout } = pending;
-        let read = tokio::task::spawn_blocking(move || {
-            // A monitor that died already fails the write; its reply then says nothing.
-            let mut go = go;
-            let _ = go.write_all(b"go\n");
+        let PendingMonitor { pid: monitor, mut go, reply } = pending;
+        // A monitor that died already fails the write; its reply then says nothing.
+        let _ = go.write_all(b"go\n");
+        let read = async move {
+            use tokio::io::AsyncBufReadExt;
+            let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reply))?;
             let mut line = String::new();
-            let _ = io::BufReader::new(stdout).read_line(&mut line);
-            line
-        });
+            tokio::io::BufReader::new(pipe).read_line(&mut line).await?;
+            drop(go);
+            Ok::<_, io::Error>(line)
+        };
         let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
             Ok(Ok(line)) => line,
             Ok(Err(_)) => String::new(),
@@ -760,10 +763,7 @@ impl Containers {
             )));
         }
         let files = RunFiles::new(&view.paths.run_dir);
-        let socket = files.socket();
-        let result = tokio::task::spawn_blocking(move || control::call(&socket, Request::Start, CONTROL_TIMEOUT))
-            .await
-            .map_err(|e| ContainerError::Build(e.to_string()))?;
+        let result = control::call(&files.socket(), Request::Start, CONTROL_TIMEOUT).await;
         match result {
             Ok(()) => {
                 // The start time stays in the run dir (started.json, the
@@ -1125,9 +1125,7 @@ impl Containers {
             return Err(ContainerError::Precondition(format!("container {} is not running", view.record.id)));
         }
         let socket = RunFiles::new(&view.paths.run_dir).socket();
-        tokio::task::spawn_blocking(move || control::call(&socket, Request::ReopenLog, CONTROL_TIMEOUT))
-            .await
-            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        control::call(&socket, Request::ReopenLog, CONTROL_TIMEOUT).await?;
         Ok(())
     }
 
@@ -1161,12 +1159,12 @@ impl Containers {
                     continue;
                 }
             };
-            if record.lifecycle == Lifecycle::Creating {
+            let files = RunFiles::new(&paths.run_dir);
+            if record.lifecycle == Lifecycle::Creating || interrupted_create(&files) {
                 tracing::warn!(container_id = %id, "undoing a CreateContainer interrupted by a crash");
                 self.tear_down(&record).await?;
                 continue;
             }
-            let files = RunFiles::new(&paths.run_dir);
             if record.started_at_ns.is_none() {
                 // Started before the restart: the start time is in the run dir.
                 record.started_at_ns =
@@ -1219,6 +1217,13 @@ async fn recorded_exit(run_dir: &Path) -> ExitRecord {
         let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
     }
     read().unwrap_or_else(lost_exit)
+}
+
+/// Whether the daemon ended while a CreateContainer was building the init:
+/// the run dir is there (no reboot since) but the monitor never recorded an
+/// init nor itself in it.
+fn interrupted_create(files: &RunFiles) -> bool {
+    files.dir.is_dir() && !files.init().exists() && !files.monitor().exists()
 }
 
 /// The exit of a container whose monitor died before recording it (or of a

@@ -14,7 +14,9 @@ use crate::monitor::plan::ExitRecord;
 pub enum Lifecycle {
     /// CreateContainer has begun; a crash now means undo it at restart.
     Creating,
-    /// Made (its state then comes from its processes and exit record).
+    /// Made, or being built by its monitor: made once the monitor recorded
+    /// the init in the run dir (a crash before that is undone at restart);
+    /// its state then comes from its processes and exit record.
     Created,
 }
 

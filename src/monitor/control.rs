@@ -1,7 +1,7 @@
 //! The monitor's control protocol: one request line per connection on its
 //! Unix socket, one reply line (`ok` or `error MESSAGE`).
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io;
 use std::path::Path;
 use std::time::Duration;
 
@@ -39,14 +39,24 @@ pub enum ControlError {
     Refused(String),
 }
 
-/// Sends one request and waits (up to `timeout`) for the reply.
-pub fn call(socket: &Path, request: Request, timeout: Duration) -> Result<(), ControlError> {
+/// Sends one request and waits (up to `timeout`) for the reply, on the
+/// async threads (the connect to a local socket does not block).
+pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<(), ControlError> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let unreachable = |source| ControlError::Unreachable { path: socket.display().to_string(), source };
-    let mut stream = crate::linux::socket::connect(socket).map_err(unreachable)?;
-    stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
-    stream.write_all(format!("{}\n", request.as_str()).as_bytes()).map_err(unreachable)?;
-    let mut reply = String::new();
-    BufReader::new(&stream).read_line(&mut reply).map_err(unreachable)?;
+    let stream = crate::linux::socket::connect(socket).map_err(unreachable)?;
+    stream.set_nonblocking(true).map_err(unreachable)?;
+    let mut stream = tokio::net::UnixStream::from_std(stream).map_err(unreachable)?;
+    let exchange = async {
+        stream.write_all(format!("{}\n", request.as_str()).as_bytes()).await?;
+        let mut reply = String::new();
+        tokio::io::BufReader::new(&mut stream).read_line(&mut reply).await?;
+        Ok(reply)
+    };
+    let reply = match tokio::time::timeout(timeout, exchange).await {
+        Ok(read) => read.map_err(unreachable)?,
+        Err(_) => return Err(unreachable(std::io::ErrorKind::TimedOut.into())),
+    };
     match reply.trim_end() {
         "ok" => Ok(()),
         "" => Err(ControlError::Refused("the monitor closed the connection without replying".into())),

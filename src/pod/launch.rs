@@ -1,9 +1,8 @@
 //! Daemon side of starting a pause process: run `nidus pause` (exec of our own
 //! binary, never a fork of the daemon) as soon as a RunPodSandbox starts, say
-//! `go` once the pod's cgroups and files are ready, read its one-line reply,
-//! and reap the launcher. The pause it leaves behind is identified by pid and start time.
+//! `go` once the pod's cgroups and files are ready, read its one-line reply
+//! (its last act), and reap the launcher. The pause it leaves behind is identified by pid and start time.
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -27,12 +26,13 @@ pub enum LaunchError {
 /// waits for `go` on stdin. Dropped without `go`, its input ends and so does it.
 pub struct PendingLauncher {
     pid: i32,
-    go: Option<std::process::ChildStdin>,
-    reply: Option<std::process::ChildStdout>,
+    go: std::process::ChildStdin,
+    reply: std::process::ChildStdout,
 }
 
 /// Starts `nidus pause ARGS` (the cgroups it joins need not exist yet).
 pub fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher, LaunchError> {
+    let spawn_error = |source| LaunchError::Spawn { binary: binary.display().to_string(), source };
     let mut child = Command::new(binary)
         .arg("pause")
         .args(args.to_args())
@@ -41,12 +41,15 @@ pub fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|source| LaunchError::Spawn { binary: binary.display().to_string(), source })?;
+        .map_err(spawn_error)?;
     let pid = child.id() as i32;
     let (go, reply) = (child.stdin.take(), child.stdout.take());
     // The reaper owns waiting; the std handle must never wait.
     drop(child);
-    Ok(PendingLauncher { pid, go, reply })
+    match (go, reply) {
+        (Some(go), Some(reply)) => Ok(PendingLauncher { pid, go, reply }),
+        _ => Err(spawn_error(std::io::Error::other("the launcher's pipes are missing"))),
+    }
 }
 
 /// Tells a started launcher to build the pod (its cgroups exist now) and
@@ -56,18 +59,17 @@ pub async fn launch_pause(
     reaper: &Reaper,
     timeout: Duration,
 ) -> Result<ProcessIdentity, LaunchError> {
-    let PendingLauncher { pid: launcher, go, reply: stdout } = pending;
-    let read = tokio::task::spawn_blocking(move || {
-        // A launcher that died already fails the write; its reply then says nothing.
-        if let Some(mut go) = go {
-            let _ = std::io::Write::write_all(&mut go, b"go\n");
-        }
+    let PendingLauncher { pid: launcher, mut go, reply } = pending;
+    // A launcher that died already fails the write; its reply then says nothing.
+    let _ = std::io::Write::write_all(&mut go, b"go\n");
+    let read = async move {
+        use tokio::io::AsyncBufReadExt;
+        let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reply))?;
         let mut line = String::new();
-        if let Some(out) = stdout {
-            let _ = std::io::BufReader::new(out).read_line(&mut line);
-        }
-        line
-    });
+        tokio::io::BufReader::new(pipe).read_line(&mut line).await?;
+        drop(go);
+        Ok::<_, std::io::Error>(line)
+    };
     let line = match tokio::time::timeout(timeout, read).await {
         Ok(Ok(line)) => line,
         Ok(Err(_)) => String::new(),
@@ -77,17 +79,20 @@ pub async fn launch_pause(
             return Err(LaunchError::Timeout(timeout));
         }
     };
-    let status = reaper.wait(launcher).await;
     let line = line.trim_end();
     if let Some(rest) = line.strip_prefix("ok ") {
         let mut parts = rest.split(' ');
         let pid = parts.next().and_then(|p| p.parse().ok());
         let start_time = parts.next().and_then(|p| p.parse().ok());
-        if let (Some(pid), Some(start_time), true) = (pid, start_time, status.success()) {
+        if let (Some(pid), Some(start_time)) = (pid, start_time) {
+            // Its last act was this reply: reaped in the background.
+            let reaper = reaper.clone();
+            tokio::spawn(async move { reaper.wait(launcher).await });
             let boot_id = boot_id().map_err(|e| LaunchError::SetUp(format!("cannot read boot id: {e}")))?;
             return Ok(ProcessIdentity { pid, start_time, boot_id });
         }
     }
+    let status = reaper.wait(launcher).await;
     Err(LaunchError::SetUp(match line.strip_prefix("error ") {
         Some(why) => why.to_string(),
         None => format!("the launcher ended ({status}) without a reply"),

@@ -88,32 +88,46 @@ impl MonitorPool {
         Ok(monitor)
     }
 
-    /// Starts spares in the background until `size` wait.
+    /// Starts spares in the background until `size` wait. The starting
+    /// thread runs in SCHED_IDLE meanwhile, so the spawn, the exec and the
+    /// spare's start-up all take only CPU nobody else wants.
     pub fn refill(self: &Arc<Self>) {
         if self.idle() >= self.size {
             return;
         }
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
-            while this.idle() < this.size {
-                match this.launch() {
-                    Ok(monitor) => {
-                        if let Err(e) = process::set_idle_scheduling(monitor.pid, true) {
-                            tracing::debug!(pid = monitor.pid, error = %e, "a spare monitor stays in the normal class");
-                        }
-                        let mut spares = this.spares();
-                        if spares.len() >= this.size {
-                            // Another refill got there first: this one ends at end of input.
-                            return;
-                        }
-                        spares.push(monitor);
-                    }
-                    Err(e) => {
-                        tracing::warn!(binary = %this.binary.display(), error = %e, "cannot start a spare monitor");
-                        return;
-                    }
-                }
+            if let Err(e) = process::set_idle_scheduling(0, true) {
+                tracing::debug!(error = %e, "spare monitors start in the normal class");
+            }
+            this.fill();
+            // The thread goes back to the pool: back to the normal class.
+            if let Err(e) = process::set_idle_scheduling(0, false) {
+                tracing::warn!(error = %e, "a blocking thread stays in SCHED_IDLE");
             }
         });
+    }
+
+    /// Starts spares here until `size` wait; they inherit this thread's class.
+    fn fill(&self) {
+        while self.idle() < self.size {
+            match self.launch() {
+                Ok(monitor) => {
+                    if let Err(e) = process::set_idle_scheduling(monitor.pid, true) {
+                        tracing::debug!(pid = monitor.pid, error = %e, "a spare monitor stays in the normal class");
+                    }
+                    let mut spares = self.spares();
+                    if spares.len() >= self.size {
+                        // Another refill got there first: this one ends at end of input.
+                        return;
+                    }
+                    spares.push(monitor);
+                }
+                Err(e) => {
+                    tracing::warn!(binary = %self.binary.display(), error = %e, "cannot start a spare monitor");
+                    return;
+                }
+            }
+        }
     }
 }

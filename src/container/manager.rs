@@ -402,36 +402,48 @@ impl Containers {
             self.make_cgroup(&cgroup, sc.privileged, &devices),
             self.container_spec(record, image, request, paths, &devices),
         );
-        let (layers, oci, resources) = spec?;
-        cgroup_made?;
-        let monitor = monitor?;
-        self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
-        let restore = match restore {
-            Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
-            None => None,
-        };
-        let plan = MonitorPlan {
-            container_id: id.clone(),
-            bundle: paths.dir.clone(),
-            run_dir: paths.run_dir.clone(),
-            log_path: record.log_path.clone(),
-            rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
-            cgroup_procs: self.cgroups.procs_files(&record.cgroup),
-            cgroup_mounts: self.cgroup_mounts(),
-            stdin: config.stdin,
-            memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
-            clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
-                .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
-                .flatten(),
-            restore,
-        };
-        store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
-        if let Some(log) = &record.log_path {
-            if let Some(dir) = log.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+        let finished = async {
+            let (layers, oci, resources) = spec?;
+            cgroup_made?;
+            self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
+            let restore = match restore {
+                Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
+                None => None,
+            };
+            let plan = MonitorPlan {
+                container_id: id.clone(),
+                bundle: paths.dir.clone(),
+                run_dir: paths.run_dir.clone(),
+                log_path: record.log_path.clone(),
+                rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
+                cgroup_procs: self.cgroups.procs_files(&record.cgroup),
+                cgroup_mounts: self.cgroup_mounts(),
+                stdin: config.stdin,
+                memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
+                clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
+                    .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
+                    .flatten(),
+                restore,
+            };
+            store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
+            if let Some(log) = &record.log_path {
+                if let Some(dir) = log.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+                }
             }
+            Ok(())
         }
+        .await;
+        let monitor = match (finished, monitor) {
+            (Ok(()), Ok(monitor)) => monitor,
+            (Err(e), Ok(monitor)) => {
+                // It may be writing in the run dir still: let it end first.
+                monitor.dismiss().await;
+                return Err(e);
+            }
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => return Err(e),
+        };
         tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
         Ok(Prepared { monitor, files })
     }
@@ -704,7 +716,7 @@ impl Containers {
         pending: PendingMonitor,
         files: &RunFiles,
     ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
-        let PendingMonitor { pid: monitor, mut go, reply } = pending;
+        let PendingMonitor { pid: monitor, mut go, reply, .. } = pending;
         // A monitor that died already fails the write; its reply then says nothing.
         let _ = go.write_all(b"go\n");
         let read = async move {

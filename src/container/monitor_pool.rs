@@ -12,16 +12,38 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::linux::process;
+use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
-#[derive(Debug)]
 pub struct PendingMonitor {
     pub pid: i32,
     pub go: ChildStdin,
     pub reply: ChildStdout,
+    /// A handle that stays on this process even if the pid is reused: a
+    /// spare's scheduling is changed only while it is alive.
+    handle: Option<Pidfd>,
 }
+
+impl PendingMonitor {
+    fn alive(&self) -> bool {
+        self.handle.as_ref().is_some_and(|h| !h.has_exited())
+    }
+
+    /// Ends a monitor that will not get `go` (its input closes) and waits
+    /// (a few seconds at most) until it has, so nothing of it writes in a
+    /// run dir being removed.
+    pub async fn dismiss(self) {
+        let PendingMonitor { go, reply, handle, .. } = self;
+        drop((go, reply));
+        if let Some(handle) = handle {
+            let _ = tokio::time::timeout(DISMISS_WAIT, handle.exited()).await;
+        }
+    }
+}
+
+/// How long `dismiss` waits for a monitor to end.
+const DISMISS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct MonitorPool {
     binary: PathBuf,
@@ -61,8 +83,10 @@ impl MonitorPool {
         let (go, reply) = (child.stdin.take(), child.stdout.take());
         // The reaper owns waiting; the std handle must never wait.
         drop(child);
+        // Our child, not reaped before this runs: the pid is still its own.
+        let handle = Pidfd::open(pid).ok();
         match (go, reply) {
-            (Some(go), Some(reply)) => Ok(PendingMonitor { pid, go, reply }),
+            (Some(go), Some(reply)) => Ok(PendingMonitor { pid, go, reply, handle }),
             _ => Err(io::Error::other("the monitor's pipes are missing")),
         }
     }
@@ -76,9 +100,11 @@ impl MonitorPool {
         let spare = self.spares().pop();
         self.refill();
         if let Some(mut monitor) = spare {
-            // A spare that died (killed by hand) fails these: start another.
-            let normal = process::set_idle_scheduling(monitor.pid, false);
-            if normal.is_ok() && monitor.go.write_all(&line).is_ok() {
+            // A spare that died (killed by hand) is dropped: start another.
+            if monitor.alive()
+                && process::set_idle_scheduling(monitor.pid, false).is_ok()
+                && monitor.go.write_all(&line).is_ok()
+            {
                 return Ok(monitor);
             }
         }
@@ -113,6 +139,10 @@ impl MonitorPool {
         while self.idle() < self.size {
             match self.launch() {
                 Ok(monitor) => {
+                    if !monitor.alive() {
+                        tracing::warn!(pid = monitor.pid, "a spare monitor died at once");
+                        return;
+                    }
                     if let Err(e) = process::set_idle_scheduling(monitor.pid, true) {
                         tracing::debug!(pid = monitor.pid, error = %e, "a spare monitor stays in the normal class");
                     }

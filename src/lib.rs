@@ -23,6 +23,7 @@ pub mod config;
 pub mod container;
 pub mod cri;
 pub mod daemon;
+pub mod helper;
 pub mod ids;
 pub mod image;
 pub mod linux;

@@ -4,7 +4,7 @@
 //! what is alive when the daemon starts. A failed create undoes everything.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -716,17 +716,8 @@ impl Containers {
         pending: PendingMonitor,
         files: &RunFiles,
     ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
-        let PendingMonitor { pid: monitor, mut go, reply, .. } = pending;
-        // A monitor that died already fails the write; its reply then says nothing.
-        let _ = go.write_all(b"go\n");
-        let read = async move {
-            use tokio::io::AsyncBufReadExt;
-            let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reply))?;
-            let mut line = String::new();
-            tokio::io::BufReader::new(pipe).read_line(&mut line).await?;
-            drop(go);
-            Ok::<_, io::Error>(line)
-        };
+        let PendingMonitor { pid: monitor, go, reply, .. } = pending;
+        let read = crate::helper::say_then_read_line(go, b"go\n", reply);
         let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
             Ok(Ok(line)) => line,
             Ok(Err(_)) => String::new(),

@@ -9,9 +9,10 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::helper;
 use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
 
@@ -72,23 +73,10 @@ impl MonitorPool {
 
     /// Starts `nidus-monitor run` (the spawn waits for its exec).
     fn launch(&self) -> io::Result<PendingMonitor> {
-        let mut child = Command::new(&self.binary)
-            .arg("run")
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let pid = child.id() as i32;
-        let (go, reply) = (child.stdin.take(), child.stdout.take());
-        // The reaper owns waiting; the std handle must never wait.
-        drop(child);
+        let helper::Piped { pid, input, output } = helper::spawn(Command::new(&self.binary).arg("run").env_clear())?;
         // Our child, not reaped before this runs: the pid is still its own.
         let handle = Pidfd::open(pid).ok();
-        match (go, reply) {
-            (Some(go), Some(reply)) => Ok(PendingMonitor { pid, go, reply, handle }),
-            _ => Err(io::Error::other("the monitor's pipes are missing")),
-        }
+        Ok(PendingMonitor { pid, go: input, reply: output, handle })
     }
 
     /// A monitor assigned to a container: a spare when one waits, else a new

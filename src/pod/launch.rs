@@ -4,9 +4,10 @@
 //! (its last act), and reap the launcher. The pause it leaves behind is identified by pid and start time.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use crate::helper;
 use crate::linux::process::{boot_id, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 
@@ -32,24 +33,10 @@ pub struct PendingLauncher {
 
 /// Starts `nidus pause ARGS` (the cgroups it joins need not exist yet).
 pub fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher, LaunchError> {
-    let spawn_error = |source| LaunchError::Spawn { binary: binary.display().to_string(), source };
-    let mut child = Command::new(binary)
-        .arg("pause")
-        .args(args.to_args())
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(spawn_error)?;
-    let pid = child.id() as i32;
-    let (go, reply) = (child.stdin.take(), child.stdout.take());
-    // The reaper owns waiting; the std handle must never wait.
-    drop(child);
-    match (go, reply) {
-        (Some(go), Some(reply)) => Ok(PendingLauncher { pid, go, reply }),
-        _ => Err(spawn_error(std::io::Error::other("the launcher's pipes are missing"))),
-    }
+    let helper::Piped { pid, input, output } =
+        helper::spawn(Command::new(binary).arg("pause").args(args.to_args()).env_clear())
+            .map_err(|source| LaunchError::Spawn { binary: binary.display().to_string(), source })?;
+    Ok(PendingLauncher { pid, go: input, reply: output })
 }
 
 /// Tells a started launcher to build the pod (its cgroups exist now) and
@@ -59,17 +46,8 @@ pub async fn launch_pause(
     reaper: &Reaper,
     timeout: Duration,
 ) -> Result<ProcessIdentity, LaunchError> {
-    let PendingLauncher { pid: launcher, mut go, reply } = pending;
-    // A launcher that died already fails the write; its reply then says nothing.
-    let _ = std::io::Write::write_all(&mut go, b"go\n");
-    let read = async move {
-        use tokio::io::AsyncBufReadExt;
-        let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reply))?;
-        let mut line = String::new();
-        tokio::io::BufReader::new(pipe).read_line(&mut line).await?;
-        drop(go);
-        Ok::<_, std::io::Error>(line)
-    };
+    let PendingLauncher { pid: launcher, go, reply } = pending;
+    let read = helper::say_then_read_line(go, b"go\n", reply);
     let line = match tokio::time::timeout(timeout, read).await {
         Ok(Ok(line)) => line,
         Ok(Err(_)) => String::new(),

@@ -364,7 +364,7 @@ impl Containers {
         let (record_path, final_record) = (paths.record(), created.clone());
         let write = tokio::task::spawn_blocking(move || store::write_json(&record_path, &final_record));
         let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), write);
-        let written = written.map_err(|e| ContainerError::Build(e.to_string())).and_then(|w| Ok(w?));
+        let written = written.map_err(|e| ContainerError::Build(e.to_string())).and_then(|w| w.map_err(Into::into));
         if let Err(e) = written {
             // Built or not, the container goes: its record is not safe.
             return Err(fail(e, &record));
@@ -772,9 +772,7 @@ impl Containers {
                 // The start time stays in the run dir (started.json, the
                 // monitor's) and in memory: like the init's pid it is a fact
                 // of this boot, folded into the durable record with the exit.
-                let started: Option<StartRecord> = store::read_json(&files.started()).unwrap_or(None);
-                let at = started.map(|s| s.started_at_ns).unwrap_or_else(now_ns);
-                entry.live().record.started_at_ns = Some(at);
+                entry.live().record.started_at_ns = Some(recorded_start(&files).unwrap_or_else(now_ns));
                 tracing::info!(container_id = %id, "container started");
                 Ok(())
             }
@@ -1023,10 +1021,7 @@ impl Containers {
                 live.exit = Some(exit);
             }
         }
-        let started_at_ns = live
-            .record
-            .started_at_ns
-            .or_else(|| store::read_json::<StartRecord>(&files.started()).ok().flatten().map(|s| s.started_at_ns));
+        let started_at_ns = live.record.started_at_ns.or_else(|| recorded_start(&files));
         let state = match (&live.exit, alive, started_at_ns) {
             (Some(_), _, _) => ContainerState::Exited,
             (None, true, Some(_)) => ContainerState::Running,
@@ -1170,8 +1165,7 @@ impl Containers {
             }
             if record.started_at_ns.is_none() {
                 // Started before the restart: the start time is in the run dir.
-                record.started_at_ns =
-                    store::read_json::<StartRecord>(&files.started()).ok().flatten().map(|s| s.started_at_ns);
+                record.started_at_ns = recorded_start(&files);
             }
             let init = store::read_json::<ProcessIdentity>(&files.init())
                 .unwrap_or(None)
@@ -1220,6 +1214,11 @@ async fn recorded_exit(run_dir: &Path) -> ExitRecord {
         let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
     }
     read().unwrap_or_else(lost_exit)
+}
+
+/// When the init's execve succeeded, as its monitor recorded it (started.json).
+fn recorded_start(files: &RunFiles) -> Option<i64> {
+    store::read_json::<StartRecord>(&files.started()).ok().flatten().map(|s| s.started_at_ns)
 }
 
 /// Whether the daemon ended while a CreateContainer was building the init:

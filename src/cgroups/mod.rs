@@ -264,6 +264,20 @@ impl Cgroups {
         target: &Path,
         created: &mut Vec<PathBuf>,
     ) -> Result<(), CgroupError> {
+        // The parents usually exist (the pod's cgroup, for a container): one
+        // mkdir then, not one per level.
+        if let Some(parent) = target.parent().filter(|p| p.starts_with(base) && *p != target) {
+            match fs::create_dir(target) {
+                Ok(()) => {
+                    created.push(target.to_path_buf());
+                    self.init_level(h, parent, target);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => return Err(CgroupError::Create { path: target.to_path_buf(), source }),
+            }
+        }
         let rel = target.strip_prefix(base).unwrap_or(Path::new(""));
         let mut dir = base.to_path_buf();
         for segment in rel.components() {

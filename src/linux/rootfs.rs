@@ -49,6 +49,11 @@ pub fn open_in_root(root: RawFd, path: &Path, flags: i32, mode: u32) -> io::Resu
 /// Creates `path` below `root` (and missing parents, as directories) and
 /// returns an O_PATH handle on it: a directory when `dir`, else an empty file.
 pub fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd> {
+    // Most mount points exist in the image already: one lookup then, not one per level.
+    match open_in_root(root, path, libc::O_PATH, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        found => return found,
+    }
     let mut current = open_in_root(root, Path::new("/"), libc::O_PATH | libc::O_DIRECTORY, 0)?;
     let components: Vec<&std::ffi::OsStr> =
         path.components().filter_map(|c| if let Component::Normal(n) = c { Some(n) } else { None }).collect();

@@ -592,24 +592,11 @@ impl Containers {
         Ok((layers, oci, resources))
     }
 
-    /// Makes the container's cgroup (and missing parents) and limits its
-    /// devices; the resources are applied once the spec is built.
+    /// Makes the container's cgroup (and missing parents) and limits it to
+    /// the default devices and the config's (privileged containers keep every
+    /// device), in one trip off the async threads; the resources are applied
+    /// once the spec is built.
     async fn make_cgroup(
-        &self,
-        cgroup: &CgroupPath,
-        privileged: bool,
-        devices: &[HostDevice],
-    ) -> Result<(), ContainerError> {
-        let (owned, leaf) = (self.owned_cgroups.clone(), cgroup.clone());
-        tokio::task::spawn_blocking(move || owned.create(&leaf))
-            .await
-            .map_err(|e| ContainerError::Build(e.to_string()))??;
-        self.restrict_devices(cgroup, privileged, devices).await
-    }
-
-    /// Limits the container cgroup to the default devices and the config's
-    /// (privileged containers keep every device).
-    async fn restrict_devices(
         &self,
         cgroup: &CgroupPath,
         privileged: bool,
@@ -625,14 +612,17 @@ impl Containers {
                 permissions: d.permissions.clone(),
             })
             .collect();
-        let Some(rules) = devices::rules_for(privileged, &granted) else {
-            return Ok(());
-        };
-        let (cgroups, cgroup) = (self.cgroups.clone(), cgroup.clone());
-        tokio::task::spawn_blocking(move || devices::restrict(&cgroups, &cgroup, &rules))
-            .await
-            .map_err(|e| ContainerError::Build(e.to_string()))?
-            .map_err(|e| ContainerError::Build(e.to_string()))
+        let rules = devices::rules_for(privileged, &granted);
+        let (owned, cgroups, cgroup) = (self.owned_cgroups.clone(), self.cgroups.clone(), cgroup.clone());
+        tokio::task::spawn_blocking(move || {
+            owned.create(&cgroup)?;
+            match rules {
+                Some(rules) => devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string())),
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| ContainerError::Build(e.to_string()))?
     }
 
     /// The container's seccomp program (None: unconfined), compiled through

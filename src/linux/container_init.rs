@@ -12,7 +12,7 @@ use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use nix::sched::CloneFlags;
 use oci_spec::runtime::{LinuxNamespaceType, Mount, Spec};
@@ -467,9 +467,18 @@ fn mount_cgroups(root: RawFd, dest: &Path, opts: &Options, plan: &MonitorPlan) -
     }
     let target = create_in_root(root, dest, true)?;
     rootfs::mount(Some("tmpfs"), &fd_path(&target), Some("tmpfs"), base_flags, Some("mode=755"))?;
+    // The tmpfs is ours and empty: its directories are made and named
+    // relative to it, with no lookups through the image.
+    let tmpfs = open_in_root(root, dest, libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
     for cg in &plan.cgroup_mounts {
-        let sub = create_in_root(root, &dest.join(&cg.dir), true)?;
-        rootfs::mount(Some("cgroup"), &fd_path(&sub), Some(&cg.fstype), base_flags | ro, Some(&cg.data))?;
+        let name = Path::new(&cg.dir);
+        if name.components().count() != 1 || !matches!(name.components().next(), Some(Component::Normal(_))) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad cgroup mount name {:?}", cg.dir)));
+        }
+        nix::sys::stat::mkdirat(&tmpfs, name, nix::sys::stat::Mode::from_bits_truncate(0o755))
+            .map_err(io::Error::from)?;
+        let sub = format!("{}/{}", fd_path(&tmpfs), cg.dir);
+        rootfs::mount(Some("cgroup"), &sub, Some(&cg.fstype), base_flags | ro, Some(&cg.data))?;
     }
     if opts.readonly {
         let mounted = open_in_root(root, dest, libc::O_PATH, 0)?;

@@ -1,12 +1,9 @@
 //! The container side of clone → execve: everything a container's init does
 //! between the monitor's fork and the execve of the workload. It runs in a
 //! single-threaded child of the monitor (no tokio, no locks held by anyone
-//! else). It joins the cgroup and reports "ok" (CreateContainer returns),
-//! then joins the pod's namespaces, builds the root filesystem and pivots into
-//! it, becomes the container's user with its capabilities — while the reply
-//! travels and StartContainer comes — waits for StartContainer, then execs.
-//! A failure of that second part is reported like a failed execve, to
-//! StartContainer (a StartError, as containerd reports every build failure).
+//! else), joins the cgroup and the pod's namespaces, builds the root
+//! filesystem and pivots into it, becomes the container's user with its
+//! capabilities, reports "ok" and waits for StartContainer, then execs.
 
 use std::ffi::CString;
 use std::fs;
@@ -33,19 +30,17 @@ pub struct InitStdio {
 
 /// Pipes between the init and its monitor.
 pub struct InitPipes {
-    /// init → monitor: "ok" once in its cgroup, or "error MESSAGE".
+    /// init → monitor: "ok" once built, or "error MESSAGE".
     pub ready: OwnedFd,
     /// monitor → init: one byte releases the init (StartContainer).
     pub start: OwnedFd,
-    /// init → monitor: why the build or execve failed; closed by a successful execve.
+    /// init → monitor: why execve failed; closed by a successful execve.
     pub exec_error: OwnedFd,
 }
 
 const READY_FD: RawFd = 3;
 const START_FD: RawFd = 4;
 const EXEC_ERROR_FD: RawFd = 5;
-/// The exit code of an init whose build failed (containerd's StartError code).
-const BUILD_FAILED: i32 = 128;
 
 /// Monitor side, before the fork: a container joining a PID namespace (the
 /// pod's, or a target container's) must have it as the monitor's namespace
@@ -77,9 +72,10 @@ pub fn run(spec: &Spec, plan: &MonitorPlan, stdio: InitStdio, pipes: InitPipes) 
     if let Err(e) = place_fds(stdio, pipes) {
         std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
     }
-    if let Err(e) = join_cgroup(plan) {
-        std::process::exit(report_and_exit_code(&e));
-    }
+    let exec = match build(spec, plan) {
+        Ok(exec) => exec,
+        Err(e) => std::process::exit(report_and_exit_code(&e)),
+    };
     {
         // SAFETY: READY_FD was placed by place_fds and is owned here only.
         let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
@@ -87,8 +83,6 @@ pub fn run(spec: &Spec, plan: &MonitorPlan, stdio: InitStdio, pipes: InitPipes) 
             std::process::exit(1);
         }
     }
-    // Built while the reply travels; a failure waits for StartContainer.
-    let built = build(spec, plan);
     // Wait for StartContainer: one byte; EOF means the monitor gave up on us.
     let mut byte = [0u8; 1];
     // SAFETY: START_FD was placed by place_fds and is owned here only.
@@ -97,10 +91,7 @@ pub fn run(spec: &Spec, plan: &MonitorPlan, stdio: InitStdio, pipes: InitPipes) 
         std::process::exit(1);
     }
     drop(start);
-    let error = match built {
-        Ok(exec) => exec.run(),
-        Err(message) => ExecError { message, exit_code: BUILD_FAILED },
-    };
+    let error = exec.run();
     // SAFETY: EXEC_ERROR_FD was placed by place_fds and is owned here only.
     let mut report = unsafe { fs::File::from_raw_fd(EXEC_ERROR_FD) };
     let _ = report.write_all(error.message.as_bytes());
@@ -219,21 +210,15 @@ impl Exec {
     }
 }
 
-/// What comes before "ok": the container's cgroup, so that from
-/// CreateContainer on the init is counted, limited and killed with it.
-fn join_cgroup(plan: &MonitorPlan) -> Result<(), String> {
+/// Builds the container around the init; returns what to exec.
+fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
     // Nothing outside may read our memory or /proc/self/exe while we hold host state.
     nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    // Read while the bundle is still in reach (before the mount namespace changes).
+    let seccomp = load_seccomp(spec, &plan.bundle)?;
     for procs in &plan.cgroup_procs {
         fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
     }
-    Ok(())
-}
-
-/// Builds the container around the init; returns what to exec.
-fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
-    // Read while the bundle is still in reach (before the mount namespace changes).
-    let seccomp = load_seccomp(spec, &plan.bundle)?;
     join_namespaces(spec)?;
     let root_path = spec.root().as_ref().map(|r| r.path().clone()).ok_or("the spec has no root")?;
     // Our mounts never propagate back to the node.

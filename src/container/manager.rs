@@ -465,17 +465,38 @@ impl Containers {
         let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
         let started = std::time::Instant::now();
         let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
-        let layers = {
-            let (images, holder, image_id) = (self.images.clone(), id.clone(), image.id.clone());
-            tokio::task::spawn_blocking(move || images.lease_layers(&holder, &image_id))
-                .await
-                .map_err(|e| ContainerError::Build(e.to_string()))??
+        let capabilities = {
+            let c = sc.capabilities.clone().unwrap_or_default();
+            let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
+                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
+            // Nobody can hand out a capability it lacks (this node's root may
+            // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
+            let (kept, unavailable) = caps::available(wanted);
+            if !unavailable.is_empty() {
+                tracing::warn!(container_id = %id, ?unavailable, "capabilities the runtime itself lacks are left out");
+            }
+            kept
         };
+        // The layers (with the image's /etc/passwd and /etc/group) and the
+        // seccomp program need nothing of each other: both at once.
+        let leased = {
+            let (images, holder, image_id) = (self.images.clone(), id.clone(), image.id.clone());
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let layers = images.lease_layers(&holder, &image_id)?;
+                    let passwd = read_from_layers(&layers, "etc/passwd");
+                    let group = read_from_layers(&layers, "etc/group");
+                    Ok::<_, ContainerError>((layers, passwd, group))
+                })
+                .await
+                .map_err(|e| ContainerError::Build(e.to_string()))?
+            }
+        };
+        let (leased, seccomp) = tokio::join!(leased, self.seccomp_program(&id, &sc, sandbox, &capabilities));
+        let (layers, passwd, group) = leased?;
         lap("layers leased");
 
         // Who the process runs as, from the image's /etc/passwd and /etc/group.
-        let passwd = read_from_layers(&layers, "etc/passwd");
-        let group = read_from_layers(&layers, "etc/group");
         let user = user::resolve(
             &UserRequest {
                 run_as_user: sc.run_as_user.as_ref().map(|v| v.value),
@@ -490,20 +511,7 @@ impl Containers {
         )
         .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.{e}")))?;
         (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
-
-        let capabilities = {
-            let c = sc.capabilities.clone().unwrap_or_default();
-            let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
-                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
-            // Nobody can hand out a capability it lacks (this node's root may
-            // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
-            let (kept, unavailable) = caps::available(wanted);
-            if !unavailable.is_empty() {
-                tracing::warn!(container_id = %id, ?unavailable, "capabilities the runtime itself lacks are left out");
-            }
-            kept
-        };
-        let (seccomp_choice, seccomp_source, seccomp) = self.seccomp_program(&id, &sc, sandbox, &capabilities).await?;
+        let (seccomp_choice, seccomp_source, seccomp) = seccomp?;
         record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref());
         let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
         let oom_score_adj = requested_adj.map(|want| (want, effective_oom_score_adj(want)));
@@ -617,7 +625,9 @@ impl Containers {
         tokio::task::spawn_blocking(move || {
             owned.create(&cgroup)?;
             match rules {
-                Some(rules) => devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string())),
+                Some(rules) => {
+                    devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))
+                }
                 None => Ok(()),
             }
         })

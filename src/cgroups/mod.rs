@@ -266,16 +266,10 @@ impl Cgroups {
     ) -> Result<(), CgroupError> {
         // The parents usually exist (the pod's cgroup, for a container): one
         // mkdir then, not one per level.
-        if let Some(parent) = target.parent().filter(|p| p.starts_with(base) && *p != target) {
-            match fs::create_dir(target) {
-                Ok(()) => {
-                    created.push(target.to_path_buf());
-                    self.init_level(h, parent, target);
-                    return Ok(());
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(source) => return Err(CgroupError::Create { path: target.to_path_buf(), source }),
+        if let Some(parent) = target.parent().filter(|p| p.starts_with(base)) {
+            match self.make_level(h, parent, target, created) {
+                Err(CgroupError::Create { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+                made => return made,
             }
         }
         let rel = target.strip_prefix(base).unwrap_or(Path::new(""));
@@ -283,16 +277,28 @@ impl Cgroups {
         for segment in rel.components() {
             let parent = dir.clone();
             dir.push(segment);
-            match fs::create_dir(&dir) {
-                Ok(()) => {
-                    created.push(dir.clone());
-                    self.init_level(h, &parent, &dir);
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(source) => return Err(CgroupError::Create { path: dir, source }),
-            }
+            self.make_level(h, &parent, &dir, created)?;
         }
         Ok(())
+    }
+
+    /// mkdir of one level (one that exists is fine), initialised when new.
+    fn make_level(
+        &self,
+        h: &Hierarchy,
+        parent: &Path,
+        dir: &Path,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(), CgroupError> {
+        match fs::create_dir(dir) {
+            Ok(()) => {
+                created.push(dir.to_path_buf());
+                self.init_level(h, parent, dir);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(source) => Err(CgroupError::Create { path: dir.to_path_buf(), source }),
+        }
     }
 
     /// A new v1 cpuset cgroup starts with no cpus and no mems, which refuses

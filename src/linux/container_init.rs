@@ -457,7 +457,8 @@ fn mount_cgroups(root: RawFd, dest: &Path, opts: &Options, plan: &MonitorPlan) -
     let tmpfs = open_in_root(root, dest, libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
     for cg in &plan.cgroup_mounts {
         let name = Path::new(&cg.dir);
-        if name.components().count() != 1 || !matches!(name.components().next(), Some(Component::Normal(_))) {
+        let mut parts = name.components();
+        if !matches!((parts.next(), parts.next()), (Some(Component::Normal(_)), None)) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad cgroup mount name {:?}", cg.dir)));
         }
         nix::sys::stat::mkdirat(&tmpfs, name, nix::sys::stat::Mode::from_bits_truncate(0o755))

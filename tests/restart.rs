@@ -112,10 +112,12 @@ async fn a_crash_while_the_monitor_builds_a_container_is_undone_at_restart() {
     env.kill_daemon();
 
     // Make the run dir look as if the daemon died while the monitor was
-    // building the init: the durable record is there (written meanwhile),
-    // the monitor's records of the init and of itself are not yet.
+    // forking the init: the durable record is there (written meanwhile), and
+    // the monitor's record of itself (written before `go`), but not yet its
+    // record of the init.
     let run_dir = env.state.join("containers").join(&id);
-    for file in ["init.json", "monitor.json"] {
+    assert!(run_dir.join("monitor.json").exists());
+    for file in ["init.json", "cgroup-join.json"] {
         std::fs::remove_file(run_dir.join(file)).unwrap();
     }
 

@@ -1223,9 +1223,10 @@ fn recorded_start(files: &RunFiles) -> Option<i64> {
 
 /// Whether the daemon ended while a CreateContainer was building the init:
 /// the run dir is there (no reboot since) but the monitor never recorded an
-/// init nor itself in it.
+/// init in it (it records the init once forked, and takes the record back
+/// when the build fails).
 fn interrupted_create(files: &RunFiles) -> bool {
-    files.dir.is_dir() && !files.init().exists() && !files.monitor().exists()
+    files.dir.is_dir() && !files.init().exists()
 }
 
 /// The exit of a container whose monitor died before recording it (or of a

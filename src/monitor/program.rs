@@ -33,9 +33,10 @@ use crate::store;
 
 /// `nidus-monitor run`: reads its assignment (`MonitorAssignment`, one JSON
 /// line on stdin: started as a spare, it waits here), settles in (own
-/// session, the pod's cgroup, diagnostics to monitor.log), waits for `go`,
-/// then prints `created PID STARTTIME JOIN BUILD_US` (or `error MESSAGE`)
-/// once the container is built, and serves until the container ends.
+/// session, the pod's cgroup, diagnostics to monitor.log, its identity and
+/// control socket in the run dir), waits for `go`, then prints `created PID
+/// STARTTIME JOIN BUILD_US` (or `error MESSAGE`) once the container is
+/// built, and serves until the container ends.
 pub fn run() -> i32 {
     let mut line = String::new();
     if io::stdin().read_line(&mut line).is_err() || line.is_empty() {
@@ -55,16 +56,20 @@ pub fn run() -> i32 {
     if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
         return 1;
     }
-    if let Err(e) = settled {
+    if let Err(e) = &settled {
         println!("error {e}");
         return 1;
     }
+    let Ok(listener) = settled else { return 1 };
     let began = Instant::now();
-    match set_up(&files) {
+    match set_up(&files, listener) {
         Ok(mut monitor) => {
             // The last field: how long the build took here (the rest of the
             // daemon's wait is this program's start), for the create timings.
-            println!(
+            // A daemon that died meanwhile finds the init recorded: no
+            // reader is no reason to stop.
+            let _ = writeln!(
+                io::stdout(),
                 "created {} {} {} {}",
                 monitor.init.pid,
                 monitor.init.start_time,
@@ -125,8 +130,11 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// What needs no plan, done before `go`: a session of our own, the pod's
-/// cgroup (`cgroup.procs` in every hierarchy), diagnostics to monitor.log.
-fn settle(files: &RunFiles, pod_cgroup_procs: &[PathBuf]) -> Result<(), String> {
+/// cgroup (`cgroup.procs` in every hierarchy), diagnostics to monitor.log,
+/// our identity (monitor.json) and the bound control socket (nothing calls
+/// it before CreateContainer has answered; a call after a daemon restart
+/// waits in the backlog until we serve).
+fn settle(files: &RunFiles, pod_cgroup_procs: &[PathBuf]) -> Result<UnixListener, String> {
     // A spare waits in the idle class; the daemon puts it back before its
     // assignment, and the container must never inherit the idle class.
     if process::is_idle_scheduled().map_err(|e| format!("sched_getscheduler: {e}"))? {
@@ -139,10 +147,35 @@ fn settle(files: &RunFiles, pod_cgroup_procs: &[PathBuf]) -> Result<(), String> 
     if let Ok(diag) = OpenOptions::new().create(true).append(true).mode(0o600).open(files.monitor_log()) {
         let _ = nix::unistd::dup2_stderr(&diag);
     }
-    Ok(())
+    let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;
+    store::write_json_with(&files.monitor(), &me, store::Durability::Volatile).map_err(|e| e.to_string())?;
+    let _ = fs::remove_file(files.socket());
+    let listener = crate::linux::socket::bind(&files.socket())
+        .map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
+    listener.set_nonblocking(true).map_err(|e| format!("socket: {e}"))?;
+    Ok(listener)
 }
 
-fn set_up(files: &RunFiles) -> Result<Monitor, String> {
+/// Records the init (init.json, cgroup-join.json) in the run dir: from then
+/// on a restarted daemon finds this container's process. Written as soon as
+/// the init exists, while it is being built; `forget_init` takes them back
+/// when the build fails.
+fn record_init(files: &RunFiles, child: i32, cgroup_join: CgroupJoin) -> Result<ProcessIdentity, String> {
+    let init = ProcessIdentity::of(child).map_err(|e| format!("reading the init's identity: {e}"))?;
+    store::write_json_with(&files.init(), &init, store::Durability::Volatile).map_err(|e| e.to_string())?;
+    store::write_json_with(&files.cgroup_join(), &cgroup_join, store::Durability::Volatile)
+        .map_err(|e| e.to_string())?;
+    Ok(init)
+}
+
+/// The build failed: without an init record, a daemon restarted meanwhile
+/// undoes this CreateContainer (as it does one interrupted before the fork).
+fn forget_init(files: &RunFiles) {
+    let _ = fs::remove_file(files.init());
+    let _ = fs::remove_file(files.cgroup_join());
+}
+
+fn set_up(files: &RunFiles, listener: UnixListener) -> Result<Monitor, String> {
     let plan: MonitorPlan = store::read_json(&files.plan())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
@@ -164,7 +197,9 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
             Output { fd: init.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
         ];
         let handshake = (init.start, init.exec_error);
-        return supervise(plan, files, init.pid, CgroupJoin::Procs, signals, outputs, log, handshake, None);
+        let identity = record_init(files, init.pid, CgroupJoin::Procs)?;
+        let started = Started { identity, cgroup_join: CgroupJoin::Procs, listener, handshake };
+        return Ok(supervise(plan, files, started, signals, outputs, log, None));
     }
 
     // The container's stdio, and our ends of it.
@@ -216,17 +251,24 @@ fn set_up(files: &RunFiles) -> Result<Monitor, String> {
         process::Forked::Parent { child } => child,
     };
     drop((init_stdio, ready_w, start_r, exec_w));
+    // Recorded while the init builds, off the path to the reply.
+    let recorded = record_init(files, child, cgroup_join);
 
     let mut ready = String::new();
     let _ = File::from(ready_r).read_to_string(&mut ready);
-    if ready != "ok" {
+    if ready != "ok" || recorded.is_err() {
+        forget_init(files);
+        let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
         let _ = waitpid(Pid::from_raw(child), None);
-        return Err(ready
-            .strip_prefix("error ")
-            .map(String::from)
-            .unwrap_or_else(|| "the container's init died while being built".into()));
+        return Err(match (ready.strip_prefix("error "), recorded) {
+            (_, Err(e)) => e,
+            (Some(why), _) => why.to_string(),
+            (None, _) => "the container's init died while being built".into(),
+        });
     }
-    supervise(plan, files, child, cgroup_join, signals, outputs, log, (start_w, exec_r), stdin_keep)
+    let identity = recorded?;
+    let started = Started { identity, cgroup_join, listener, handshake: (start_w, exec_r) };
+    Ok(supervise(plan, files, started, signals, outputs, log, stdin_keep))
 }
 
 /// SIGCHLD through a signalfd; blocked before any fork so no exit is missed.
@@ -237,33 +279,28 @@ fn sigchld_fd() -> Result<SignalFd, String> {
     SignalFd::with_flags(&chld, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).map_err(|e| format!("signalfd: {e}"))
 }
 
-/// Hands a ready init (built here, or restored from a checkpoint) to the
-/// supervision: records its identity and ours, binds the control socket.
-/// `handshake` is the monitor's end of the start pipe and of the exec-error pipe.
-#[allow(clippy::too_many_arguments)]
+/// A ready init (built here, or restored from a checkpoint), recorded in
+/// the run dir: its identity, how it joined its cgroup, our control socket,
+/// and our ends of the start pipe and of the exec-error pipe.
+struct Started {
+    identity: ProcessIdentity,
+    cgroup_join: CgroupJoin,
+    listener: UnixListener,
+    handshake: (OwnedFd, OwnedFd),
+}
+
+/// Hands a ready init to the supervision.
 fn supervise(
     plan: MonitorPlan,
     files: &RunFiles,
-    child: i32,
-    cgroup_join: CgroupJoin,
+    started: Started,
     signals: SignalFd,
     outputs: Vec<Output>,
     log: Option<File>,
-    handshake: (OwnedFd, OwnedFd),
     stdin_keep: Option<OwnedFd>,
-) -> Result<Monitor, String> {
-    let (start_w, exec_r) = handshake;
-    let init = ProcessIdentity::of(child).map_err(|e| format!("reading the init's identity: {e}"))?;
-    store::write_json_with(&files.init(), &init, store::Durability::Volatile).map_err(|e| e.to_string())?;
-    store::write_json_with(&files.cgroup_join(), &cgroup_join, store::Durability::Volatile)
-        .map_err(|e| e.to_string())?;
-    let me = ProcessIdentity::of(std::process::id() as i32).map_err(|e| format!("reading our identity: {e}"))?;
-    store::write_json_with(&files.monitor(), &me, store::Durability::Volatile).map_err(|e| e.to_string())?;
-    let _ = fs::remove_file(files.socket());
-    let listener = crate::linux::socket::bind(&files.socket())
-        .map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
-    listener.set_nonblocking(true).map_err(|e| format!("socket: {e}"))?;
-    Ok(Monitor {
+) -> Monitor {
+    let Started { identity: init, cgroup_join, listener, handshake: (start_w, exec_r) } = started;
+    Monitor {
         plan,
         files: files.clone(),
         init,
@@ -276,7 +313,7 @@ fn supervise(
         exec_error: Some(exec_r),
         start_error: None,
         stdin: stdin_keep,
-    })
+    }
 }
 
 /// Forks the container's init: on cgroup v2 straight into the container

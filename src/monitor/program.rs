@@ -56,11 +56,13 @@ pub fn run() -> i32 {
     if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
         return 1;
     }
-    if let Err(e) = &settled {
-        println!("error {e}");
-        return 1;
-    }
-    let Ok(listener) = settled else { return 1 };
+    let listener = match settled {
+        Ok(listener) => listener,
+        Err(e) => {
+            println!("error {e}");
+            return 1;
+        }
+    };
     let began = Instant::now();
     match set_up(&files, listener) {
         Ok(mut monitor) => {

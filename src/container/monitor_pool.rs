@@ -102,27 +102,21 @@ impl MonitorPool {
         Ok(monitor)
     }
 
-    /// Starts spares in the background until `size` wait. The starting
-    /// thread runs in SCHED_IDLE meanwhile, so the spawn, the exec and the
-    /// spare's start-up all take only CPU nobody else wants.
+    /// Starts spares in the background until `size` wait. Each is spawned
+    /// in the normal class and moved to SCHED_IDLE once exec'd, so its
+    /// start-up takes only CPU nobody else wants. Not the spawn itself: a
+    /// child starved between fork and exec holds copies of all the daemon's
+    /// descriptors, and would keep a daemon killed meanwhile from releasing
+    /// its socket to the next one.
     pub fn refill(self: &Arc<Self>) {
         if self.idle() >= self.size {
             return;
         }
         let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = process::set_idle_scheduling(0, true) {
-                tracing::debug!(error = %e, "spare monitors start in the normal class");
-            }
-            this.fill();
-            // The thread goes back to the pool: back to the normal class.
-            if let Err(e) = process::set_idle_scheduling(0, false) {
-                tracing::warn!(error = %e, "a blocking thread stays in SCHED_IDLE");
-            }
-        });
+        tokio::task::spawn_blocking(move || this.fill());
     }
 
-    /// Starts spares here until `size` wait; they inherit this thread's class.
+    /// Starts spares here until `size` wait.
     fn fill(&self) {
         while self.idle() < self.size {
             match self.launch() {

@@ -265,14 +265,25 @@ fn sibling_program(name: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// How long a socket that still answers may take to go quiet before it is
+/// refused as another process's.
+const LIVE_SOCKET_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Binds the CRI socket: its directory is created 0700 when missing, a stale
 /// socket left by a crash is replaced, a live one is refused; the socket is 0660.
+/// A socket that answers gets a moment first: the listener of an instance
+/// killed a moment ago lives on in a child of it that has forked but not yet
+/// exec'd (and closed its copies of our descriptors).
 async fn bind_socket(path: &Path) -> Result<UnixListener> {
     let dir = path.parent().context("socket path has no directory")?;
     store::create_dir_all(dir, 0o700).with_context(|| format!("creating {}", dir.display()))?;
     if path.exists() {
-        if crate::linux::socket::connect(path).is_ok() {
-            bail!("socket {} is in use by another process", path.display());
+        let deadline = tokio::time::Instant::now() + LIVE_SOCKET_WAIT;
+        while crate::linux::socket::connect(path).is_ok() {
+            if tokio::time::Instant::now() >= deadline {
+                bail!("socket {} is in use by another process", path.display());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         std::fs::remove_file(path).with_context(|| format!("removing stale socket {}", path.display()))?;
     }

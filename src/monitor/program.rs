@@ -258,17 +258,19 @@ fn set_up(files: &RunFiles, listener: UnixListener) -> Result<Monitor, String> {
 
     let mut ready = String::new();
     let _ = File::from(ready_r).read_to_string(&mut ready);
-    if ready != "ok" || recorded.is_err() {
-        forget_init(files);
-        let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
-        let _ = waitpid(Pid::from_raw(child), None);
-        return Err(match (ready.strip_prefix("error "), recorded) {
-            (_, Err(e)) => e,
-            (Some(why), _) => why.to_string(),
-            (None, _) => "the container's init died while being built".into(),
-        });
-    }
-    let identity = recorded?;
+    let identity = match (ready.as_str(), recorded) {
+        ("ok", Ok(identity)) => identity,
+        (ready, recorded) => {
+            forget_init(files);
+            let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(child), None);
+            return Err(match (ready.strip_prefix("error "), recorded) {
+                (_, Err(e)) => e,
+                (Some(why), _) => why.to_string(),
+                (None, _) => "the container's init died while being built".into(),
+            });
+        }
+    };
     let started = Started { identity, cgroup_join, listener, handshake: (start_w, exec_r) };
     Ok(supervise(plan, files, started, signals, outputs, log, stdin_keep))
 }

@@ -96,6 +96,17 @@ pub async fn serve(config: Config) -> Result<()> {
     std::fs::set_permissions(&config.state, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("chmod 0700 {}", config.state.display()))?;
     store::create_dir_all(&config.root, 0o700).with_context(|| format!("creating {}", config.root.display()))?;
+    // The config refuses equal paths; the same directory by another path
+    // (a symbolic link) would mix the two trees just the same.
+    if store::same_file(&config.state, &config.root)
+        .with_context(|| format!("comparing {} and {}", config.state.display(), config.root.display()))?
+    {
+        bail!(
+            "root {} and state {} are the same directory; they must be different directories",
+            config.root.display(),
+            config.state.display()
+        );
+    }
     let locks = vec![lock::acquire(&config.state.join("nidus.lock"))?, lock::acquire(&config.root.join("nidus.lock"))?];
 
     set_child_subreaper().context("becoming child subreaper")?;

@@ -84,6 +84,33 @@ async fn socket_is_private_and_a_second_instance_is_refused() {
 }
 
 #[tokio::test]
+async fn a_root_that_is_the_state_directory_by_another_path_is_refused() {
+    let env = TestEnv::new("samedir");
+    std::fs::create_dir_all(&env.state).unwrap();
+    std::os::unix::fs::symlink(&env.state, &env.root).unwrap();
+
+    let mut serve = env.serve_command().stderr(std::process::Stdio::piped()).spawn().expect("run nidus serve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = serve.kill();
+            let _ = serve.wait();
+            panic!("nidus serve started on a root that is its state directory");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success(), "root and state in one directory must fail");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("are the same directory"), "stderr: {stderr}");
+    assert!(!env.socket.exists(), "nothing serves");
+    assert!(!env.state.join("nidus.lock").exists(), "refused before anything is made");
+}
+
+#[tokio::test]
 async fn sigterm_stops_serving_and_pods_keep_running() {
     let mut env = TestEnv::new("sigterm");
     let mut cri = env.start().await;

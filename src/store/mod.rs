@@ -136,6 +136,14 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreErr
     }
 }
 
+/// True when both paths name the same file or directory (also through a
+/// symbolic link or a bind mount).
+pub fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (fs::metadata(a)?, fs::metadata(b)?);
+    Ok((a.dev(), a.ino()) == (b.dev(), b.ino()))
+}
+
 /// Creates `path` and missing parents; directories created here get `mode`.
 /// An existing directory keeps its mode.
 pub fn create_dir_all(path: &Path, mode: u32) -> io::Result<()> {
@@ -194,6 +202,20 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("nidus-store-{:016x}", rand::random::<u64>()));
         create_dir_all(&dir, 0o700).unwrap();
         dir
+    }
+
+    #[test]
+    fn same_file_sees_through_symbolic_links() {
+        let dir = tempdir();
+        let (a, b, link) = (dir.join("a"), dir.join("b"), dir.join("link-to-a"));
+        create_dir_all(&a, 0o700).unwrap();
+        create_dir_all(&b, 0o700).unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        assert!(same_file(&a, &link).unwrap());
+        assert!(same_file(&a, &a).unwrap());
+        assert!(!same_file(&a, &b).unwrap());
+        assert!(same_file(&a, &dir.join("missing")).is_err());
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -31,6 +31,13 @@ pub struct Index {
     pub sources: BTreeMap<String, SourceRecord>,
 }
 
+impl Index {
+    /// True when an image in the index has the unpacked layer `diff_id`.
+    pub fn uses_layer(&self, diff_id: &Digest) -> bool {
+        self.images.iter().any(|image| image.layers.iter().any(|layer| &layer.diff_id == diff_id))
+    }
+}
+
 impl Default for Index {
     fn default() -> Self {
         Self { version: FORMAT_VERSION, images: Vec::new(), sources: BTreeMap::new() }

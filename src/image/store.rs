@@ -391,15 +391,29 @@ impl ImageStore {
     }
 
     /// Drops `holder`'s lease (idempotent) and deletes the layers no image and
-    /// no lease uses any more.
+    /// no lease uses any more. Garbage collection reads every lease, so it
+    /// runs only when this lease held a layer no image in the index uses
+    /// (its image was removed meanwhile): otherwise the release frees nothing.
     pub fn release(&self, holder: &str) -> Result<(), ImageError> {
         validate_holder(holder)?;
-        let dropped = {
+        let may_free = {
             let _lock = self.lock()?;
-            self.leases.remove(holder)?
+            let held = self.leases.get(holder);
+            if !self.leases.remove(holder)? {
+                return Ok(());
+            }
+            match held {
+                // An unreadable index is the collection's to report.
+                Ok(Some(lease)) => self
+                    .index
+                    .current()
+                    .map_or(true, |index| lease.diff_ids.iter().any(|layer| !index.uses_layer(layer))),
+                // Unreadable: what it held is unknown.
+                _ => true,
+            }
         };
-        if dropped {
-            tracing::debug!(container_id = holder, "lease released");
+        tracing::debug!(container_id = holder, may_free, "lease released");
+        if may_free {
             self.collect_garbage_logged();
         }
         Ok(())

@@ -385,8 +385,10 @@ async fn exec_sync_output_exit_codes_cap_and_timeout() {
     assert_eq!(cri.exec_ok(&id, &["pwd"]).await, "/tmp\n");
     assert!(cri.exec_ok(&id, &["env"]).await.contains("FROM_CONFIG=yes"));
 
-    // 16 MiB cap, truncation noted.
-    let out = cri.exec(&id, &["sh", "-c", "yes 0123456789abcdef | head -c 17000000"], 30).await.unwrap();
+    // 16 MiB cap, truncation noted. A generous timeout: the cgroup v2 lane
+    // runs this under emulation (qemu TCG), where 17 MB through pipes took
+    // over 30 s once on a loaded host.
+    let out = cri.exec(&id, &["sh", "-c", "yes 0123456789abcdef | head -c 17000000"], 120).await.unwrap();
     assert_eq!(out.stdout.len(), 16 << 20);
     assert!(String::from_utf8_lossy(&out.stderr).contains("stdout truncated at 16 MiB"));
 

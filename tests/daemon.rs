@@ -90,18 +90,8 @@ async fn a_root_that_is_the_state_directory_by_another_path_is_refused() {
     std::os::unix::fs::symlink(&env.state, &env.root).unwrap();
 
     let mut serve = env.serve_command().stderr(std::process::Stdio::piped()).spawn().expect("run nidus serve");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = serve.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = serve.kill();
-            let _ = serve.wait();
-            panic!("nidus serve started on a root that is its state directory");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = host::wait_or_kill(&mut serve, std::time::Duration::from_secs(10))
+        .expect("nidus serve started on a root that is its state directory");
     assert!(!status.success(), "root and state in one directory must fail");
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut stderr).unwrap();

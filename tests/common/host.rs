@@ -62,6 +62,23 @@ pub fn wait_gone(pid: i32) -> bool {
     true
 }
 
+/// Waits up to `limit` for our child to exit; past that it is SIGKILLed,
+/// reaped, and None is returned.
+pub fn wait_or_kill(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The namespace of `pid` of kind `kind` (net, ipc, uts, pid, mnt), e.g. `net:[4026531840]`.
 pub fn namespace(pid: i32, kind: &str) -> String {
     fs::read_link(format!("/proc/{pid}/ns/{kind}"))

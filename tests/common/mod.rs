@@ -172,17 +172,9 @@ impl TestEnv {
     pub fn terminate_daemon(&mut self) -> Option<i32> {
         let mut child = self.daemon.take()?;
         host::signal(child.id() as i32, libc::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.code();
-            }
-            if Instant::now() > deadline {
-                host::signal(child.id() as i32, libc::SIGKILL);
-                let _ = child.wait();
-                panic!("nidus serve ignored SIGTERM for 10s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        match host::wait_or_kill(&mut child, Duration::from_secs(10)) {
+            Some(status) => status.code(),
+            None => panic!("nidus serve ignored SIGTERM for 10s"),
         }
     }
 

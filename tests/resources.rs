@@ -357,24 +357,34 @@ async fn container_stats_follow_cpu_memory_and_disk_use() {
         "while [ ! -e /tmp/go ]; do sleep 0.1; done; dd if=/dev/zero bs=40M count=1 2>/dev/null | sleep 100000";
     let holder = cri.run_container(&pod_id, &pod, container_config("holder", &image, &["sh", "-c", script])).await;
 
+    // The kernel's own count of the spinner's cpu time (/proc/PID/stat,
+    // independent of cgroups) brackets each reading: the daemon read the
+    // cgroup somewhere between the /proc reads just before and just after
+    // its call, however long the call took on a loaded machine.
+    let own_before0 = process_cpu_ns(spin_pid);
     let first = cri.container_stats(&spin).await.unwrap();
+    let own_after0 = process_cpu_ns(spin_pid);
     assert_eq!(first.attributes.as_ref().unwrap().id, spin);
     let cpu0 = first.cpu.unwrap();
     assert!(cpu0.usage_nano_cores.is_none(), "no rate from a first reading (kubelet computes its own)");
-    let own0 = process_cpu_ns(spin_pid);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    let own_before1 = process_cpu_ns(spin_pid);
     let cpu1 = cri.container_stats(&spin).await.unwrap().cpu.unwrap();
-    let own1 = process_cpu_ns(spin_pid);
+    let own_after1 = process_cpu_ns(spin_pid);
     let used = cpu1.usage_core_nano_seconds.unwrap().value - cpu0.usage_core_nano_seconds.unwrap().value;
-    assert!(used > 300_000_000, "cpu time grows for a busy container: {used} ns");
+    // /proc counts whole 10 ms ticks: one tick of slack at each end.
+    const TICK: u64 = 10_000_000;
+    let (least, most) = ((own_before1 - own_after0).saturating_sub(2 * TICK), own_after1 - own_before0 + 2 * TICK);
+    eprintln!("cgroup cpu time between the readings {used} ns; /proc says {least}..={most}");
+    assert!(used >= least && used <= most, "cgroup cpu time {used} ns is outside {least}..={most} from /proc");
+    assert!(used > 100_000_000, "cpu time grows for a busy container: {used} ns");
+    // The rate is that cpu time over the readings' own timestamps.
     let cores = cpu1.usage_nano_cores.expect("a rate from the second reading").value;
-    // One spinning core: 1e9 on an idle machine; on this shared one as much
-    // as the scheduler gives it, which the kernel's count for the process
-    // (/proc/PID/stat, independent of cgroups) tells.
-    let measured = (own1 - own0) as f64 * 1e9 / (cpu1.timestamp - cpu0.timestamp) as f64;
-    eprintln!("usage_nano_cores {cores}, measured from /proc {measured:.0}");
-    assert!(cores > 250_000_000 && cores < 1_150_000_000, "a spinning shell uses up to one core: {cores}");
-    assert!((cores as f64 - measured).abs() < 0.15e9, "{cores} vs {measured:.0} from /proc");
+    let elapsed = (cpu1.timestamp - cpu0.timestamp) as u64;
+    let expected = used as u128 * 1_000_000_000 / elapsed as u128;
+    eprintln!("usage_nano_cores {cores}; {used} ns over {elapsed} ns is {expected}");
+    assert!(cores.abs_diff(expected as u64) <= 1_000, "{cores} vs {expected} from the readings");
+    assert!(cores < 1_150_000_000, "a spinning shell uses up to one core: {cores}");
 
     // The working set grows with an allocation.
     let ws = |s: &ContainerStats| s.memory.as_ref().unwrap().working_set_bytes.as_ref().unwrap().value;

@@ -4,12 +4,11 @@
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use crate::linux::process::spawn_with_fd3;
+use crate::linux::process::{spawn_with_fd3, SpawnedHelper};
 use crate::linux::reaper::{ExitStatus, Reaper};
 use crate::monitor::plan::ExecRequest;
 
@@ -42,19 +41,13 @@ pub async fn exec_sync(
     let helper_err = |source| ExecError::Helper { binary: helper.display().to_string(), source };
     let body = serde_json::to_vec(request).map_err(|e| helper_err(std::io::Error::other(e)))?;
     let (errors_r, errors_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| helper_err(e.into()))?;
-    let mut cmd = Command::new(helper);
-    cmd.arg("exec").env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = spawn_with_fd3(&mut cmd, errors_w).map_err(helper_err)?;
-    let pid = child.id() as i32;
-    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    // The reaper owns waiting; the std handle must never wait.
-    drop(child);
-    if let Some(mut stdin) = stdin {
-        let write = tokio::task::spawn_blocking(move || std::io::Write::write_all(&mut stdin, &body));
-        let _ = write.await;
-    }
-    let stdout = tokio::spawn(read_capped(stdout.map(OwnedFd::from)));
-    let stderr = tokio::spawn(read_capped(stderr.map(OwnedFd::from)));
+    let SpawnedHelper { pid, stdin, stdout, stderr } =
+        spawn_with_fd3(helper, &["exec"], errors_w).map_err(helper_err)?;
+    let mut stdin = std::fs::File::from(stdin);
+    let write = tokio::task::spawn_blocking(move || std::io::Write::write_all(&mut stdin, &body));
+    let _ = write.await;
+    let stdout = tokio::spawn(read_capped(Some(stdout)));
+    let stderr = tokio::spawn(read_capped(Some(stderr)));
     let errors = tokio::spawn(read_capped(Some(errors_r)));
     let status = match timeout {
         Some(limit) => match tokio::time::timeout(limit, reaper.wait(pid)).await {

@@ -285,28 +285,59 @@ pub fn stdio_to_devnull() -> io::Result<()> {
     Ok(())
 }
 
-/// Spawns `cmd` with `fd3` as its file descriptor 3 (an extra channel, e.g.
-/// for errors). The caller must wait through the Reaper, never `Child::wait`.
-pub fn spawn_with_fd3(cmd: &mut std::process::Command, fd3: OwnedFd) -> io::Result<std::process::Child> {
-    use std::os::unix::process::CommandExt;
-    let raw = fd3.as_raw_fd();
-    // SAFETY: between fork and exec the closure only calls dup2 and fcntl,
-    // which are async-signal-safe, on a descriptor that stays open until spawn returns.
-    unsafe {
-        cmd.pre_exec(move || {
-            if raw == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            } else if libc::dup2(raw, 3) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
-    let child = cmd.spawn();
-    drop(fd3);
-    child
+/// A helper started by `spawn_with_fd3`: its pid (to be waited for through
+/// the Reaper) and the daemon's ends of its stdin, stdout and stderr pipes.
+pub struct SpawnedHelper {
+    pub pid: i32,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// Starts `program` with `args`, an empty environment, pipes on 0–2 and
+/// `fd3` as its descriptor 3 (an extra channel, e.g. for errors); nothing
+/// else is inherited (the daemon opens everything close-on-exec). It is
+/// posix_spawn (a vfork, then exec), not a fork: forking the daemon would
+/// copy its page tables and write-protect all its memory for nothing.
+pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) -> io::Result<SpawnedHelper> {
+    use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions};
+    use nix::sys::signal::{SigSet, Signal};
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    let cstring = |bytes: &[u8]| CString::new(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+    let path = cstring(program.as_os_str().as_bytes())?;
+    let mut argv = vec![path.clone()];
+    for arg in args {
+        argv.push(cstring(arg.as_bytes())?);
+    }
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
+    let (stdin_r, stdin_w) = pipe()?;
+    let (stdout_r, stdout_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
+    // Every source above 3, so that no dup2 below overwrites a later source
+    // (and none is its own target, whose close-on-exec flag would stay).
+    let sources = [stdin_r, stdout_w, stderr_w, fd3]
+        .into_iter()
+        .map(|fd| if fd.as_raw_fd() > 3 { Ok(fd) } else { dup_at_least(fd.as_raw_fd(), 4) })
+        .collect::<io::Result<Vec<OwnedFd>>>()?;
+    let mut actions = PosixSpawnFileActions::init().map_err(io::Error::from)?;
+    for (target, source) in sources.iter().enumerate() {
+        actions.add_dup2(source.as_raw_fd(), target as RawFd).map_err(io::Error::from)?;
+    }
+    // As std's spawn does: no blocked signals, SIGPIPE back to its default.
+    let mut attr = PosixSpawnAttr::init().map_err(io::Error::from)?;
+    attr.set_flags(
+        nix::spawn::PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | nix::spawn::PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )
+    .map_err(io::Error::from)?;
+    attr.set_sigmask(&SigSet::empty()).map_err(io::Error::from)?;
+    let mut default = SigSet::empty();
+    default.add(Signal::SIGPIPE);
+    attr.set_sigdefault(&default).map_err(io::Error::from)?;
+    let no_env: [CString; 0] = [];
+    let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &no_env).map_err(io::Error::from)?;
+    Ok(SpawnedHelper { pid: pid.as_raw(), stdin: stdin_w, stdout: stdout_r, stderr: stderr_r })
 }
 
 /// The file descriptor 3 a helper was given by `spawn_with_fd3`.

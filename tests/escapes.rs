@@ -71,6 +71,27 @@ async fn a_default_container_cannot_get_out() {
     }
     let out = cri.exec_ok(&c, &["sh", "-c", "echo x > /dev/null && head -c 4 /dev/urandom | wc -c"]).await;
     assert_eq!(out.trim(), "4", "the default devices work");
+    // Each with its exact mode (no umask) and numbers, owned by root; the /dev links.
+    let nodes = "/dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty";
+    let out = cri
+        .exec_ok(
+            &c,
+            &["sh", "-c", &format!("stat -c '%n %F %a %u:%g %t:%T' {nodes}; readlink /dev/fd; readlink /dev/ptmx")],
+        )
+        .await;
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "/dev/null character special file 666 0:0 1:3",
+            "/dev/zero character special file 666 0:0 1:5",
+            "/dev/full character special file 666 0:0 1:7",
+            "/dev/random character special file 666 0:0 1:8",
+            "/dev/urandom character special file 666 0:0 1:9",
+            "/dev/tty character special file 666 0:0 5:0",
+            "/proc/self/fd",
+            "pts/ptmx",
+        ]
+    );
     // Only stdin, stdout and stderr, in the container's process and in an exec.
     let fds = expect_ok(&mut cri, &c, &["fds"]).await;
     let names: Vec<&str> = fds.line().split_whitespace().skip(1).map(|f| f.split('=').next().unwrap()).collect();

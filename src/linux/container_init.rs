@@ -490,20 +490,27 @@ fn make_devices(root: RawFd, spec: &Spec) -> io::Result<()> {
         };
         nodes.push((d.path().clone(), kind, d.major() as u64, d.minor() as u64, d.file_mode().unwrap_or(0o666)));
     }
-    for (path, kind, major, minor, mode) in nodes {
+    // mknod's mode is masked by the umask: none while the nodes are made, so
+    // each gets its mode exactly.
+    let umask = nix::sys::stat::umask(Mode::empty());
+    let made = nodes.into_iter().try_for_each(|(path, kind, major, minor, mode)| {
         let parent = path.parent().unwrap_or(Path::new("/dev"));
-        let dir = create_in_root(root, parent, true)?;
-        let dir =
-            open_in_root(root, parent, libc::O_DIRECTORY | libc::O_RDONLY, 0).or_else(|_| Ok::<_, io::Error>(dir))?;
+        // Most nodes go straight into /dev, opened above.
+        let other = if parent == Path::new("/dev") {
+            None
+        } else {
+            create_in_root(root, parent, true)?;
+            Some(open_in_root(root, parent, libc::O_DIRECTORY | libc::O_RDONLY, 0)?)
+        };
+        let dir = other.as_ref().unwrap_or(&dev);
         let name =
             path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "device without a name"))?;
-        let _ = nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
-        mknodat(&dir, name, kind, Mode::from_bits_truncate(mode & 0o7777), makedev(major, minor))
-            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mknod {}: {e}", path.display())))?;
-        // The mode given by mknod is masked by the umask: set it exactly.
-        let node = open_in_root(root, &path, libc::O_PATH, 0)?;
-        fs::set_permissions(fd_path(&node), std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
-    }
+        let _ = nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        mknodat(dir, name, kind, Mode::from_bits_truncate(mode & 0o7777), makedev(major, minor))
+            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mknod {}: {e}", path.display())))
+    });
+    nix::sys::stat::umask(umask);
+    made?;
     for (name, target) in [
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),

@@ -6,7 +6,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::{Component, Path};
+use std::path::Path;
 
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
@@ -49,58 +49,45 @@ pub fn open_in_root(root: RawFd, path: &Path, flags: i32, mode: u32) -> io::Resu
 /// Creates `path` below `root` (and missing parents, as directories) and
 /// returns an O_PATH handle on it: a directory when `dir`, else an empty file.
 pub fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd> {
-    // Most mount points exist in the image already: one lookup then, not one per level.
+    // Most mount points exist in the image already: one lookup then.
     match open_in_root(root, path, libc::O_PATH, 0) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         found => return found,
     }
-    let mut current = open_in_root(root, Path::new("/"), libc::O_PATH | libc::O_DIRECTORY, 0)?;
-    let components: Vec<&std::ffi::OsStr> =
-        path.components().filter_map(|c| if let Component::Normal(n) = c { Some(n) } else { None }).collect();
-    let mut sofar = std::path::PathBuf::from("/");
-    for (i, name) in components.iter().enumerate() {
-        sofar.push(name);
-        let last = i + 1 == components.len();
-        match open_in_root(root, &sofar, libc::O_PATH, 0) {
-            Ok(fd) => current = fd,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                let parent = open_in_root(
-                    root,
-                    sofar.parent().unwrap_or(Path::new("/")),
-                    libc::O_DIRECTORY | libc::O_RDONLY,
-                    0,
-                )?;
-                let cname = cstring(&name.to_string_lossy())?;
-                if !last || dir {
-                    nix::sys::stat::mkdirat(&parent, cname.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o755))
-                        .or_else(|e| if e == nix::errno::Errno::EEXIST { Ok(()) } else { Err(e) })
-                        .map_err(io::Error::from)?;
-                } else {
-                    // SAFETY: parent is an open directory fd and cname a valid C string.
-                    let fd = unsafe {
-                        libc::openat(
-                            parent.as_raw_fd(),
-                            cname.as_ptr(),
-                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                            0o644,
-                        )
-                    };
-                    if fd < 0 {
-                        let err = io::Error::last_os_error();
-                        if err.raw_os_error() != Some(libc::EEXIST) {
-                            return Err(err);
-                        }
-                    } else {
-                        // SAFETY: fd was just returned by openat and is closed once here.
-                        unsafe { libc::close(fd) };
-                    }
-                }
-                current = open_in_root(root, &sofar, libc::O_PATH, 0)?;
+    // "/" and paths ending in ".." have no name and always exist: the lookup above answered.
+    let Some(name) = path.file_name() else {
+        return open_in_root(root, path, libc::O_PATH, 0);
+    };
+    // The parent (made first when missing too) is the directory the new
+    // entry goes in: a single name below a handle resolved in the root.
+    let parent = create_in_root(root, path.parent().unwrap_or(Path::new("/")), true)?;
+    let cname = cstring(&name.to_string_lossy())?;
+    if dir {
+        nix::sys::stat::mkdirat(&parent, cname.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o755))
+            .or_else(|e| if e == nix::errno::Errno::EEXIST { Ok(()) } else { Err(e) })
+            .map_err(io::Error::from)?;
+    } else {
+        // SAFETY: parent is an open (O_PATH) directory fd, usable as a dirfd,
+        // and cname a valid C string.
+        let fd = unsafe {
+            libc::openat(
+                parent.as_raw_fd(),
+                cname.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                0o644,
+            )
+        };
+        if fd < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EEXIST) {
+                return Err(err);
             }
-            Err(e) => return Err(e),
+        } else {
+            // SAFETY: fd was just returned by openat and is closed once here.
+            unsafe { libc::close(fd) };
         }
     }
-    Ok(current)
+    open_in_root(root, path, libc::O_PATH, 0)
 }
 
 /// The path through which a handle can be named in mount calls.
@@ -269,4 +256,61 @@ pub fn pivot_to_cwd() -> io::Result<()> {
     nix::unistd::pivot_root(".", ".").map_err(io::Error::from)?;
     nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;
     std::env::set_current_dir("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A scratch directory holding `root` (the container's root) and `outside`.
+    fn scratch() -> (PathBuf, OwnedFd) {
+        let dir = std::env::temp_dir().join(format!("nidus-rootfs-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir_all(dir.join("root/etc")).unwrap();
+        std::fs::create_dir_all(dir.join("outside")).unwrap();
+        let root = std::fs::File::open(dir.join("root")).unwrap();
+        (dir, OwnedFd::from(root))
+    }
+
+    #[test]
+    fn create_in_root_makes_missing_directories_and_files_inside_the_root() {
+        let (dir, root) = scratch();
+        let root_fd = root.as_raw_fd();
+        create_in_root(root_fd, Path::new("/dev/pts"), true).unwrap();
+        create_in_root(root_fd, Path::new("/a/b/c"), true).unwrap();
+        create_in_root(root_fd, Path::new("/etc/hostname"), false).unwrap();
+        create_in_root(root_fd, Path::new("/x/y/file"), false).unwrap();
+        assert!(dir.join("root/dev/pts").is_dir());
+        assert!(dir.join("root/a/b/c").is_dir());
+        assert!(dir.join("root/x/y").is_dir());
+        for file in ["root/etc/hostname", "root/x/y/file"] {
+            let meta = std::fs::symlink_metadata(dir.join(file)).unwrap();
+            assert!(meta.is_file() && meta.len() == 0, "{file}: {meta:?}");
+        }
+        // What exists is only looked up.
+        create_in_root(root_fd, Path::new("/etc/hostname"), false).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn create_in_root_never_follows_a_symlink_out_of_the_root() {
+        let (dir, root) = scratch();
+        let root_fd = root.as_raw_fd();
+        // Absolute and relative links that would leave the root on the host.
+        let outside = dir.join("outside");
+        std::os::unix::fs::symlink(&outside, dir.join("root/abs")).unwrap();
+        std::os::unix::fs::symlink("../outside", dir.join("root/rel")).unwrap();
+        std::os::unix::fs::symlink("../../outside/hosts", dir.join("root/etc/hosts")).unwrap();
+        for (path, is_dir) in [("/abs/made", true), ("/rel/made", true), ("/abs/file", false), ("/etc/hosts", false)] {
+            // Whatever the answer, nothing may appear outside the root.
+            let _ = create_in_root(root_fd, Path::new(path), is_dir);
+        }
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "something was made outside the root");
+        // A link inside the root is followed within it.
+        std::fs::create_dir(dir.join("root/real")).unwrap();
+        std::os::unix::fs::symlink("/real", dir.join("root/link")).unwrap();
+        create_in_root(root_fd, Path::new("/link/new"), true).unwrap();
+        assert!(dir.join("root/real/new").is_dir());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -659,9 +659,15 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
     if let Err(e) = join_running(request) {
         return fail(&errors, e);
     }
+    // Held open here only: the child reads end-of-file on it once we are gone.
+    let (alive_r, alive_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(pipe) => pipe,
+        Err(e) => return fail(&errors, format!("pipe: {e}")),
+    };
     match super::process::fork() {
         Err(e) => fail(&errors, format!("fork: {e}")),
         Ok(super::process::Forked::Child) => {
+            drop(alive_w);
             super::process::reset_signals();
             // Inside the container's PID namespace from here: nothing there may
             // read our memory or reach the runtime binary through /proc, and
@@ -672,7 +678,7 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
             if let Err(e) = hygiene {
                 std::process::exit(fail(&errors, e));
             }
-            let code = match prepare_exec(&process, seccomp) {
+            let code = match prepare_exec(&process, seccomp, &alive_r) {
                 Ok(exec) => {
                     let error = exec.run();
                     let _ = (&errors).write_all(error.message.as_bytes());
@@ -683,7 +689,7 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
             std::process::exit(code)
         }
         Ok(super::process::Forked::Parent { child }) => {
-            drop(errors);
+            drop((errors, alive_r));
             loop {
                 match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None) {
                     Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => return code,
@@ -729,23 +735,42 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
 /// In the exec child: the container process's oom_score_adj and rlimits,
 /// working directory, user, capabilities, no_new_privs, and its seccomp
 /// filter as the last step before execve.
-fn prepare_exec(process: &oci_spec::runtime::Process, seccomp: Option<PreparedFilters>) -> Result<Exec, String> {
+/// `helper_alive` is the read end of a pipe only the helper holds open.
+fn prepare_exec(
+    process: &oci_spec::runtime::Process,
+    seccomp: Option<PreparedFilters>,
+    helper_alive: &OwnedFd,
+) -> Result<Exec, String> {
     apply_process_limits(process)?;
     let cwd = process.cwd();
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
-    let helper = nix::unistd::getppid();
     let confinement = become_user(process, seccomp)?;
     // Die with the helper, so a timed-out exec does not linger. Set after the
-    // uid change, which clears it; a helper gone meanwhile means give up.
+    // uid change, which clears it; a helper gone before that means give up.
+    // (Its pid cannot tell: from inside the container's PID namespace the
+    // helper has none, and a helper killed before we looked would go unseen.)
     nix::sys::prctl::set_pdeathsig(Some(nix::sys::signal::Signal::SIGKILL))
         .map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
-    if nix::unistd::getppid() != helper {
+    if helper_gone(helper_alive) {
         return Err("the exec helper is gone".into());
     }
     if process.no_new_privileges().unwrap_or(false) {
         super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     }
     exec_of(process, confinement)
+}
+
+/// True when the pipe's only writer (the helper) has closed it, i.e. ended.
+fn helper_gone(alive: &OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(alive.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) => false,
+        // Nothing is ever written: readiness is the end of the pipe.
+        Ok(_) => true,
+        Err(_) => true,
+    }
 }
 
 fn exec_of(process: &oci_spec::runtime::Process, confinement: Confinement) -> Result<Exec, String> {

@@ -46,9 +46,9 @@ pub async fn exec_sync(
     let mut stdin = std::fs::File::from(stdin);
     let write = tokio::task::spawn_blocking(move || std::io::Write::write_all(&mut stdin, &body));
     let _ = write.await;
-    let stdout = tokio::spawn(read_capped(Some(stdout)));
-    let stderr = tokio::spawn(read_capped(Some(stderr)));
-    let errors = tokio::spawn(read_capped(Some(errors_r)));
+    let stdout = tokio::spawn(read_capped(stdout));
+    let stderr = tokio::spawn(read_capped(stderr));
+    let errors = tokio::spawn(read_capped(errors_r));
     let status = match timeout {
         Some(limit) => match tokio::time::timeout(limit, reaper.wait(pid)).await {
             Ok(status) => status,
@@ -84,8 +84,7 @@ pub async fn exec_sync(
 }
 
 /// Reads a pipe to its end, keeping the first OUTPUT_CAP bytes; true when more came.
-async fn read_capped(fd: Option<OwnedFd>) -> (Vec<u8>, bool) {
-    let Some(fd) = fd else { return (Vec::new(), false) };
+async fn read_capped(fd: OwnedFd) -> (Vec<u8>, bool) {
     let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else {
         return (Vec::new(), false);
     };

@@ -191,6 +191,17 @@ async fn capabilities_read_only_rootfs_and_masked_paths() {
     assert_ne!(out.exit_code, 0, "writing /proc/sysrq-trigger must fail");
     let out = cri.exec(&default, &["touch", "/sys/kernel/x"], 10).await.unwrap();
     assert_ne!(out.exit_code, 0, "/sys is read-only");
+    // A device from the config, in a directory of /dev the image lacks.
+    let mut c = sleeper("device");
+    c.devices = vec![Device {
+        container_path: "/dev/extra/null".into(),
+        host_path: "/dev/null".into(),
+        permissions: "rw".into(),
+    }];
+    let with_device = cri.run_container(&pod_id, &pod, c).await;
+    let script = "stat -c '%F %t:%T' /dev/extra/null && echo x > /dev/extra/null && echo written";
+    let out = cri.exec_ok(&with_device, &["sh", "-c", script]).await;
+    assert_eq!(out, "character special file 1:3\nwritten\n");
 
     let mut c = sleeper("adddrop");
     security(&mut c).capabilities = Some(Capability {

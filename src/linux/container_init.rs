@@ -495,13 +495,9 @@ fn make_devices(root: RawFd, spec: &Spec) -> io::Result<()> {
     let umask = nix::sys::stat::umask(Mode::empty());
     let made = nodes.into_iter().try_for_each(|(path, kind, major, minor, mode)| {
         let parent = path.parent().unwrap_or(Path::new("/dev"));
-        // Most nodes go straight into /dev, opened above.
-        let other = if parent == Path::new("/dev") {
-            None
-        } else {
-            create_in_root(root, parent, true)?;
-            Some(open_in_root(root, parent, libc::O_DIRECTORY | libc::O_RDONLY, 0)?)
-        };
+        // Most nodes go straight into /dev, opened above; another parent's
+        // handle (O_PATH) serves as the directory of the *at calls.
+        let other = if parent == Path::new("/dev") { None } else { Some(create_in_root(root, parent, true)?) };
         let dir = other.as_ref().unwrap_or(&dev);
         let name =
             path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "device without a name"))?;

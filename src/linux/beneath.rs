@@ -3,7 +3,7 @@
 //! outside the tree fail (EXDEV) instead of touching the host; entries are
 //! made and changed relative to their parent's fd, never following a final symlink.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -215,8 +215,8 @@ impl ConfinedDir {
         // component can be swapped; lsetxattr does not follow `name`.
         let mut path = format!("/proc/self/fd/{}/", self.fd.as_raw_fd()).into_bytes();
         path.extend_from_slice(name.as_bytes());
-        let path = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let key = CString::new(key).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let path = super::c_string(path)?;
+        let key = super::c_string(key)?;
         // SAFETY: `path` and `key` are NUL-terminated strings and `value` is a
         // valid slice for `value.len()` bytes, all alive for the call; the
         // kernel only reads them.

@@ -18,3 +18,29 @@ pub mod runtime_program;
 pub mod seccomp;
 pub mod socket;
 pub mod tiny_programs;
+
+use std::ffi::CString;
+use std::io;
+
+/// `bytes` as a C string for a system call; a NUL byte inside is invalid
+/// input, named in the error.
+pub fn c_string(bytes: impl Into<Vec<u8>>) -> io::Result<CString> {
+    CString::new(bytes).map_err(|e| {
+        let text = String::from_utf8_lossy(&e.into_vec()).into_owned();
+        io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in {text:?}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::c_string;
+
+    #[test]
+    fn c_string_keeps_the_bytes_and_refuses_an_inner_nul() {
+        assert_eq!(c_string("/run/nidus").unwrap().as_bytes(), b"/run/nidus");
+        assert_eq!(c_string(&b"caf\xe9"[..]).unwrap().as_bytes(), b"caf\xe9");
+        let err = c_string("a\0b").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(err.to_string(), "NUL byte in \"a\\0b\"");
+    }
+}

@@ -80,7 +80,7 @@ fn unescape_mountinfo(field: &str) -> String {
 
 /// True when `dir` is marked opaque for overlayfs (xattr `trusted.overlay.opaque=y`).
 pub fn is_overlay_opaque(dir: &Path) -> bool {
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+    let Ok(path) = super::c_string(dir.as_os_str().as_encoded_bytes()) else {
         return false;
     };
     let name = c"trusted.overlay.opaque";

@@ -305,11 +305,10 @@ pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) ->
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
 
-    let cstring = |bytes: &[u8]| CString::new(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
-    let path = cstring(program.as_os_str().as_bytes())?;
+    let path = super::c_string(program.as_os_str().as_bytes())?;
     let mut argv = vec![path.clone()];
     for arg in args {
-        argv.push(cstring(arg.as_bytes())?);
+        argv.push(super::c_string(*arg)?);
     }
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
     let (stdin_r, stdin_w) = pipe()?;

@@ -10,12 +10,9 @@ use std::path::Path;
 
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
-fn cstring(s: &str) -> io::Result<CString> {
-    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in {s:?}")))
-}
-
+/// A path's bytes as they are (a name need not be UTF-8).
 fn cpath(p: &Path) -> io::Result<CString> {
-    cstring(&p.to_string_lossy())
+    super::c_string(p.as_os_str().as_encoded_bytes())
 }
 
 /// openat2 with RESOLVE_IN_ROOT (and no magic links) below `root`.
@@ -61,7 +58,7 @@ pub fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd
     // The parent (made first when missing too) is the directory the new
     // entry goes in: a single name below a handle resolved in the root.
     let parent = create_in_root(root, path.parent().unwrap_or(Path::new("/")), true)?;
-    let cname = cstring(&name.to_string_lossy())?;
+    let cname = cpath(Path::new(name))?;
     if dir {
         nix::sys::stat::mkdirat(&parent, cname.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o755))
             .or_else(|e| if e == nix::errno::Errno::EEXIST { Ok(()) } else { Err(e) })
@@ -103,10 +100,10 @@ pub fn mount(
     flags: libc::c_ulong,
     data: Option<&str>,
 ) -> io::Result<()> {
-    let source = source.map(cstring).transpose()?;
-    let target = cstring(target)?;
-    let fstype = fstype.map(cstring).transpose()?;
-    let data = data.filter(|d| !d.is_empty()).map(cstring).transpose()?;
+    let source = source.map(super::c_string).transpose()?;
+    let target = super::c_string(target)?;
+    let fstype = fstype.map(super::c_string).transpose()?;
+    let data = data.filter(|d| !d.is_empty()).map(super::c_string).transpose()?;
     // SAFETY: every pointer is null or a valid NUL-terminated string that
     // outlives the call.
     let rc = unsafe {
@@ -126,7 +123,7 @@ pub fn mount(
 
 /// Makes `target` and everything below it read-only (mount_setattr, Linux ≥ 5.12).
 pub fn make_recursively_read_only(target: &str) -> io::Result<()> {
-    let target = cstring(target)?;
+    let target = super::c_string(target)?;
     let attr = libc::mount_attr { attr_set: libc::MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: target is a valid C string; attr is a valid mount_attr of the size passed.
     let rc = unsafe {
@@ -179,13 +176,13 @@ pub fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, ta
 }
 
 fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
-    let overlay = cstring("overlay")?;
+    let overlay = c"overlay";
     // SAFETY: fsopen takes a C string and flags; returns a new fd or -1.
     let fs = check(unsafe { libc::syscall(libc::SYS_fsopen, overlay.as_ptr(), libc::FSOPEN_CLOEXEC) })?;
     // SAFETY: fs was just returned by fsopen.
     let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
     let set = |key: &str, value: &Path| -> io::Result<()> {
-        let key = cstring(key)?;
+        let key = super::c_string(key)?;
         let value = cpath(value)?;
         // SAFETY: fs is an fs context fd; key and value are valid C strings.
         check(unsafe {
@@ -221,7 +218,7 @@ fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path
     let mnt = check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0) })?;
     // SAFETY: mnt was just returned by fsmount.
     let mnt = unsafe { OwnedFd::from_raw_fd(mnt as RawFd) };
-    let empty = cstring("")?;
+    let empty = c"";
     let target = cpath(target)?;
     // SAFETY: mnt is a detached mount fd; empty and target are valid C strings.
     check(unsafe {

@@ -91,7 +91,7 @@ impl Program {
 
     /// The program's image in an executable memfd sealed against any change.
     fn sealed_memfd(&self) -> io::Result<OwnedFd> {
-        let name = CString::new(self.name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let name = super::c_string(self.name)?;
         let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
         // MFD_EXEC (Linux 6.3) asks for an executable memfd; with
         // vm.memfd_noexec=2 the kernel refuses it (EACCES), so the failure

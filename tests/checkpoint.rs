@@ -310,11 +310,7 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
     // Hundreds of processes: CRIU dumps each one, which takes seconds.
     let many = "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
     let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", many])).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !log_lines(&cri.logs(&id).await, "stdout").iter().any(|l| l == "ready") {
-        assert!(Instant::now() < deadline, "the container never started its processes");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    cri.wait_for_line(&id, "ready", 60).await;
     let processes = |text: String| text.split_whitespace().count();
     let before = processes(cri.exec_ok(&id, &["sh", "-c", "echo /proc/[0-9]*"]).await);
     assert!(before > 1000, "{before} processes");

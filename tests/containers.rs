@@ -329,14 +329,22 @@ async fn exit_codes_reasons_stop_signals_and_timeouts() {
     let s = cri.status_of(&stubborn).await;
     assert_eq!((s.state(), s.exit_code), (ContainerState::ContainerExited, 137));
 
-    // One that exits on SIGTERM stops at once.
+    // One that exits on SIGTERM stops at once. It is PID 1 of its own PID
+    // namespace, and the kernel drops a signal a PID 1 has no handler for:
+    // a TERM sent before the trap is set is lost (whatever the runtime), so
+    // wait until the shell says the trap is set.
     let polite = cri
         .run_container(
             &pod_id,
             &pod,
-            container_config("polite", &image, &["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]),
+            container_config(
+                "polite",
+                &image,
+                &["sh", "-c", "trap 'exit 0' TERM; echo trapped; while true; do sleep 0.1; done"],
+            ),
         )
         .await;
+    cri.wait_for_line(&polite, "trapped", 20).await;
     let t = Instant::now();
     cri.stop_container(&polite, 30).await.unwrap();
     assert!(t.elapsed() < Duration::from_secs(5), "stop took {:?}", t.elapsed());
@@ -348,16 +356,16 @@ async fn exit_codes_reasons_stop_signals_and_timeouts() {
     let mut c = container_config(
         "usr1",
         &app,
-        &["sh", "-c", "trap 'echo got-usr1; exit 7' USR1; while true; do sleep 0.1; done"],
+        &["sh", "-c", "trap 'echo got-usr1; exit 7' USR1; echo trapped; while true; do sleep 0.1; done"],
     );
     security(&mut c).run_as_user = Some(Int64Value { value: 0 });
     let usr1 = cri.run_container(&pod_id, &pod, c).await;
     assert_eq!(cri.status_of(&usr1).await.stop_signal(), Signal::Sigusr1);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    cri.wait_for_line(&usr1, "trapped", 20).await;
     cri.stop_container(&usr1, 10).await.unwrap();
     let s = cri.status_of(&usr1).await;
     assert_eq!(s.exit_code, 7);
-    assert_eq!(log_lines(&cri.logs(&usr1).await, "stdout"), vec!["got-usr1"]);
+    assert_eq!(log_lines(&cri.logs(&usr1).await, "stdout"), vec!["trapped", "got-usr1"]);
 
     // A missing executable: CreateContainer works, StartContainer says why, EXITED.
     let missing =

@@ -345,6 +345,17 @@ impl Cri {
         let path = self.status_of(id).await.log_path;
         parse_log(&std::fs::read_to_string(&path).unwrap_or_default())
     }
+
+    /// Waits up to `secs` for the container to print `line` on stdout: the
+    /// way a test knows its shell got past a `trap` before it is signalled
+    /// (a PID 1 drops a signal it has no handler for).
+    pub async fn wait_for_line(&mut self, id: &str, line: &str, secs: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while !log_lines(&self.logs(id).await, "stdout").iter().any(|l| l == line) {
+            assert!(std::time::Instant::now() < deadline, "container {id} did not print {line:?} in {secs}s");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Cri {

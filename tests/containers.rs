@@ -183,6 +183,15 @@ async fn capabilities_read_only_rootfs_and_masked_paths() {
     let default = cri.run_container(&pod_id, &pod, sleeper("default")).await;
     let status = cri.exec_ok(&default, &["cat", "/proc/self/status"]).await;
     assert_eq!(cap_eff(&status), DEFAULT_CAPS, "{status}");
+    // A clean slate of signals, as runc gives: none ignored (real-time ones
+    // included), none blocked, in the container's init and in an exec.
+    let init_status = cri.exec_ok(&default, &["cat", "/proc/1/status"]).await;
+    for (who, status) in [("exec", &status), ("init", &init_status)] {
+        for field in ["SigIgn:", "SigBlk:"] {
+            let mask = status.lines().find_map(|l| l.strip_prefix(field)).map(str::trim);
+            assert_eq!(mask, Some("0000000000000000"), "{who} {field}\n{status}");
+        }
+    }
     // Masked and read-only paths (/proc/keys is masked and non-empty on the node).
     assert!(!fs::read_to_string("/proc/keys").unwrap_or_default().is_empty(), "the node has keys to hide");
     assert_eq!(cri.exec_ok(&default, &["wc", "-c", "/proc/keys"]).await.split_whitespace().next(), Some("0"));

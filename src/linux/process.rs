@@ -359,19 +359,34 @@ pub fn stdio_to_devnull_keep_stderr() -> io::Result<()> {
     Ok(())
 }
 
-/// Gives a process about to exec a clean slate: every signal at its default
-/// disposition (Rust ignores SIGPIPE, and ignored signals survive execve) and
-/// none blocked.
+/// Gives a process about to exec a clean slate: every signal, real-time ones
+/// included, at its default disposition, and none blocked. Ignored signals
+/// survive execve, and this process inherits some: Rust ignores SIGPIPE, and
+/// glibc's posix_spawn (how the daemon starts a monitor) leaves the two
+/// signals glibc keeps for itself (32 and 33) ignored in the child.
 pub fn reset_signals() {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-    for signal in Signal::iterator() {
-        if !matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
-            // SAFETY: installing the default disposition runs no code of ours.
-            let _ = unsafe { sigaction(signal, &default) };
+    for signal in 1..=libc::SIGRTMAX() {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            set_default_disposition(signal);
         }
     }
-    let _ = SigSet::empty().thread_set_mask();
+    let _ = nix::sys::signal::SigSet::empty().thread_set_mask();
+}
+
+/// rt_sigaction(signal, SIG_DFL) as a raw system call: glibc's sigaction
+/// refuses the signals it reserves (32 and 33).
+fn set_default_disposition(signal: libc::c_int) {
+    // The kernel's struct sigaction is the handler first, then flags, an
+    // optional restorer and the mask, 32 bytes or fewer: all zeros is
+    // SIG_DFL (0) with no flags and an empty mask.
+    let default = [0u64; 4];
+    let mask_size: libc::size_t = 8;
+    // SAFETY: `default` is a readable, zeroed buffer at least as large as the
+    // kernel's struct sigaction; the old action is not asked for (null), and
+    // installing SIG_DFL runs no code of ours.
+    let _ = unsafe {
+        libc::syscall(libc::SYS_rt_sigaction, signal, default.as_ptr(), std::ptr::null_mut::<libc::c_void>(), mask_size)
+    };
 }
 
 /// Drops every capability from all sets, the bounding set included.

@@ -46,15 +46,11 @@ impl Program {
             Ok(fd) => fd,
             Err(e) => return untouched(e),
         };
-        let mut argv: Vec<CString> = Vec::with_capacity(args.len() + 1);
-        for arg in std::iter::once(self.name).chain(args.iter().copied()) {
-            match CString::new(arg) {
-                Ok(arg) => argv.push(arg),
-                Err(_) => {
-                    return untouched(io::Error::new(io::ErrorKind::InvalidInput, "an argument holds a NUL byte"))
-                }
-            }
-        }
+        let argv: Vec<CString> =
+            match std::iter::once(self.name).chain(args.iter().copied()).map(super::c_string).collect() {
+                Ok(argv) => argv,
+                Err(e) => return untouched(e),
+            };
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
         let envp: [*const libc::c_char; 1] = [std::ptr::null()];

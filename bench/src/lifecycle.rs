@@ -76,9 +76,11 @@ pub struct Target {
     pub cgroup_prefix: String,
 }
 
-/// Prints one line, then exits 0 on SIGTERM (the shell, PID 1 of its PID
-/// namespace, has a handler; `wait` returns at once when it runs).
-const TERM_EXITING: &[&str] = &["sh", "-c", "echo ready; trap 'exit 0' TERM; sleep 3600 & wait"];
+/// Sets a handler, prints one line, then exits 0 on SIGTERM (`wait` returns
+/// at once when the handler runs). The line comes after the trap: the shell is
+/// PID 1 of its PID namespace, where a TERM that comes before a handler is
+/// dropped, and the stop is sent only after the line was seen.
+const TERM_EXITING: &[&str] = &["sh", "-c", "trap 'exit 0' TERM; echo ready; sleep 3600 & wait"];
 /// PID 1 of its PID namespace without a handler: SIGTERM is ignored.
 const TERM_IGNORING: &[&str] = &["sleep", "3600"];
 const SLEEPING: &[&str] = &["sleep", "36000"];

@@ -411,7 +411,16 @@ async fn exec_sync_output_exit_codes_cap_and_timeout() {
     // The container's user, environment and working directory.
     assert_eq!(cri.exec_ok(&id, &["id", "-u"]).await, "1000\n");
     assert_eq!(cri.exec_ok(&id, &["pwd"]).await, "/tmp\n");
-    assert!(cri.exec_ok(&id, &["env"]).await.contains("FROM_CONFIG=yes"));
+    // The config's environment, HOSTNAME (the pod's) and HOME (the user's in
+    // the image's /etc/passwd) as containerd and runc set them, in the
+    // container's process and in an exec.
+    let init_env = cri.exec_ok(&id, &["cat", "/proc/1/environ"]).await;
+    let exec_env = cri.exec_ok(&id, &["env"]).await;
+    for (who, vars) in [("init", init_env.split('\0').collect::<Vec<_>>()), ("exec", exec_env.lines().collect())] {
+        for wanted in ["HOSTNAME=exec", "HOME=/home/app", "FROM_CONFIG=yes"] {
+            assert!(vars.contains(&wanted), "{who} lacks {wanted}: {vars:?}");
+        }
+    }
 
     // 16 MiB cap, truncation noted. A generous timeout: the cgroup v2 lane
     // runs this under emulation (qemu TCG), where 17 MB through pipes took

@@ -13,10 +13,13 @@ pub fn argv(command: &[String], args: &[String], entrypoint: &[String], cmd: &[S
     }
 }
 
-/// The image's environment overlaid by the config's (same key: config wins,
-/// in the image's position); a default PATH when neither sets one.
-pub fn env(image_env: &[String], config_env: &[(String, String)]) -> Vec<String> {
-    let mut out: Vec<(String, String)> = Vec::new();
+/// The process environment, as containerd and runc make it: a default PATH
+/// and the pod's HOSTNAME, overlaid by the image's environment, overlaid by
+/// the config's (same key: the later wins, in the earlier's position); then
+/// HOME, the user's, when none of them set it.
+pub fn env(hostname: &str, home: &str, image_env: &[String], config_env: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<(String, String)> =
+        vec![("PATH".into(), DEFAULT_PATH.into()), ("HOSTNAME".into(), hostname.into())];
     let mut set = |key: &str, value: &str| match out.iter_mut().find(|(k, _)| k == key) {
         Some(entry) => entry.1 = value.to_string(),
         None => out.push((key.to_string(), value.to_string())),
@@ -28,8 +31,8 @@ pub fn env(image_env: &[String], config_env: &[(String, String)]) -> Vec<String>
     for (k, v) in config_env {
         set(k, v);
     }
-    if !out.iter().any(|(k, _)| k == "PATH") {
-        out.insert(0, ("PATH".into(), DEFAULT_PATH.into()));
+    if !out.iter().any(|(k, _)| k == "HOME") {
+        out.push(("HOME".into(), home.into()));
     }
     out.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
@@ -61,11 +64,23 @@ mod tests {
     }
 
     #[test]
-    fn config_env_overlays_image_env() {
-        let image = v(&["PATH=/bin", "A=1", "B=2"]);
+    fn config_env_overlays_image_env_which_overlays_the_defaults() {
+        let image = v(&["A=1", "PATH=/bin", "B=2"]);
         let config = vec![("B".to_string(), "x".to_string()), ("C".to_string(), "3".to_string())];
-        assert_eq!(env(&image, &config), v(&["PATH=/bin", "A=1", "B=x", "C=3"]));
-        assert_eq!(env(&[], &[]), vec![format!("PATH={DEFAULT_PATH}")]);
+        assert_eq!(
+            env("web-0", "/root", &image, &config),
+            v(&["PATH=/bin", "HOSTNAME=web-0", "A=1", "B=x", "C=3", "HOME=/root"])
+        );
+        assert_eq!(
+            env("web-0", "/", &[], &[]),
+            vec![format!("PATH={DEFAULT_PATH}"), "HOSTNAME=web-0".into(), "HOME=/".into()]
+        );
+        // The image and the config may set HOSTNAME and HOME themselves.
+        let config = vec![("HOSTNAME".to_string(), "mine".to_string()), ("HOME".to_string(), "/data".to_string())];
+        assert_eq!(
+            env("web-0", "/root", &v(&["HOME=/img"]), &config),
+            v(&[&format!("PATH={DEFAULT_PATH}"), "HOSTNAME=mine", "HOME=/data"])
+        );
     }
 
     #[test]

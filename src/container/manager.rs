@@ -527,6 +527,7 @@ impl Containers {
             name: sandbox.record.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
             namespace: sandbox.record.config.metadata.as_ref().map(|m| m.namespace.clone()).unwrap_or_default(),
             uid: sandbox.record.config.metadata.as_ref().map(|m| m.uid.clone()).unwrap_or_default(),
+            hostname: sandbox.record.hostname.clone(),
             hostname_file: sandbox.paths.hostname(),
             hosts_file: sandbox.paths.hosts(),
             resolv_conf_file: sandbox.paths.resolv_conf(),

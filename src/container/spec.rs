@@ -39,6 +39,8 @@ pub struct PodFacts {
     pub name: String,
     pub namespace: String,
     pub uid: String,
+    /// The pod's hostname (its config's, or the node's): HOSTNAME in the environment.
+    pub hostname: String,
     pub hostname_file: PathBuf,
     pub hosts_file: PathBuf,
     pub resolv_conf_file: PathBuf,
@@ -187,7 +189,7 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
     let argv = super::command::argv(&config.command, &config.args, &input.image.entrypoint, &input.image.cmd);
     let env_pairs: Vec<(String, String)> =
         config.envs.iter().map(|kv| (kv.key.clone(), String::from_utf8_lossy(&kv.value).into_owned())).collect();
-    let env = super::command::env(&input.image.env, &env_pairs);
+    let env = super::command::env(&input.pod.hostname, &input.user.home, &input.image.env, &env_pairs);
     let cwd = super::command::working_dir(&config.working_dir, &input.image.working_dir);
 
     let caps: std::collections::HashSet<Capability> =
@@ -357,6 +359,7 @@ mod tests {
     fn pod() -> PodFacts {
         PodFacts {
             sandbox_id: "s1".into(),
+            hostname: "web-0".into(),
             hostname_file: "/var/lib/nidus/sandboxes/s1/hostname".into(),
             hosts_file: "/var/lib/nidus/sandboxes/s1/hosts".into(),
             resolv_conf_file: "/var/lib/nidus/sandboxes/s1/resolv.conf".into(),
@@ -390,13 +393,22 @@ mod tests {
             env: vec!["PATH=/bin".into()],
             working_dir: "/work".into(),
         };
-        let user = ResolvedUser { uid: 1000, gid: 1000, additional_gids: vec![2000], username: Some("app".into()) };
+        let user = ResolvedUser {
+            uid: 1000,
+            gid: 1000,
+            additional_gids: vec![2000],
+            username: Some("app".into()),
+            home: "/home/app".into(),
+        };
         let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
         let pod = pod();
         let spec = build(&input_with(&config, &pod, &image, &user, &caps)).unwrap();
         let process = spec.process().as_ref().unwrap();
         assert_eq!(process.args().as_ref().unwrap(), &vec!["/bin/sh".to_string(), "-c".into(), "echo hi".into()]);
-        assert_eq!(process.env().as_ref().unwrap(), &vec!["PATH=/bin".to_string(), "A=1".into()]);
+        assert_eq!(
+            process.env().as_ref().unwrap(),
+            &vec!["PATH=/bin".to_string(), "HOSTNAME=web-0".into(), "A=1".into(), "HOME=/home/app".into()]
+        );
         assert_eq!(process.cwd(), Path::new("/work"));
         assert_eq!(process.user().uid(), 1000);
         assert_eq!(process.user().additional_gids().as_ref().unwrap(), &vec![2000]);
@@ -454,7 +466,7 @@ mod tests {
             ..Default::default()
         };
         let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
-        let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None };
+        let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None, home: "/".into() };
         let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
         let pod = pod();
         let mut input = input_with(&config, &pod, &image, &user, &caps);
@@ -481,7 +493,7 @@ mod tests {
             ..Default::default()
         };
         let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
-        let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None };
+        let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None, home: "/".into() };
         let caps = super::super::caps::container_set(true, &[], &[]).unwrap();
         let pod = pod();
         let spec = build(&input_with(&config, &pod, &image, &user, &caps)).unwrap();

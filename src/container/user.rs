@@ -7,6 +7,7 @@ pub struct PasswdEntry {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
+    pub home: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,7 @@ pub fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
                 name: f.first()?.to_string(),
                 uid: f.get(2)?.parse().ok()?,
                 gid: f.get(3)?.parse().ok()?,
+                home: f.get(5).map(|h| h.to_string()).unwrap_or_default(),
             })
         })
         .collect()
@@ -66,6 +68,8 @@ pub struct ResolvedUser {
     pub gid: u32,
     pub additional_gids: Vec<u32>,
     pub username: Option<String>,
+    /// The user's home in the image's /etc/passwd; `/` when it has none.
+    pub home: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -129,6 +133,7 @@ pub fn resolve(req: &UserRequest, passwd: &[PasswdEntry], groups: &[GroupEntry])
         None => explicit_gid.or(entry.map(|e| e.gid)).unwrap_or(0),
     };
     let username = entry.map(|e| e.name.clone());
+    let home = entry.map(|e| e.home.clone()).filter(|h| !h.is_empty()).unwrap_or_else(|| "/".into());
     let mut additional_gids = Vec::new();
     if !req.strict_groups {
         if let Some(name) = &username {
@@ -140,7 +145,7 @@ pub fn resolve(req: &UserRequest, passwd: &[PasswdEntry], groups: &[GroupEntry])
     }
     let mut seen = std::collections::HashSet::new();
     additional_gids.retain(|g| seen.insert(*g));
-    Ok(ResolvedUser { uid, gid, additional_gids, username })
+    Ok(ResolvedUser { uid, gid, additional_gids, username, home })
 }
 
 #[cfg(test)]
@@ -158,14 +163,15 @@ mod tests {
     fn image_user_forms() {
         let r = resolve_with(UserRequest { image_user: "app".into(), ..Default::default() }).unwrap();
         assert_eq!((r.uid, r.gid, r.additional_gids.clone()), (1000, 1000, vec![2000]));
+        assert_eq!(r.home, "/home/app");
         let r = resolve_with(UserRequest { image_user: "1000:2000".into(), ..Default::default() }).unwrap();
         assert_eq!((r.uid, r.gid), (1000, 2000));
         let r = resolve_with(UserRequest { image_user: "nobody:extra".into(), ..Default::default() }).unwrap();
         assert_eq!((r.uid, r.gid), (65534, 2000));
         let r = resolve_with(UserRequest { image_user: "4242".into(), ..Default::default() }).unwrap();
-        assert_eq!((r.uid, r.gid, r.username), (4242, 0, None));
+        assert_eq!((r.uid, r.gid, r.username, r.home.as_str()), (4242, 0, None, "/"));
         let r = resolve_with(UserRequest::default()).unwrap();
-        assert_eq!((r.uid, r.gid, r.username.as_deref()), (0, 0, Some("root")));
+        assert_eq!((r.uid, r.gid, r.username.as_deref(), r.home.as_str()), (0, 0, Some("root"), "/root"));
         assert!(resolve_with(UserRequest { image_user: "ghost".into(), ..Default::default() }).is_err());
         assert!(resolve_with(UserRequest { image_user: "app:ghosts".into(), ..Default::default() }).is_err());
     }

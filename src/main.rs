@@ -151,6 +151,11 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
+    // Every mode nidus gives a file or directory (image layers' directories,
+    // containers' upper dirs, pod files) assumes this umask, whatever the
+    // shell or service manager that started us had: under 077, a container
+    // running as non-root could not even reach its own `/`.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let cli = Cli::parse();
     match cli.command {
         Command::Pause(args) => ExitCode::from(nidus::pod::pause::run(&args) as u8),

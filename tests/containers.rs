@@ -307,6 +307,31 @@ async fn logs_split_long_lines_and_survive_rotation() {
 }
 
 #[tokio::test]
+async fn a_non_root_container_works_whatever_umask_nidus_was_started_with() {
+    // The daemon and `nidus image import` run under umask 077, as from a
+    // hardened root shell: the layers, the upper dir and the pod's files must
+    // still have the modes a container expects, and the container the usual
+    // umask (022, as runc gives).
+    let mut env = TestEnv::new("ctrumask").with_umask(0o077);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("umask");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let mut c = container_config("app", &image, &["sleep", "1000"]);
+    security(&mut c).run_as_user = Some(Int64Value { value: 1000 });
+    let id = cri.run_container(&pod_id, &pod, c).await;
+    let init_status = cri.exec_ok(&id, &["cat", "/proc/1/status"]).await;
+    assert!(init_status.lines().any(|l| l == "Umask:\t0022"), "{init_status}");
+    assert_eq!(cri.exec_ok(&id, &["sh", "-c", "umask"]).await, "0022\n");
+    let modes = cri.exec_ok(&id, &["stat", "-c", "%a %n", "/", "/etc", "/etc/hosts", "/etc/resolv.conf"]).await;
+    assert_eq!(modes, "755 /\n755 /etc\n644 /etc/hosts\n644 /etc/resolv.conf\n");
+    assert_eq!(cri.exec_ok(&id, &["sh", "-c", "touch /tmp/x && stat -c %a /tmp/x"]).await, "644\n");
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
 async fn exit_codes_reasons_stop_signals_and_timeouts() {
     let mut env = TestEnv::new("ctrexit");
     let mut cri = env.start().await;

@@ -541,7 +541,11 @@ fn make_read_only(path: &str) -> io::Result<()> {
     rootfs::mount(None, path, None, (libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY) as libc::c_ulong | keep, None)
 }
 
+/// The process's oom_score_adj, rlimits and umask (the spec's, else 022 as
+/// runc gives, whatever the daemon's own umask).
 fn apply_process_limits(process: &oci_spec::runtime::Process) -> Result<(), String> {
+    let umask = process.user().umask().unwrap_or(0o022);
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask & 0o777));
     if let Some(adj) = process.oom_score_adj() {
         fs::write("/proc/self/oom_score_adj", adj.to_string()).map_err(|e| format!("oom_score_adj {adj}: {e}"))?;
     }
@@ -728,8 +732,8 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
     Ok(())
 }
 
-/// In the exec child: the container process's oom_score_adj and rlimits,
-/// working directory, user, capabilities, no_new_privs, and its seccomp
+/// In the exec child: the container process's oom_score_adj, rlimits and
+/// umask, working directory, user, capabilities, no_new_privs, and its seccomp
 /// filter as the last step before execve.
 /// `helper_alive` is the read end of a pipe only the helper holds open.
 fn prepare_exec(

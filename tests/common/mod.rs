@@ -42,6 +42,7 @@ pub struct TestEnv {
     pub netns: String,
     daemon: Option<Child>,
     extra_args: Vec<String>,
+    umask: Option<u32>,
 }
 
 impl TestEnv {
@@ -77,6 +78,7 @@ impl TestEnv {
             base,
             daemon: None,
             extra_args: Vec::new(),
+            umask: None,
         };
         // Whatever happens later, the loopback of the daemon's netns is up.
         host::run("ip", &["-n", &env.netns, "link", "set", "lo", "up"]);
@@ -89,8 +91,34 @@ impl TestEnv {
         self
     }
 
+    /// Runs the daemon and the `nidus` commands of this environment under
+    /// this umask (an operator's shell or service manager may have any).
+    pub fn with_umask(mut self, umask: u32) -> Self {
+        self.umask = Some(umask);
+        self
+    }
+
+    /// `cmd`, run under the environment's umask when it sets one.
+    fn under_umask(&self, cmd: Command) -> Command {
+        match self.umask {
+            None => cmd,
+            Some(umask) => {
+                let mut wrapped = Command::new("sh");
+                wrapped
+                    .args(["-c", &format!("umask {umask:03o} && exec \"$@\""), "sh"])
+                    .arg(cmd.get_program())
+                    .args(cmd.get_args());
+                wrapped
+            }
+        }
+    }
+
     /// The command that runs `nidus serve` for this environment inside its netns.
     pub fn serve_command(&self) -> Command {
+        self.under_umask(self.serve_command_any_umask())
+    }
+
+    fn serve_command_any_umask(&self) -> Command {
         let mut cmd = match &self.daemon_cgroup {
             // Start in the daemon's cgroup (its leaf once it made one).
             Some(dir) => {
@@ -199,7 +227,7 @@ impl TestEnv {
         if let Some(name) = name {
             cmd.args(["--name", name]);
         }
-        cmd.output().expect("running nidus image import")
+        self.under_umask(cmd).output().expect("running nidus image import")
     }
 
     /// Imports a test image through the CLI, checks the daemon lists it, and

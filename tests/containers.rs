@@ -283,10 +283,17 @@ async fn logs_split_long_lines_and_survive_rotation() {
     let script = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.005; done";
     let id = cri.run_container(&pod_id, &pod, container_config("rotate", &image, &["sh", "-c", script])).await;
     let path = cri.status_of(&id).await.log_path;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Lines in the file before the rename, and in the new one after the
+    // reopen (waited for, not slept for: a loaded machine may be slow).
+    cri.wait_for_line(&id, "line-0", 20).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     fs::rename(&path, format!("{path}.1")).unwrap();
     cri.runtime.reopen_container_log(ReopenContainerLogRequest { container_id: id.clone() }).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while log_lines(&cri.logs(&id).await, "stdout").len() < 2 {
+        assert!(Instant::now() < deadline, "no lines in the reopened log");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     cri.stop_container(&id, 0).await.unwrap();
     let old = common::client::parse_log(&fs::read_to_string(format!("{path}.1")).unwrap());
     let new = common::client::parse_log(&fs::read_to_string(&path).unwrap());
@@ -459,9 +466,16 @@ async fn exec_sync_output_exit_codes_cap_and_timeout() {
     let err = cri.exec(&id, &["sleep", "77"], 1).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
     assert!(t.elapsed() < Duration::from_secs(5));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let ps = cri.exec_ok(&id, &["ps", "-o", "args"]).await;
-    assert!(!ps.contains("sleep 77"), "the timed-out command must be killed: {ps}");
+    // Killed with its helper (PR_SET_PDEATHSIG): gone as soon as it runs again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ps = cri.exec_ok(&id, &["ps", "-o", "args"]).await;
+        if !ps.contains("sleep 77") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the timed-out command must be killed: {ps}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Errors.
     let err = cri.exec(&id, &["no-such-binary"], 10).await.unwrap_err();

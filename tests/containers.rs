@@ -289,11 +289,7 @@ async fn logs_split_long_lines_and_survive_rotation() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     fs::rename(&path, format!("{path}.1")).unwrap();
     cri.runtime.reopen_container_log(ReopenContainerLogRequest { container_id: id.clone() }).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while log_lines(&cri.logs(&id).await, "stdout").len() < 2 {
-        assert!(Instant::now() < deadline, "no lines in the reopened log");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cri.wait_for_stdout(&id, 20, "write lines to the reopened log", |lines| lines.len() >= 2).await;
     cri.stop_container(&id, 0).await.unwrap();
     let old = common::client::parse_log(&fs::read_to_string(format!("{path}.1")).unwrap());
     let new = common::client::parse_log(&fs::read_to_string(&path).unwrap());

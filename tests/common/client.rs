@@ -350,9 +350,15 @@ impl Cri {
     /// way a test knows its shell got past a `trap` before it is signalled
     /// (a PID 1 drops a signal it has no handler for).
     pub async fn wait_for_line(&mut self, id: &str, line: &str, secs: u64) {
+        self.wait_for_stdout(id, secs, &format!("print {line:?}"), |lines| lines.iter().any(|l| l == line)).await
+    }
+
+    /// Waits up to `secs` until the stdout lines of the container's current
+    /// log file satisfy `done`; `what` names the wait in the failure.
+    pub async fn wait_for_stdout(&mut self, id: &str, secs: u64, what: &str, done: impl Fn(&[String]) -> bool) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-        while !log_lines(&self.logs(id).await, "stdout").iter().any(|l| l == line) {
-            assert!(std::time::Instant::now() < deadline, "container {id} did not print {line:?} in {secs}s");
+        while !done(&log_lines(&self.logs(id).await, "stdout")) {
+            assert!(std::time::Instant::now() < deadline, "container {id} did not {what} in {secs}s");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }

@@ -100,6 +100,24 @@ impl CgroupTree {
             .collect()
     }
 
+    /// The memory charged to this cgroup and everything below it, less its
+    /// inactive file cache: kubelet's "working set" (user memory, kernel
+    /// memory, and the page cache in use). From the memory controller's
+    /// hierarchy — cgroup2 `memory.current` or v1 `memory.usage_in_bytes` —
+    /// whichever this tree has; None when it has neither.
+    pub fn working_set_kb(&self) -> Option<u64> {
+        self.dirs.iter().find_map(|dir| {
+            let usage =
+                read_number(&dir.join("memory.current")).or_else(|| read_number(&dir.join("memory.usage_in_bytes")))?;
+            let stat = fs::read_to_string(dir.join("memory.stat")).ok()?;
+            // v1's hierarchical counter is `total_inactive_file`, v2's is `inactive_file`.
+            let inactive = ["total_inactive_file", "inactive_file"].iter().find_map(|key| {
+                stat.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse::<u64>().ok())
+            })?;
+            Some(usage.saturating_sub(inactive) / 1024)
+        })
+    }
+
     /// SIGKILLs every process in this cgroup or below until none is left (or 10 s pass).
     pub fn kill_all(&self) -> BTreeSet<i32> {
         host::wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
@@ -268,4 +286,8 @@ fn own_hierarchies() -> Result<Vec<Hierarchy>> {
         .into_iter()
         .map(|(mount, own_dir)| Hierarchy { own_dir, cpuset: mount.key.contains("cpuset") })
         .collect())
+}
+
+fn read_number(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
 }

@@ -3,7 +3,10 @@
 //! the processes the runtime runs per pod — every process in the runtime's
 //! cgroups except the daemon and the containers' own (nidus: pause +
 //! monitor, and the daemon's spare monitor shared by all; containerd: shim +
-//! pause).
+//! pause). Beside them, the working set (kubelet's measure: memory charged,
+//! kernel included, less inactive file cache) of the runtime's whole cgroup
+//! tree — daemon, its processes, the pods' cgroups — at 10 and 100 pods: what
+//! each pod added costs the node, and so how many pods fit in a GiB.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +21,8 @@ use crate::runtime::Runtime;
 
 /// Pods running while the daemon is measured, in order.
 pub const POD_COUNTS: [usize; 2] = [10, 100];
+/// A GiB in kB.
+const GIB_KB: u64 = 1024 * 1024;
 /// Time given to a daemon to settle after pods started, before it is measured.
 const SETTLE: Duration = Duration::from_secs(2);
 
@@ -33,6 +38,14 @@ pub struct MemoryFigures {
     pub daemon_pss_kb_idle: u64,
     pub daemon_pss_kb_10: u64,
     pub daemon_pss_kb_100: u64,
+    /// Working set of the runtime's cgroup tree (daemon, its processes and
+    /// the pods' cgroups) with 10 and 100 pods.
+    pub working_set_kb_10: u64,
+    pub working_set_kb_100: u64,
+    /// What each pod from the 11th to the 100th added to that working set.
+    pub working_set_kb_per_pod: u64,
+    /// A GiB over `working_set_kb_per_pod`.
+    pub pods_per_gib: u64,
     /// Runtime-owned processes per pod.
     pub processes_per_pod: f64,
     /// Mean RSS/PSS per pod of each runtime-owned program, by command name.
@@ -69,12 +82,35 @@ pub async fn measure(rt: &Runtime, target: &Target, concurrency: usize, figures:
             break;
         }
         tokio::time::sleep(SETTLE).await;
-        let memory = daemon(rt)?;
+        // A failure here still removes the pods started so far (below).
+        let now = daemon(rt).and_then(|memory| {
+            let working_set = rt
+                .cgroup
+                .working_set_kb()
+                .with_context(|| format!("no memory controller in the harness cgroup {}", rt.cgroup_label()))?;
+            Ok((memory, working_set))
+        });
+        let (memory, working_set) = match now {
+            Ok(now) => now,
+            Err(e) => {
+                errors.push(format!("{e:#}"));
+                break;
+            }
+        };
         match count {
             10 => (figures.daemon_rss_kb_10, figures.daemon_pss_kb_10) = (memory.rss_kb, memory.pss_kb),
             _ => (figures.daemon_rss_kb_100, figures.daemon_pss_kb_100) = (memory.rss_kb, memory.pss_kb),
         }
-        eprintln!("  {}: {count} pods, daemon RSS {} kB, PSS {} kB", rt.name(), memory.rss_kb, memory.pss_kb);
+        match count {
+            10 => figures.working_set_kb_10 = working_set,
+            _ => figures.working_set_kb_100 = working_set,
+        }
+        eprintln!(
+            "  {}: {count} pods, daemon RSS {} kB, PSS {} kB; working set of its cgroups {working_set} kB",
+            rt.name(),
+            memory.rss_kb,
+            memory.pss_kb
+        );
     }
     let measured = if errors.is_empty() {
         match per_pod_figures(rt, target, &pods).await {
@@ -92,6 +128,12 @@ pub async fn measure(rt: &Runtime, target: &Target, concurrency: usize, figures:
     if !errors.is_empty() {
         bail!("memory phase of {}: {}", rt.name(), errors.join("; "));
     }
+    let added = (POD_COUNTS[1] - POD_COUNTS[0]) as u64;
+    figures.working_set_kb_per_pod = figures.working_set_kb_100.saturating_sub(figures.working_set_kb_10) / added;
+    figures.pods_per_gib = match figures.working_set_kb_per_pod {
+        0 => 0,
+        per_pod => GIB_KB / per_pod,
+    };
     if let Some((total, processes, by_program)) = measured {
         let n = pods.len() as u64;
         figures.per_pod_rss_kb = total.rss_kb / n;

@@ -87,6 +87,10 @@ impl Results {
             ("daemon_rss_kb_100", n.daemon_rss_kb_100, c.daemon_rss_kb_100),
             ("per_pod_rss_kb", n.per_pod_rss_kb, c.per_pod_rss_kb),
             ("per_pod_pss_kb", n.per_pod_pss_kb, c.per_pod_pss_kb),
+            ("working_set_kb_10", n.working_set_kb_10, c.working_set_kb_10),
+            ("working_set_kb_100", n.working_set_kb_100, c.working_set_kb_100),
+            ("working_set_kb_per_pod", n.working_set_kb_per_pod, c.working_set_kb_per_pod),
+            ("pods_per_gib", n.pods_per_gib, c.pods_per_gib),
         ]
     }
 
@@ -232,7 +236,7 @@ impl Results {
         }
         tables.push(own);
 
-        let mut memory = Table::new("memory (kB)", &["figure", NIDUS, CONTAINERD, "ratio"]);
+        let mut memory = Table::new("memory (kB; pods_per_gib: pods)", &["figure", NIDUS, CONTAINERD, "ratio"]);
         for (key, n, c) in self.memory_pairs().into_iter().chain(self.memory_pss_pairs()) {
             memory.row(vec![key.into(), n.to_string(), c.to_string(), show_ratio(ratio(n as f64, c as f64))]);
         }

@@ -24,8 +24,8 @@ test-deps:
 	./scripts/install-test-deps
 
 test: test-deps
-	$(CARGO) build --all-targets
-	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+	$(CARGO) build --workspace --all-targets
+	$(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS)
 	./scripts/vm-lane
 
 # The cgroup v2 lane alone: the resource and v2-sensitive lifecycle tests in a

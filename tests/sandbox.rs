@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 
-use common::client::{pod_config, with_namespaces};
+use common::client::{container_config, pod_config, with_namespaces};
 use common::{host, TestEnv};
 use nidus::api::*;
 
@@ -410,5 +410,41 @@ async fn concurrent_runs_work_and_one_name_wins_once() {
         task.await.unwrap().unwrap();
     }
     assert!(cri.list_pods(None).await.is_empty());
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn parent_cgroups_nidus_made_go_with_the_last_pod_below_them() {
+    let mut env = TestEnv::new("parents");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let mut pods = Vec::new();
+    for name in ["a", "b"] {
+        let mut config = pod_config(name);
+        config.linux.as_mut().unwrap().cgroup_parent = format!("/kubepods/burstable/pod{name}");
+        let id = cri.run_pod(config.clone()).await.unwrap();
+        pods.push((id, config));
+    }
+    let dirs = env.cgroup_dirs();
+    let exists = |rel: &str| dirs.iter().all(|d| d.join(rel).is_dir());
+    let gone = |rel: &str| dirs.iter().all(|d| !d.join(rel).exists());
+    assert!(exists("kubepods/burstable/poda") && exists("kubepods/burstable/podb"));
+
+    // A container goes: its pod's cgroup stays (the pause is in it).
+    let (a, a_config) = &pods[0];
+    let container = cri.run_container(a, a_config, container_config("app", &image, &["sleep", "1000"])).await;
+    cri.remove_container(&container).await.unwrap();
+    assert!(exists("kubepods/burstable/poda"), "pod a's cgroup went with its container");
+    // A stopped pod keeps its cgroup; removed, its cgroup goes, the shared parents stay.
+    cri.stop_pod(a).await.unwrap();
+    assert!(exists("kubepods/burstable/poda"), "pod a's cgroup went at StopPodSandbox");
+    cri.remove_pod(a).await.unwrap();
+    assert!(gone("kubepods/burstable/poda"), "pod a's cgroup is left after RemovePodSandbox");
+    assert!(exists("kubepods/burstable/podb"), "pod b's cgroup went with pod a");
+    // The last pod below them takes the parents nidus made.
+    let (b, _) = &pods[1];
+    cri.stop_pod(b).await.unwrap();
+    cri.remove_pod(b).await.unwrap();
+    assert!(gone("kubepods"), "the parents nidus made are left after the last pod");
     env.assert_no_leftovers();
 }

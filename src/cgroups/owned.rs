@@ -130,7 +130,31 @@ impl OwnedCgroups {
         left
     }
 
-    /// Removes every owned cgroup that is empty now, deepest first.
+    /// Removes the owned ancestors of `leaf` (just removed) that are empty
+    /// now, nearest first. It stops at the first that is not owned or not
+    /// empty: nothing above that can be empty, and nidus makes parents only
+    /// as an unbroken chain above a leaf. So a removal costs the depth of its
+    /// own branch, not a look at every pod's cgroup on the node.
+    pub fn prune_above(&self, leaf: &CgroupPath) {
+        let mut owned = self.owned();
+        let before = owned.len();
+        let mut next = leaf.parent();
+        while let Some(path) = next {
+            if !owned.contains(&path) || !self.cgroups.remove_if_empty(&path) {
+                break;
+            }
+            owned.remove(&path);
+            next = path.parent();
+        }
+        if owned.len() != before {
+            if let Err(e) = self.save(&self.file, &owned) {
+                tracing::warn!(error = %e, "cannot record the cgroups nidus made");
+            }
+        }
+    }
+
+    /// Removes every owned cgroup that is empty now, deepest first (at start
+    /// and after retrying stale cgroups; a single removal uses `prune_above`).
     pub fn prune(&self) {
         let mut owned = self.owned();
         let mut candidates: Vec<CgroupPath> = owned.iter().cloned().collect();

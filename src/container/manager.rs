@@ -970,7 +970,7 @@ impl Containers {
         let cgroup = record.cgroup.clone();
         tokio::task::spawn_blocking(move || {
             owned.remove(&cgroup);
-            owned.prune();
+            owned.prune_above(&cgroup);
         })
         .await
         .map_err(|e| ContainerError::Build(e.to_string()))?;

@@ -429,7 +429,7 @@ impl Sandboxes {
         let paths = self.paths(&record.id);
         release_mounts(&paths)?;
         self.remove_cgroup(&record.pause_cgroup).await?;
-        self.owned_cgroups.prune();
+        self.owned_cgroups.prune_above(&record.pause_cgroup);
         if remove_dirs {
             store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
             remove_file_if_present(&paths.record())?;

@@ -97,13 +97,10 @@ pub async fn measure(rt: &Runtime, target: &Target, concurrency: usize, figures:
                 break;
             }
         };
+        let taken = (memory.rss_kb, memory.pss_kb, working_set);
         match count {
-            10 => (figures.daemon_rss_kb_10, figures.daemon_pss_kb_10) = (memory.rss_kb, memory.pss_kb),
-            _ => (figures.daemon_rss_kb_100, figures.daemon_pss_kb_100) = (memory.rss_kb, memory.pss_kb),
-        }
-        match count {
-            10 => figures.working_set_kb_10 = working_set,
-            _ => figures.working_set_kb_100 = working_set,
+            10 => (figures.daemon_rss_kb_10, figures.daemon_pss_kb_10, figures.working_set_kb_10) = taken,
+            _ => (figures.daemon_rss_kb_100, figures.daemon_pss_kb_100, figures.working_set_kb_100) = taken,
         }
         eprintln!(
             "  {}: {count} pods, daemon RSS {} kB, PSS {} kB; working set of its cgroups {working_set} kB",

@@ -296,8 +296,10 @@ fn read_number(path: &Path) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn tree_with(files: &[(&str, &str)]) -> (CgroupTree, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("nidus-bench-ws-{}-{}", std::process::id(), files.len()));
+    /// A tree of an empty hierarchy and a memory one holding `files`, in a
+    /// scratch directory named by `label`.
+    fn tree_with(label: &str, files: &[(&str, &str)]) -> (CgroupTree, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("nidus-bench-ws-{}-{label}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let (empty, memory) = (dir.join("unified"), dir.join("memory"));
         fs::create_dir_all(&empty).unwrap();
@@ -311,20 +313,26 @@ mod tests {
     #[test]
     fn working_set_is_usage_less_inactive_file_in_v1_and_v2() {
         // v1: the hierarchical `total_inactive_file`, not this cgroup's own `inactive_file`.
-        let (v1, dir) = tree_with(&[
-            ("memory.usage_in_bytes", "10485760\n"),
-            ("memory.stat", "inactive_file 4096\ntotal_inactive_file_x 1\ntotal_inactive_file 2097152\n"),
-        ]);
+        let (v1, dir) = tree_with(
+            "v1",
+            &[
+                ("memory.usage_in_bytes", "10485760\n"),
+                ("memory.stat", "inactive_file 4096\ntotal_inactive_file_x 1\ntotal_inactive_file 2097152\n"),
+            ],
+        );
         assert_eq!(v1.working_set_kb(), Some(8192));
         fs::remove_dir_all(dir).unwrap();
-        let (v2, dir) = tree_with(&[
-            ("memory.current", "5242880\n"),
-            ("memory.stat", "anon 1\ninactive_file 1048576\nactive_file 3\n"),
-            ("memory.usage_in_bytes", "1\n"),
-        ]);
+        let (v2, dir) = tree_with(
+            "v2",
+            &[
+                ("memory.current", "5242880\n"),
+                ("memory.stat", "anon 1\ninactive_file 1048576\nactive_file 3\n"),
+                ("memory.usage_in_bytes", "1\n"),
+            ],
+        );
         assert_eq!(v2.working_set_kb(), Some(4096));
         fs::remove_dir_all(dir).unwrap();
-        let (none, dir) = tree_with(&[("memory.stat", "inactive_file 1\n")]);
+        let (none, dir) = tree_with("none", &[("memory.stat", "inactive_file 1\n")]);
         assert_eq!(none.working_set_kb(), None);
         fs::remove_dir_all(dir).unwrap();
     }

@@ -1102,7 +1102,7 @@ impl Containers {
                 .map_err(|e| ContainerError::Build(e.to_string()))?
                 .map_err(apply_error("linux"))?;
         }
-        match oci_spec::runtime::Spec::load(view.paths.spec()) {
+        match store::read_existing_json::<oci_spec::runtime::Spec>(&view.paths.spec()) {
             Ok(mut spec) => {
                 if let Some(linux) = spec.linux_mut() {
                     linux.set_resources(Some(oci));

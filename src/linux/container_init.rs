@@ -643,7 +643,7 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
         let _ = errors.write_all(message.as_bytes());
         126
     };
-    let spec = match Spec::load(request.bundle.join("config.json")) {
+    let spec: Spec = match crate::store::read_existing_json(&request.bundle.join("config.json")) {
         Ok(spec) => spec,
         Err(e) => return fail(&errors, format!("reading the container's spec: {e}")),
     };

@@ -181,7 +181,7 @@ fn set_up(files: &RunFiles, listener: UnixListener) -> Result<Monitor, String> {
     let plan: MonitorPlan = store::read_json(&files.plan())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
-    let spec = oci_spec::runtime::Spec::load(plan.bundle.join("config.json"))
+    let spec: oci_spec::runtime::Spec = store::read_existing_json(&plan.bundle.join("config.json"))
         .map_err(|e| format!("reading the OCI spec: {e}"))?;
     let log = match &plan.log_path {
         Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),

@@ -136,6 +136,15 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreErr
     }
 }
 
+/// Reads a JSON file that must exist (a missing one is a read error). The
+/// file is read whole and parsed from memory, several times faster than
+/// parsing through a reader (oci-spec's `Spec::load` does): the monitor
+/// reads the container's spec this way on CreateContainer's path.
+pub fn read_existing_json<T: DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
+    read_json(path)?
+        .ok_or_else(|| StoreError::Read { path: path.to_path_buf(), source: io::ErrorKind::NotFound.into() })
+}
+
 /// True when both paths name the same file or directory (also through a
 /// symbolic link or a bind mount).
 pub fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
@@ -261,6 +270,24 @@ mod tests {
         fs::write(dir.join(".tmp-x-1"), b"partial").unwrap();
         remove_interrupted_writes(&dir);
         assert!(!dir.join(".tmp-x-1").exists());
+        remove_tree(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_existing_json_file_must_be_there_and_whole() {
+        let dir = tempdir();
+        match read_existing_json::<serde_json::Value>(&dir.join("nope")) {
+            Err(StoreError::Read { path, source }) => {
+                assert_eq!(path, dir.join("nope"));
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("a missing file must be a read error, got {other:?}"),
+        }
+        fs::write(dir.join("torn"), b"{\"a\": ").unwrap();
+        assert!(matches!(read_existing_json::<serde_json::Value>(&dir.join("torn")), Err(StoreError::Corrupt { .. })));
+        fs::write(dir.join("whole"), b"{\"a\": [1, 2]}").unwrap();
+        let whole: serde_json::Value = read_existing_json(&dir.join("whole")).unwrap();
+        assert_eq!(whole, serde_json::json!({"a": [1, 2]}));
         remove_tree(&dir).unwrap();
     }
 }

@@ -93,8 +93,8 @@ impl Containers {
                 )))
             }
         };
-        let spec =
-            Spec::load(view.paths.spec()).map_err(|e| ContainerError::Build(format!("reading the spec: {e}")))?;
+        let spec = store::read_existing_json::<Spec>(&view.paths.spec())
+            .map_err(|e| ContainerError::Build(format!("reading the spec: {e}")))?;
         if let Some(why) = unsupported(&spec) {
             return Err(ContainerError::Precondition(format!("container {id}: {why}")));
         }

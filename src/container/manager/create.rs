@@ -1,0 +1,662 @@
+//! CreateContainer: the spec (from the config, the image and the pod), the
+//! leased layers, the cgroup and the seccomp program, made at once; then the
+//! monitor builds the container and leaves its init blocked. A failed create
+//! undoes everything it made.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::api;
+use crate::cgroups::{CgroupPath, CgroupVersion};
+use crate::container::confinement::SeccompProgram;
+use crate::container::monitor_pool::PendingMonitor;
+use crate::container::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
+use crate::container::security::{self, HostModules, SeccompReport, SecurityReport};
+use crate::container::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
+use crate::container::user::{self, UserRequest};
+use crate::container::{caps, signal};
+use crate::ids;
+use crate::linux::mount::is_overlay_opaque;
+use crate::linux::process::{boot_id, ProcessIdentity};
+use crate::monitor::plan::{CgroupJoin, CgroupMount, MonitorAssignment, MonitorPlan, RootfsPlan, RunFiles};
+use crate::pod::manager::now_ns;
+use crate::pod::{SandboxState, SandboxView};
+use crate::store;
+
+use super::{
+    apply_error, io_err, name_slot, resources_invalid, restore, ContainerCreate, ContainerError, ContainerState,
+    Containers, Entry, InitProcess, PidMode, CREATE_TIMEOUT,
+};
+
+/// A container whose monitor waits for `go`: everything is on disk but
+/// the init and the durable record.
+struct Prepared {
+    monitor: PendingMonitor,
+    files: RunFiles,
+}
+
+impl Containers {
+    /// CreateContainer in a ready sandbox: returns the new container's id
+    /// once its init is built and blocked, waiting for StartContainer.
+    pub async fn create(&self, request: ContainerCreate) -> Result<String, ContainerError> {
+        if request.sandbox.state != SandboxState::Ready || request.sandbox.pause.is_none() {
+            return Err(ContainerError::Precondition(format!("sandbox {} is not ready", request.sandbox.record.id)));
+        }
+        let id = ids::new_id();
+        let (request, restore) = match self.restore_request(&request, &id).await {
+            Ok(Some((restored, source))) => (restored, Some(source)),
+            Ok(None) => (request, None),
+            Err(e) => {
+                let _ = self.images.release(&id);
+                return Err(e);
+            }
+        };
+        let slot = name_slot(&request.sandbox.record.id, &request.name_key);
+        {
+            let mut index = self.index();
+            if let Some(existing) = index.names.get(&slot) {
+                if restore.is_some() {
+                    let _ = self.images.release(&id);
+                }
+                return Err(ContainerError::NameInUse {
+                    name: request.name_key.clone(),
+                    sandbox: request.sandbox.record.id.clone(),
+                    id: existing.clone(),
+                });
+            }
+            index.names.insert(slot.clone(), id.clone());
+        }
+        let result = self.build(&id, &request, restore.as_ref()).await;
+        match result {
+            Ok((record, init, cgroup_join)) => {
+                let entry = Entry::new(record, Some(init), cgroup_join);
+                self.index().by_id.insert(id.clone(), entry.clone());
+                self.watch(id.clone(), entry);
+                Ok(id)
+            }
+            Err((e, record)) => {
+                tracing::warn!(container_id = %id, error = %e, "CreateContainer failed; undoing");
+                if let Some(record) = record {
+                    if let Err(undo) = self.tear_down(&record).await {
+                        tracing::error!(container_id = %id, error = %undo, "could not undo a failed CreateContainer");
+                    }
+                } else {
+                    let paths = self.paths(&id);
+                    let _ = store::remove_tree(&paths.run_dir);
+                    let _ = store::remove_tree(&paths.dir);
+                    let _ = self.images.release(&id);
+                }
+                self.index().names.remove(&slot);
+                Err(e)
+            }
+        }
+    }
+
+    async fn build(
+        &self,
+        id: &str,
+        request: &ContainerCreate,
+        restore: Option<&restore::RestoreSource>,
+    ) -> Result<(ContainerRecord, InitProcess, Option<CgroupJoin>), (ContainerError, Option<ContainerRecord>)> {
+        let config = &request.config;
+        let sandbox = &request.sandbox;
+        let paths = self.paths(id);
+        let requested = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
+        let image = self.images.resolve(&requested).map_err(|e| (e.into(), None))?;
+        let cgroup = sandbox.record.pod_cgroup.join(id).map_err(|e| (e.into(), None))?;
+        let stop_signal = signal::from_cri(config.stop_signal)
+            .or_else(|| (!image.stop_signal.is_empty()).then(|| signal::parse(&image.stop_signal)).flatten())
+            .unwrap_or(libc::SIGTERM);
+        let log_path = match (sandbox.record.config.log_directory.as_str(), config.log_path.as_str()) {
+            ("", _) | (_, "") => None,
+            (dir, file) => Some(Path::new(dir).join(file)),
+        };
+        let mut record = ContainerRecord {
+            id: id.to_string(),
+            sandbox_id: sandbox.record.id.clone(),
+            name_key: request.name_key.clone(),
+            config: config.clone(),
+            image: ImageUsed {
+                requested,
+                id: image.id.clone(),
+                name: image.name.clone(),
+                reference: image.reference.clone(),
+            },
+            created_at_ns: now_ns(),
+            lifecycle: Lifecycle::Creating,
+            log_path,
+            cgroup,
+            uid: 0,
+            gid: 0,
+            additional_gids: Vec::new(),
+            stop_signal,
+            oom_score_adj: None,
+            started_at_ns: None,
+            exit: None,
+            security: SecurityReport::default(),
+            resources: None,
+        };
+        let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
+        store::create_dir_new(&paths.dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.dir.display())))
+            .map_err(|e| (e, None))?;
+        // Not fsynced: lost in a power cut, the directory has no record and is
+        // removed at the next start, which is just as right. The final record is durable.
+        if let Err(e) = store::write_json_with(&paths.record(), &record, store::Durability::Volatile) {
+            let _ = store::remove_tree(&paths.dir);
+            return Err((e.into(), None));
+        }
+        let Prepared { monitor, files } =
+            self.make(&mut record, &image, request, &paths, restore).await.map_err(|e| fail(e, &record))?;
+        // The durable record is written while the monitor builds the init.
+        // Until the monitor has recorded the init in the run dir, a crash
+        // leaves a create the next start undoes (see `interrupted_create`).
+        let mut created = record.clone();
+        created.lifecycle = Lifecycle::Created;
+        let (record_path, final_record) = (paths.record(), created.clone());
+        let write = tokio::task::spawn_blocking(move || store::write_json(&record_path, &final_record));
+        let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), write);
+        let written = written.map_err(|e| ContainerError::Build(e.to_string())).and_then(|w| w.map_err(Into::into));
+        if let Err(e) = written {
+            // Built or not, the container goes: its record is not safe.
+            return Err(fail(e, &record));
+        }
+        let (init, cgroup_join) = spawned.map_err(|e| fail(e, &record))?;
+        tracing::info!(container_id = %id, pod_id = %created.sandbox_id, pid = init.identity.pid, "container created");
+        Ok((created, init, cgroup_join))
+    }
+
+    async fn make(
+        &self,
+        record: &mut ContainerRecord,
+        image: &crate::container::SourceImage,
+        request: &ContainerCreate,
+        paths: &ContainerPaths,
+        restore: Option<&restore::RestoreSource>,
+    ) -> Result<Prepared, ContainerError> {
+        let id = record.id.clone();
+        let config = &request.config;
+        let sandbox = &request.sandbox;
+        let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
+        let started = std::time::Instant::now();
+        store::create_dir_new(&paths.run_dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
+        let files = RunFiles::new(&paths.run_dir);
+        for dir in [paths.upper(), paths.work(), files.rootfs()] {
+            store::create_dir_new(&dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
+        // Three things at once: the monitor starts (it then waits for `go`),
+        // the cgroup is made, and the spec is built once the layers are leased.
+        let cgroup = record.cgroup.clone();
+        let (monitor, cgroup_made, spec) = tokio::join!(
+            self.launch_monitor(&files, &sandbox.record.pause_cgroup),
+            self.make_cgroup(&cgroup, sc.privileged, &devices),
+            self.container_spec(record, image, request, paths, &devices),
+        );
+        let finished = async {
+            let (layers, oci, resources) = spec?;
+            cgroup_made?;
+            self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
+            let restore = match restore {
+                Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
+                None => None,
+            };
+            let plan = MonitorPlan {
+                container_id: id.clone(),
+                bundle: paths.dir.clone(),
+                run_dir: paths.run_dir.clone(),
+                log_path: record.log_path.clone(),
+                rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
+                cgroup_procs: self.cgroups.procs_files(&record.cgroup),
+                cgroup_mounts: self.cgroup_mounts(),
+                stdin: config.stdin,
+                memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
+                clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
+                    .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
+                    .flatten(),
+                restore,
+            };
+            store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
+            if let Some(log) = &record.log_path {
+                if let Some(dir) = log.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+                }
+            }
+            Ok(())
+        }
+        .await;
+        let monitor = match (finished, monitor) {
+            (Ok(()), Ok(monitor)) => monitor,
+            (Err(e), Ok(monitor)) => {
+                // It may be writing in the run dir still: let it end first.
+                monitor.dismiss().await;
+                return Err(e);
+            }
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => return Err(e),
+        };
+        tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
+        Ok(Prepared { monitor, files })
+    }
+
+    /// The container's OCI spec (written to the bundle) from its config,
+    /// its image and its pod, with the leased layers and the cgroup
+    /// resources to apply; fills in the record's user, security and resources.
+    async fn container_spec(
+        &self,
+        record: &mut ContainerRecord,
+        image: &crate::container::SourceImage,
+        request: &ContainerCreate,
+        paths: &ContainerPaths,
+        devices: &[HostDevice],
+    ) -> Result<(Vec<PathBuf>, oci_spec::runtime::Spec, oci_spec::runtime::LinuxResources), ContainerError> {
+        let id = record.id.clone();
+        let config = &request.config;
+        let sandbox = &request.sandbox;
+        let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
+        let started = std::time::Instant::now();
+        let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
+        let capabilities = {
+            let c = sc.capabilities.clone().unwrap_or_default();
+            let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
+                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
+            // Nobody can hand out a capability it lacks (this node's root may
+            // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
+            let (kept, unavailable) = caps::available(wanted);
+            if !unavailable.is_empty() {
+                tracing::warn!(container_id = %id, ?unavailable, "capabilities the runtime itself lacks are left out");
+            }
+            kept
+        };
+        // The layers (with the image's /etc/passwd and /etc/group) and the
+        // seccomp program need nothing of each other: both at once.
+        let leased = {
+            let (images, holder, image_id) = (self.images.clone(), id.clone(), image.id.clone());
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let layers = images.lease_layers(&holder, &image_id)?;
+                    let passwd = read_from_layers(&layers, "etc/passwd");
+                    let group = read_from_layers(&layers, "etc/group");
+                    Ok::<_, ContainerError>((layers, passwd, group))
+                })
+                .await
+                .map_err(|e| ContainerError::Build(e.to_string()))?
+            }
+        };
+        let (leased, seccomp) = tokio::join!(leased, self.seccomp_program(&id, &sc, sandbox, &capabilities));
+        let (layers, passwd, group) = leased?;
+        lap("layers leased");
+
+        // Who the process runs as, from the image's /etc/passwd and /etc/group.
+        let user = user::resolve(
+            &UserRequest {
+                run_as_user: sc.run_as_user.as_ref().map(|v| v.value),
+                run_as_group: sc.run_as_group.as_ref().map(|v| v.value),
+                run_as_username: sc.run_as_username.clone(),
+                image_user: image.user.clone(),
+                supplemental_groups: sc.supplemental_groups.clone(),
+                strict_groups: sc.supplemental_groups_policy == api::SupplementalGroupsPolicy::Strict as i32,
+            },
+            &user::parse_passwd(&passwd.unwrap_or_default()),
+            &user::parse_group(&group.unwrap_or_default()),
+        )
+        .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.{e}")))?;
+        (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
+        let (seccomp_choice, seccomp_source, seccomp) = seccomp?;
+        record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref());
+        let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
+        let oom_score_adj = requested_adj.map(|want| (want, effective_oom_score_adj(want)));
+        record.oom_score_adj = oom_score_adj;
+
+        let pause = sandbox.pause.as_ref().map(|p| p.pid).ok_or_else(|| {
+            ContainerError::Precondition(format!("sandbox {} has no pause process", sandbox.record.id))
+        })?;
+        let ns = |own: bool, kind: &str| own.then(|| PathBuf::from(format!("/proc/{pause}/ns/{kind}")));
+        let own = sandbox.record.namespaces;
+        let pod = PodFacts {
+            sandbox_id: sandbox.record.id.clone(),
+            name: sandbox.record.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+            namespace: sandbox.record.config.metadata.as_ref().map(|m| m.namespace.clone()).unwrap_or_default(),
+            uid: sandbox.record.config.metadata.as_ref().map(|m| m.uid.clone()).unwrap_or_default(),
+            hostname: sandbox.record.hostname.clone(),
+            hostname_file: sandbox.paths.hostname(),
+            hosts_file: sandbox.paths.hosts(),
+            resolv_conf_file: sandbox.paths.resolv_conf(),
+            shm: sandbox.record.own_shm.then(|| sandbox.paths.shm()),
+            net_ns: ns(own.net, "net"),
+            ipc_ns: ns(own.ipc, "ipc"),
+            uts_ns: ns(own.uts, "uts"),
+            pid_ns: ns(own.pid, "pid"),
+        };
+        let pid = match &request.pid {
+            PidMode::Own => PidNamespace::Own,
+            PidMode::Node => PidNamespace::Node,
+            PidMode::Pod => pod.pid_ns.clone().map(PidNamespace::Join).unwrap_or(PidNamespace::Node),
+            PidMode::Target(target) => {
+                let view = self.get(target)?;
+                let init = view.init.filter(|_| view.state == ContainerState::Running).ok_or_else(|| {
+                    ContainerError::Precondition(format!(
+                        "target container {target} of the PID namespace is not running"
+                    ))
+                })?;
+                PidNamespace::Join(PathBuf::from(format!("/proc/{}/ns/pid", init.pid)))
+            }
+        };
+        let rootfs = RunFiles::new(&paths.run_dir).rootfs();
+        let cgroups_path = record.cgroup.to_string();
+        let mut oci = spec::build(&SpecInput {
+            container_id: &id,
+            config,
+            pod: &pod,
+            pid,
+            image: &image.defaults,
+            image_name: &image.name,
+            user: &user,
+            capabilities: &capabilities,
+            rootfs: &rootfs,
+            cgroups_path: &cgroups_path,
+            oom_score_adj: oom_score_adj.map(|(_, applied)| applied),
+            devices,
+            rlimits: &self.config.container.rlimits,
+            pids_limit: self.config.container.pids_limit,
+        })
+        .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        if let Some(program) = &seccomp {
+            // The profile goes into the spec (as runc would get it); its
+            // compiled form beside it is what the init and exec helper load.
+            let profile =
+                program.profile.to_oci().map_err(|e| ContainerError::Build(format!("seccomp profile: {e}")))?;
+            let mut linux = oci.linux().clone().unwrap_or_default();
+            linux.set_seccomp(Some(profile));
+            oci.set_linux(Some(linux));
+            // Not fsynced: only a running container loads it, and a reboot ends them all.
+            store::write_atomic_with(
+                &paths.seccomp(),
+                &crate::seccomp::program::encode(&program.program.filters),
+                0o600,
+                store::Durability::Volatile,
+            )?;
+        }
+        let resources = oci.linux().as_ref().and_then(|l| l.resources().clone()).unwrap_or_default();
+        self.cgroups.check_resources(&resources).map_err(resources_invalid("config.linux.resources"))?;
+        record.resources = config.linux.as_ref().and_then(|l| l.resources.clone()).map(|mut r| {
+            r.oom_score_adj = oom_score_adj.map_or(0, |(_, applied)| applied.into());
+            r
+        });
+        let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
+        // Not fsynced: the bundle serves the container's processes, which a
+        // reboot ends (containerd keeps it on tmpfs); readers after a power
+        // loss cope with its absence.
+        store::write_atomic_with(&paths.spec(), &spec_json, 0o600, store::Durability::Volatile)?;
+        lap("spec written");
+        Ok((layers, oci, resources))
+    }
+
+    /// Makes the container's cgroup (and missing parents) and limits it to
+    /// the default devices and the config's (privileged containers keep every
+    /// device), in one trip off the async threads; the resources are applied
+    /// once the spec is built.
+    async fn make_cgroup(
+        &self,
+        cgroup: &CgroupPath,
+        privileged: bool,
+        devices: &[HostDevice],
+    ) -> Result<(), ContainerError> {
+        use crate::cgroups::devices::{self, GrantedDevice};
+        let granted: Vec<GrantedDevice> = devices
+            .iter()
+            .map(|d| GrantedDevice {
+                char_device: d.char_device,
+                major: d.major as u32,
+                minor: d.minor as u32,
+                permissions: d.permissions.clone(),
+            })
+            .collect();
+        let rules = devices::rules_for(privileged, &granted);
+        let (owned, cgroups, cgroup) = (self.owned_cgroups.clone(), self.cgroups.clone(), cgroup.clone());
+        tokio::task::spawn_blocking(move || {
+            owned.create(&cgroup)?;
+            match rules {
+                Some(rules) => {
+                    devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))
+                }
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| ContainerError::Build(e.to_string()))?
+    }
+
+    /// The container's seccomp program (None: unconfined), compiled through
+    /// the cache off the async threads.
+    async fn seccomp_program(
+        &self,
+        id: &str,
+        sc: &api::LinuxContainerSecurityContext,
+        sandbox: &SandboxView,
+        capabilities: &std::collections::BTreeSet<String>,
+    ) -> Result<(security::SeccompChoice, &'static str, Option<SeccompProgram>), ContainerError> {
+        let pod_sc = sandbox.record.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
+        let (choice, source) = security::seccomp_choice(sc, pod_sc, &self.config.container.unset_seccomp_profile)
+            .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        let (programs, task_choice, bounding) = (self.seccomp.clone(), choice.clone(), capabilities.clone());
+        let program = tokio::task::spawn_blocking(move || programs.prepare(&task_choice, &bounding, source))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        let Some(program) = program else {
+            tracing::debug!(container_id = %id, source, "seccomp: unconfined");
+            return Ok((choice, source, None));
+        };
+        let summary = program.program.summary();
+        tracing::debug!(
+            container_id = %id,
+            profile = choice.kind(),
+            source,
+            cached = program.cached,
+            prepare_us = program.prepare_us,
+            filters = summary.filters,
+            instructions = summary.instructions,
+            "seccomp program ready"
+        );
+        if !summary.skipped_syscalls.is_empty() {
+            tracing::warn!(
+                container_id = %id,
+                skipped = ?summary.skipped_syscalls,
+                "seccomp: syscalls this architecture does not have are skipped"
+            );
+        }
+        Ok((choice, source, Some(program)))
+    }
+
+    fn cgroup_mounts(&self) -> Vec<CgroupMount> {
+        match self.cgroups.version {
+            CgroupVersion::V2 => {
+                vec![CgroupMount { dir: String::new(), fstype: "cgroup2".into(), data: String::new() }]
+            }
+            CgroupVersion::V1 => self
+                .cgroups
+                .hierarchies
+                .iter()
+                .map(|h| {
+                    let list = h.controllers.join(",");
+                    CgroupMount { dir: list.clone(), fstype: "cgroup".into(), data: list }
+                })
+                .collect(),
+        }
+    }
+
+    /// A monitor for this container (a spare when one waits): it joins the
+    /// pod's cgroup and waits for `go` while the daemon prepares the
+    /// container. Dropping the result without `go` ends it.
+    async fn launch_monitor(
+        &self,
+        files: &RunFiles,
+        pod_cgroup: &CgroupPath,
+    ) -> Result<PendingMonitor, ContainerError> {
+        let assignment =
+            MonitorAssignment { run_dir: files.dir.clone(), pod_cgroup_procs: self.cgroups.procs_files(pod_cgroup) };
+        self.monitors
+            .take(&assignment)
+            .await
+            .map_err(io_err(format!("cannot start the monitor {}", self.monitors.binary().display())))
+    }
+
+    /// Tells a launched monitor to build the container (plan.json is
+    /// written) and waits for its one-line reply.
+    async fn spawn_monitor(
+        &self,
+        pending: PendingMonitor,
+        files: &RunFiles,
+    ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
+        let PendingMonitor { pid: monitor, go, reply, .. } = pending;
+        let read = crate::helper::say_then_read_line(go, b"go\n", reply);
+        let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
+            Ok(Ok(line)) => line,
+            Ok(Err(_)) => String::new(),
+            Err(_) => {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor), nix::sys::signal::Signal::SIGKILL);
+                return Err(ContainerError::Build(format!(
+                    "the monitor did not build the container within {CREATE_TIMEOUT:?}"
+                )));
+            }
+        };
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("created ") {
+            let mut parts = rest.split(' ');
+            if let (Some(Ok(pid)), Some(Ok(start_time))) = (parts.next().map(str::parse), parts.next().map(str::parse))
+            {
+                let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
+                let join = parts.next().and_then(CgroupJoin::parse);
+                if let Some(build_us) = parts.next() {
+                    tracing::debug!(monitor_pid = monitor, build_us, "monitor built the init");
+                }
+                let identity = ProcessIdentity { pid, start_time, boot_id };
+                let pidfd = identity
+                    .open_pidfd()
+                    .ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
+                return Ok((InitProcess { identity, pidfd }, join));
+            }
+        }
+        let reaper = self.reaper.clone();
+        let status = tokio::time::timeout(Duration::from_secs(5), reaper.wait(monitor)).await;
+        Err(ContainerError::Build(match line.strip_prefix("error ") {
+            Some(why) => why.to_string(),
+            None => format!("the monitor ended ({status:?}) without a reply; see {}", files.monitor_log().display()),
+        }))
+    }
+}
+
+/// What a container's status reports of its confinement.
+fn security_report(
+    sc: &api::LinuxContainerSecurityContext,
+    choice: &security::SeccompChoice,
+    source: &str,
+    program: Option<&SeccompProgram>,
+) -> SecurityReport {
+    let seccomp = SeccompReport {
+        profile: choice.kind().into(),
+        localhost_ref: match choice {
+            security::SeccompChoice::Localhost(path) => Some(path.clone()),
+            _ => None,
+        },
+        source: source.into(),
+        program: program.map(|p| p.program.summary()),
+    };
+    let (apparmor, selinux) = security::lsm_reports(sc, HostModules::detect());
+    SecurityReport { seccomp, apparmor, selinux }
+}
+
+/// A file as the image's merged layers show it (top layer first, honouring
+/// whiteouts and opaque directories).
+fn read_from_layers(layers: &[PathBuf], rel: &str) -> Option<String> {
+    let parent = Path::new(rel).parent();
+    for layer in layers.iter().rev() {
+        let path = layer.join(rel);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_char_device() && meta.rdev() == 0 => return None,
+            Ok(meta) if meta.is_file() => return std::fs::read_to_string(&path).ok(),
+            Ok(_) => return None,
+            Err(_) => {}
+        }
+        if parent.is_some_and(|p| is_overlay_opaque(&layer.join(p))) {
+            return None;
+        }
+    }
+    None
+}
+
+/// The devices a CRI config asks for, read from the host.
+fn config_devices(devices: &[api::Device]) -> Result<Vec<HostDevice>, ContainerError> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let field = format!("config.devices[{i}]");
+            let meta = std::fs::metadata(&d.host_path)
+                .map_err(|e| ContainerError::Invalid(format!("{field}: host_path {:?}: {e}", d.host_path)))?;
+            let ft = meta.file_type();
+            if !ft.is_char_device() && !ft.is_block_device() {
+                return Err(ContainerError::Invalid(format!("{field}: host_path {:?} is not a device", d.host_path)));
+            }
+            let container_path =
+                if d.container_path.is_empty() { d.host_path.clone() } else { d.container_path.clone() };
+            Ok(HostDevice {
+                container_path,
+                char_device: ft.is_char_device(),
+                major: nix::sys::stat::major(meta.rdev()) as i64,
+                minor: nix::sys::stat::minor(meta.rdev()) as i64,
+                file_mode: meta.mode() & 0o777,
+                permissions: if d.permissions.is_empty() { "rwm".into() } else { d.permissions.clone() },
+            })
+        })
+        .collect()
+}
+
+/// Every device node of the host (for privileged containers).
+fn host_devices(dir: &Path) -> Vec<HostDevice> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            let name = entry.file_name();
+            if !matches!(name.to_str(), Some("pts" | "shm" | "mqueue" | "fd")) {
+                out.extend(host_devices(&path));
+            }
+        } else if ft.is_char_device() || ft.is_block_device() {
+            // /dev/console and the pty master belong to the container's own /dev.
+            if matches!(path.to_str(), Some("/dev/console" | "/dev/ptmx" | "/dev/tty")) {
+                continue;
+            }
+            out.push(HostDevice {
+                container_path: path.display().to_string(),
+                char_device: ft.is_char_device(),
+                major: nix::sys::stat::major(meta.rdev()) as i64,
+                minor: nix::sys::stat::minor(meta.rdev()) as i64,
+                file_mode: meta.mode() & 0o777,
+                permissions: "rwm".into(),
+            });
+        }
+    }
+    out
+}
+
+/// The oom_score_adj a container actually gets. Lowering it below the
+/// daemon's own needs CAP_SYS_RESOURCE; without it the request is clamped to
+/// the daemon's value (containerd's `restrict_oom_score_adj`), rather than
+/// failing the container.
+fn effective_oom_score_adj(requested: i32) -> i32 {
+    let own: i32 =
+        std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let can_lower =
+        ::caps::has_cap(None, ::caps::CapSet::Effective, ::caps::Capability::CAP_SYS_RESOURCE).unwrap_or(false);
+    if requested < own && !can_lower {
+        own
+    } else {
+        requested
+    }
+}

@@ -236,24 +236,20 @@ impl Cgroups {
         self.dirs(path).into_iter().map(|d| d.join(file)).collect()
     }
 
-    /// Creates `path` (and missing parents) in every hierarchy. Returns how
-    /// many trailing levels of `path` did not exist before, so removal can take
-    /// away exactly what nidus made. On failure nothing made here is left.
-    pub fn create(&self, path: &CgroupPath) -> Result<usize, CgroupError> {
-        let mut created_levels = 0;
+    /// Creates `path` (and missing parents, see `missing_ancestors`) in every
+    /// hierarchy. On failure nothing made here is left.
+    pub fn create(&self, path: &CgroupPath) -> Result<(), CgroupError> {
         let mut created_dirs = Vec::new();
         for h in &self.hierarchies {
             let target = h.root_dir.join(path.as_str());
-            let before = created_dirs.len();
             if let Err(e) = self.make_dirs(h, &h.root_dir, &target, &mut created_dirs) {
                 for dir in created_dirs.iter().rev() {
                     let _ = fs::remove_dir(dir);
                 }
                 return Err(e);
             }
-            created_levels = created_levels.max(created_dirs.len() - before);
         }
-        Ok(created_levels)
+        Ok(())
     }
 
     /// mkdir -p from `base` down to `target`, initialising each new level.
@@ -392,6 +388,22 @@ impl Cgroups {
 
     pub fn exists(&self, path: &CgroupPath) -> bool {
         self.dirs(path).iter().any(|d| d.exists())
+    }
+
+    /// The ancestors of `path` that `create` would make: those missing in at
+    /// least one hierarchy, nearest first. An ancestor there in every
+    /// hierarchy ends the walk (its own ancestors are there too).
+    pub fn missing_ancestors(&self, path: &CgroupPath) -> Vec<CgroupPath> {
+        let mut missing = Vec::new();
+        let mut next = path.parent();
+        while let Some(ancestor) = next {
+            if self.dirs(&ancestor).iter().all(|d| d.is_dir()) {
+                break;
+            }
+            next = ancestor.parent();
+            missing.push(ancestor);
+        }
+        missing
     }
 }
 
@@ -541,5 +553,35 @@ mod tests {
         assert_eq!(strip_mount_root("/a/b", "/a"), Some("b"));
         assert_eq!(strip_mount_root("/ab", "/a"), None);
         assert_eq!(strip_mount_root("/x", "/a"), None);
+    }
+
+    #[test]
+    fn missing_ancestors_are_those_absent_from_any_hierarchy() {
+        let base = std::env::temp_dir().join(format!("nidus-missing-ancestors-{}", std::process::id()));
+        let hierarchy = |name: &str| Hierarchy {
+            controllers: Vec::new(),
+            mount_point: base.join(name),
+            root_dir: base.join(name).join("root"),
+        };
+        let cgroups = Cgroups { version: CgroupVersion::V1, hierarchies: vec![hierarchy("cpu"), hierarchy("memory")] };
+        let leaf = CgroupPath::parse("kubepods/burstable/pod1/c1").unwrap();
+        let paths = |list: &[&str]| list.iter().map(|p| CgroupPath::parse(p).unwrap()).collect::<Vec<_>>();
+        let make =
+            |hierarchy: &str, path: &str| fs::create_dir_all(base.join(hierarchy).join("root").join(path)).unwrap();
+        // Not even nidus's root: every level of the path is missing (the root is not one).
+        assert_eq!(
+            cgroups.missing_ancestors(&leaf),
+            paths(&["kubepods/burstable/pod1", "kubepods/burstable", "kubepods"])
+        );
+        make("cpu", "kubepods/burstable");
+        make("memory", "kubepods/burstable");
+        assert_eq!(cgroups.missing_ancestors(&leaf), paths(&["kubepods/burstable/pod1"]));
+        // There in one hierarchy only: still to be made in the other.
+        make("cpu", "kubepods/burstable/pod1");
+        assert_eq!(cgroups.missing_ancestors(&leaf), paths(&["kubepods/burstable/pod1"]));
+        make("memory", "kubepods/burstable/pod1");
+        assert!(cgroups.missing_ancestors(&leaf).is_empty());
+        assert!(cgroups.missing_ancestors(&CgroupPath::parse("top").unwrap()).is_empty());
+        fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -57,6 +57,16 @@ impl OwnedCgroups {
         store::write_json_with(file, set, store::Durability::Volatile)
     }
 
+    /// Saves the owned set when it `changed`. A failed save is logged: the
+    /// set in memory stays right, and the next change saves it whole.
+    fn save_owned_if(&self, changed: bool, owned: &BTreeSet<CgroupPath>) {
+        if changed {
+            if let Err(e) = self.save(&self.file, owned) {
+                tracing::warn!(error = %e, "cannot record the cgroups nidus made");
+            }
+        }
+    }
+
     fn owned(&self) -> MutexGuard<'_, BTreeSet<CgroupPath>> {
         self.owned.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -66,22 +76,24 @@ impl OwnedCgroups {
     }
 
     /// Creates `leaf` and its missing parents; the parents made here join the
-    /// owned set (the leaf belongs to whoever asked for it).
+    /// owned set (the leaf belongs to whoever asked for it). They join it
+    /// before the first mkdir: a daemon killed while making them leaves them
+    /// recorded, and the next start prunes them (a recorded cgroup that was
+    /// never made is dropped then too).
     pub fn create(&self, leaf: &CgroupPath) -> Result<(), CgroupError> {
         let mut owned = self.owned();
-        let created = self.cgroups.create(leaf)?;
+        let parents = self.cgroups.missing_ancestors(leaf);
         let before = owned.len();
-        for level in 1..created {
-            if let Some(parent) = leaf.ancestor(level) {
-                owned.insert(parent);
-            }
+        owned.extend(parents.iter().cloned());
+        self.save_owned_if(owned.len() != before, &owned);
+        let created = self.cgroups.create(leaf);
+        if created.is_err() {
+            // The failed create removed what it made: so are the records.
+            let before = owned.len();
+            owned.retain(|p| !parents.contains(p) || self.cgroups.exists(p));
+            self.save_owned_if(owned.len() != before, &owned);
         }
-        if owned.len() != before {
-            if let Err(e) = self.save(&self.file, &owned) {
-                tracing::warn!(error = %e, "cannot record the cgroups nidus made");
-            }
-        }
-        Ok(())
+        created
     }
 
     /// Removes `leaf` (killing what runs in it). When that fails, the cgroup
@@ -146,11 +158,7 @@ impl OwnedCgroups {
             owned.remove(&path);
             next = path.parent();
         }
-        if owned.len() != before {
-            if let Err(e) = self.save(&self.file, &owned) {
-                tracing::warn!(error = %e, "cannot record the cgroups nidus made");
-            }
-        }
+        self.save_owned_if(owned.len() != before, &owned);
     }
 
     /// Removes every owned cgroup that is empty now, deepest first (at start
@@ -165,10 +173,6 @@ impl OwnedCgroups {
                 owned.remove(&path);
             }
         }
-        if owned.len() != before {
-            if let Err(e) = self.save(&self.file, &owned) {
-                tracing::warn!(error = %e, "cannot record the cgroups nidus made");
-            }
-        }
+        self.save_owned_if(owned.len() != before, &owned);
     }
 }

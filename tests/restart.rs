@@ -131,3 +131,34 @@ async fn a_crash_while_the_monitor_builds_a_container_is_undone_at_restart() {
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn an_image_lease_whose_container_is_gone_is_released_at_restart() {
+    let mut env = TestEnv::new("orphanlease");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("orphanlease");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.create_container(&pod_id, &pod, container_config("c", &image, &["sleep", "60"])).await.unwrap();
+    env.kill_daemon();
+
+    // The disk as a daemon killed in RemoveContainer leaves it: the
+    // container's directories gone, its lease not yet (fault injection: a
+    // copy of the live container's lease for one that no longer exists).
+    let leases = env.root.join("images").join("leases");
+    let gone = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let lease = std::fs::read_to_string(leases.join(format!("{id}.json"))).unwrap();
+    std::fs::write(leases.join(format!("{gone}.json")), lease.replace(&id, gone)).unwrap();
+
+    let mut cri = env.start().await;
+    let left = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(left(&leases), [format!("{id}.json")], "only the live container keeps a lease");
+    cri.remove_pod(&pod_id).await.unwrap();
+    assert!(left(&leases).is_empty(), "the pod's removal released its container's lease");
+    env.assert_no_leftovers();
+}

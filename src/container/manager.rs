@@ -669,7 +669,30 @@ impl Containers {
                 let _ = store::remove_tree(&self.paths(&id).run_dir);
             }
         }
+        self.release_orphaned_leases();
         Ok(())
+    }
+
+    /// Releases the image leases of containers that are gone: a daemon
+    /// killed in RemoveContainer after the container's directory went but
+    /// before its lease did would otherwise keep the layers forever.
+    fn release_orphaned_leases(&self) {
+        let holders = match self.images.lease_holders() {
+            Ok(holders) => holders,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the image leases");
+                return;
+            }
+        };
+        let known: std::collections::HashSet<String> = self.index().by_id.keys().cloned().collect();
+        for holder in holders.into_iter().filter(|h| !known.contains(h)) {
+            match self.images.release(&holder) {
+                Ok(()) => {
+                    tracing::info!(container_id = %holder, "released the image lease of a container that is gone")
+                }
+                Err(e) => tracing::warn!(container_id = %holder, error = %e, "cannot release an orphaned image lease"),
+            }
+        }
     }
 }
 

@@ -52,6 +52,8 @@ pub trait ImageSource: Send + Sync {
     fn lease_layers(&self, holder: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError>;
     /// Drops `holder`'s lease (idempotent).
     fn release(&self, holder: &str) -> Result<(), ImageSourceError>;
+    /// Who holds leases now.
+    fn lease_holders(&self) -> Result<Vec<String>, ImageSourceError>;
     /// The image's manifest annotations (a checkpoint image carries
     /// `io.kubernetes.cri-o.annotations.checkpoint.name`).
     fn annotations(&self, _reference: &str) -> Result<std::collections::HashMap<String, String>, ImageSourceError> {

@@ -36,6 +36,10 @@ impl ImageSource for ImageStore {
         ImageStore::release(self, holder).map_err(source_error)
     }
 
+    fn lease_holders(&self) -> Result<Vec<String>, ImageSourceError> {
+        ImageStore::lease_holders(self).map_err(source_error)
+    }
+
     fn annotations(&self, reference: &str) -> Result<std::collections::HashMap<String, String>, ImageSourceError> {
         let image = ImageStore::resolve(self, reference).map_err(source_error)?;
         ImageStore::manifest_annotations(self, &image).map_err(source_error)

@@ -331,10 +331,15 @@ impl TestEnv {
 
     /// Asserts nothing of any pod is left: processes, mounts, cgroups, directories.
     pub fn assert_no_leftovers(&self) {
-        assert_eq!(self.cgroup_processes(), Vec::<i32>::new(), "processes left in the test cgroups");
-        assert_eq!(self.leftover_mounts(), Vec::<PathBuf>::new(), "mounts left");
-        assert_eq!(self.leftover_cgroups(), Vec::<PathBuf>::new(), "cgroups left");
-        assert_eq!(self.leftover_sandbox_dirs(), Vec::<PathBuf>::new(), "sandbox directories left");
+        self.assert_no_leftovers_after("the test");
+    }
+
+    /// The same, naming `what` left them in a failure.
+    pub fn assert_no_leftovers_after(&self, what: &str) {
+        assert_eq!(self.cgroup_processes(), Vec::<i32>::new(), "processes left in the test cgroups after {what}");
+        assert_eq!(self.leftover_mounts(), Vec::<PathBuf>::new(), "mounts left after {what}");
+        assert_eq!(self.leftover_cgroups(), Vec::<PathBuf>::new(), "cgroups left after {what}");
+        assert_eq!(self.leftover_sandbox_dirs(), Vec::<PathBuf>::new(), "sandbox directories left after {what}");
     }
 }
 

@@ -1,7 +1,9 @@
 //! State that survives crashes: a `kill -9` of the daemon leaves pods running
 //! and READY after restart; a pause that died meanwhile is NOTREADY; after a
 //! simulated node reboot every sandbox is NOTREADY, removable and re-creatable;
-//! a RunPodSandbox or CreateContainer a crash interrupted is undone.
+//! a RunPodSandbox or CreateContainer a crash interrupted is undone; a daemon
+//! killed at any moment of a pod's lifecycle keeps every step it answered and
+//! leaves nothing half-made.
 
 mod common;
 
@@ -161,4 +163,133 @@ async fn an_image_lease_whose_container_is_gone_is_released_at_restart() {
     cri.remove_pod(&pod_id).await.unwrap();
     assert!(left(&leases).is_empty(), "the pod's removal released its container's lease");
     env.assert_no_leftovers();
+}
+
+/// The steps of the lifecycle the test interrupts, in order.
+const STEPS: [&str; 7] = [
+    "RunPodSandbox",
+    "CreateContainer",
+    "StartContainer",
+    "StopContainer",
+    "RemoveContainer",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+];
+
+/// What the lifecycle task had been answered when the daemon died: the
+/// first `done` steps of `STEPS`; the next one may have been under way, and
+/// may or may not have taken effect.
+#[derive(Debug, Default, Clone)]
+struct Answered {
+    done: usize,
+    pod: Option<String>,
+    container: Option<String>,
+}
+
+/// One pod's whole lifecycle; each answered step is noted in `answered`.
+async fn lifecycle(
+    socket: std::path::PathBuf,
+    pod: nidus::api::PodSandboxConfig,
+    image: String,
+    answered: std::sync::Arc<std::sync::Mutex<Answered>>,
+) -> Result<(), tonic::Status> {
+    let done = |pod: Option<&String>, container: Option<&String>| {
+        let mut a = answered.lock().unwrap();
+        a.done += 1;
+        a.pod = a.pod.take().or(pod.cloned());
+        a.container = a.container.take().or(container.cloned());
+    };
+    let mut cri = common::Cri::connect(&socket).await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let pod_id = cri.run_pod(pod.clone()).await?;
+    done(Some(&pod_id), None);
+    let id = cri.create_container(&pod_id, &pod, container_config("c", &image, &["sleep", "60"])).await?;
+    done(None, Some(&id));
+    cri.start_container(&id).await?;
+    done(None, None);
+    cri.stop_container(&id, 0).await?;
+    done(None, None);
+    cri.remove_container(&id).await?;
+    done(None, None);
+    cri.stop_pod(&pod_id).await?;
+    done(None, None);
+    cri.remove_pod(&pod_id).await?;
+    done(None, None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_daemon_killed_at_any_moment_of_a_lifecycle_keeps_what_it_answered_and_leaves_nothing_half_made() {
+    use nidus::api::ContainerState::{ContainerCreated, ContainerExited, ContainerRunning};
+    let mut env = TestEnv::new("anykill");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    // A whole lifecycle takes tens of milliseconds: kills spread over it
+    // land in every step, and in the middle of most.
+    let delays_ms = [0u64, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 23, 26, 29, 32, 35, 38, 42, 46, 50, 55, 60, 70, 90];
+    let mut landed = Vec::new();
+    for (round, delay) in delays_ms.iter().enumerate() {
+        let answered = std::sync::Arc::new(std::sync::Mutex::new(Answered::default()));
+        let pod = env.pod(&format!("r{round}"));
+        let task = tokio::spawn(lifecycle(env.socket.clone(), pod, image.clone(), answered.clone()));
+        tokio::time::sleep(std::time::Duration::from_millis(*delay)).await;
+        env.kill_daemon();
+        let outcome = task.await.unwrap();
+        let Answered { done, pod, container } = answered.lock().unwrap().clone();
+        let under_way = STEPS.get(done).copied().unwrap_or("nothing");
+        landed.push(format!("{delay} ms: {done} steps answered, {under_way} under way ({outcome:?})"));
+        let what = format!("killed after {delay} ms with {done} steps answered and {under_way} under way");
+
+        let mut cri = env.start().await;
+        let pods = cri.list_pods(None).await;
+        let containers = cri.list_containers(None).await;
+        assert!(pods.len() <= 1 && containers.len() <= 1, "{what}: more listed than was asked for");
+        // Nothing answered is lost, nothing removed comes back.
+        if let Some(pod) = &pod {
+            match done {
+                ..=5 => assert_eq!(pods.iter().map(|p| &p.id).collect::<Vec<_>>(), [pod], "{what}: the pod is lost"),
+                6 => {}
+                _ => assert!(pods.is_empty(), "{what}: a removed pod is back"),
+            }
+        }
+        if let Some(id) = &container {
+            match done {
+                ..=3 => assert_eq!(
+                    containers.iter().map(|c| &c.id).collect::<Vec<_>>(),
+                    [id],
+                    "{what}: the container is lost"
+                ),
+                4 => {}
+                _ => assert!(containers.is_empty(), "{what}: a removed container is back"),
+            }
+            if let Some(listed) = containers.first() {
+                let state = listed.state();
+                let allowed = match done {
+                    2 => &[ContainerCreated, ContainerRunning][..],
+                    3 => &[ContainerRunning, ContainerExited][..],
+                    _ => &[ContainerExited][..],
+                };
+                assert!(allowed.contains(&state), "{what}: the container is {state:?}");
+                if state == ContainerRunning {
+                    let pid = cri.container_pid(id).await;
+                    assert!(host::process_running(pid), "{what}: a running container without its process");
+                }
+            }
+        }
+        // Whatever is listed can be stopped and removed, after which nothing
+        // of it is left: processes, mounts, cgroups, directories, leases.
+        for c in &containers {
+            cri.stop_container(&c.id, 0).await.unwrap_or_else(|e| panic!("{what}: StopContainer: {e}"));
+            cri.remove_container(&c.id).await.unwrap_or_else(|e| panic!("{what}: RemoveContainer: {e}"));
+        }
+        for p in &pods {
+            cri.stop_pod(&p.id).await.unwrap_or_else(|e| panic!("{what}: StopPodSandbox: {e}"));
+            cri.remove_pod(&p.id).await.unwrap_or_else(|e| panic!("{what}: RemovePodSandbox: {e}"));
+        }
+        env.assert_no_leftovers_after(&what);
+        let leases: Vec<_> = std::fs::read_dir(env.root.join("images").join("leases"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(leases.is_empty(), "{what}: image leases left: {leases:?}");
+    }
+    eprintln!("where the kills landed:\n{}", landed.join("\n"));
 }

@@ -220,70 +220,110 @@ async fn lifecycle(
     Ok(())
 }
 
-#[tokio::test]
-async fn a_daemon_killed_at_any_moment_of_a_lifecycle_keeps_what_it_answered_and_leaves_nothing_half_made() {
+/// After the restart: what `answered` says of one lifecycle holds for the
+/// pod and container listed for it (`pods` and `containers`: at most one each).
+async fn check_answered(
+    cri: &mut common::Cri,
+    answered: &Answered,
+    pods: &[&nidus::api::PodSandbox],
+    containers: &[&nidus::api::Container],
+    what: &str,
+) {
     use nidus::api::ContainerState::{ContainerCreated, ContainerExited, ContainerRunning};
+    let Answered { done, pod, container } = answered;
+    assert!(pods.len() <= 1 && containers.len() <= 1, "{what}: more listed than was asked for");
+    // Nothing answered is lost, nothing removed comes back.
+    if let Some(pod) = pod {
+        match done {
+            ..=6 => assert_eq!(pods.iter().map(|p| &p.id).collect::<Vec<_>>(), [pod], "{what}: the pod is lost"),
+            7 => {}
+            _ => assert!(pods.is_empty(), "{what}: a removed pod is back"),
+        }
+    }
+    if let Some(id) = container {
+        match done {
+            ..=4 => {
+                assert_eq!(containers.iter().map(|c| &c.id).collect::<Vec<_>>(), [id], "{what}: the container is lost")
+            }
+            5 => {}
+            _ => assert!(containers.is_empty(), "{what}: a removed container is back"),
+        }
+        if let Some(listed) = containers.first() {
+            let state = listed.state();
+            let allowed = match done {
+                2 => &[ContainerCreated, ContainerRunning][..],
+                3 => &[ContainerRunning][..],
+                4 => &[ContainerRunning, ContainerExited][..],
+                _ => &[ContainerExited][..],
+            };
+            assert!(allowed.contains(&state), "{what}: the container is {state:?}");
+            if state == ContainerRunning {
+                let pid = cri.container_pid(id).await;
+                assert!(host::process_running(pid), "{what}: a running container without its process");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_daemon_killed_at_any_moment_of_three_lifecycles_keeps_what_it_answered_and_leaves_nothing_half_made() {
     let mut env = TestEnv::new("anykill");
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;
-    // A whole lifecycle takes tens of milliseconds: kills spread over it
-    // land in every step, and in the middle of most.
-    let delays_ms =
-        [0u64, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 23, 26, 29, 32, 35, 38, 42, 46, 50, 55, 60, 65, 70, 80, 100];
+    // Three pods' lifecycles at once take tens to hundreds of milliseconds
+    // (debug build, loaded machine): kills spread over 0.4 s land in every
+    // step, and in the middle of most.
+    let delays_ms = [
+        0u64, 3, 6, 10, 14, 18, 23, 28, 34, 40, 47, 55, 64, 74, 85, 97, 110, 125, 140, 160, 180, 205, 230, 260, 300,
+        350, 400,
+    ];
     let mut landed = Vec::new();
     for (round, delay) in delays_ms.iter().enumerate() {
-        let answered = std::sync::Arc::new(std::sync::Mutex::new(Answered::default()));
-        let mut pod = env.pod(&format!("r{round}"));
-        if round % 2 == 1 {
-            // kubelet's layout: nidus makes the QoS and pod cgroups above the sandbox's.
-            pod.linux.as_mut().unwrap().cgroup_parent = format!("/kubepods/besteffort/pod-r{round}");
+        let mut lifecycles = Vec::new();
+        for k in 0..3 {
+            let name = format!("r{round}-{k}");
+            let mut pod = env.pod(&name);
+            if k != 0 {
+                // kubelet's layout: nidus makes the QoS and pod cgroups above the sandbox's.
+                pod.linux.as_mut().unwrap().cgroup_parent = format!("/kubepods/besteffort/pod-{name}");
+            }
+            let answered = std::sync::Arc::new(std::sync::Mutex::new(Answered::default()));
+            let task = tokio::spawn(lifecycle(env.socket.clone(), pod, image.clone(), answered.clone()));
+            lifecycles.push((name, answered, task));
         }
-        let task = tokio::spawn(lifecycle(env.socket.clone(), pod, image.clone(), answered.clone()));
         tokio::time::sleep(std::time::Duration::from_millis(*delay)).await;
         env.kill_daemon();
-        let outcome = task.await.unwrap();
-        let Answered { done, pod, container } = answered.lock().unwrap().clone();
-        let under_way = STEPS.get(done).copied().unwrap_or("nothing");
-        landed.push(format!("{delay} ms: {done} steps answered, {under_way} under way ({outcome:?})"));
-        let what = format!("killed after {delay} ms with {done} steps answered and {under_way} under way");
+        let mut answers = Vec::new();
+        for (name, answered, task) in lifecycles {
+            let finished = task.await.unwrap().is_ok();
+            let answered = answered.lock().unwrap().clone();
+            let under_way = if finished { "nothing" } else { STEPS.get(answered.done).copied().unwrap_or("?") };
+            answers.push((name, answered, under_way));
+        }
+        let what = format!(
+            "killed after {delay} ms ({})",
+            answers
+                .iter()
+                .map(|(name, a, w)| format!("{name}: {} answered, {w} under way", a.done))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        landed.push(what.clone());
 
         let mut cri = env.start().await;
         let pods = cri.list_pods(None).await;
         let containers = cri.list_containers(None).await;
-        assert!(pods.len() <= 1 && containers.len() <= 1, "{what}: more listed than was asked for");
-        // Nothing answered is lost, nothing removed comes back.
-        if let Some(pod) = &pod {
-            match done {
-                ..=6 => assert_eq!(pods.iter().map(|p| &p.id).collect::<Vec<_>>(), [pod], "{what}: the pod is lost"),
-                7 => {}
-                _ => assert!(pods.is_empty(), "{what}: a removed pod is back"),
-            }
+        for (name, answered, _) in &answers {
+            let pods_of: Vec<_> =
+                pods.iter().filter(|p| p.metadata.as_ref().is_some_and(|m| &m.name == name)).collect();
+            let containers_of: Vec<_> =
+                containers.iter().filter(|c| pods_of.iter().any(|p| p.id == c.pod_sandbox_id)).collect();
+            check_answered(&mut cri, answered, &pods_of, &containers_of, &format!("{what}, {name}")).await;
         }
-        if let Some(id) = &container {
-            match done {
-                ..=4 => assert_eq!(
-                    containers.iter().map(|c| &c.id).collect::<Vec<_>>(),
-                    [id],
-                    "{what}: the container is lost"
-                ),
-                5 => {}
-                _ => assert!(containers.is_empty(), "{what}: a removed container is back"),
-            }
-            if let Some(listed) = containers.first() {
-                let state = listed.state();
-                let allowed = match done {
-                    2 => &[ContainerCreated, ContainerRunning][..],
-                    3 => &[ContainerRunning][..],
-                    4 => &[ContainerRunning, ContainerExited][..],
-                    _ => &[ContainerExited][..],
-                };
-                assert!(allowed.contains(&state), "{what}: the container is {state:?}");
-                if state == ContainerRunning {
-                    let pid = cri.container_pid(id).await;
-                    assert!(host::process_running(pid), "{what}: a running container without its process");
-                }
-            }
-        }
+        assert!(
+            containers.iter().all(|c| pods.iter().any(|p| p.id == c.pod_sandbox_id)),
+            "{what}: a container is listed without its pod"
+        );
         // Whatever is listed can be stopped and removed, after which nothing
         // of it is left: processes, mounts, cgroups, directories, leases.
         for c in &containers {

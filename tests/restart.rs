@@ -134,6 +134,16 @@ async fn a_crash_while_the_monitor_builds_a_container_is_undone_at_restart() {
     env.assert_no_leftovers();
 }
 
+/// The image store's lease files (one per container holding layers), sorted.
+fn lease_files(env: &TestEnv) -> Vec<String> {
+    let dir = env.root.join("images").join("leases");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 #[tokio::test]
 async fn an_image_lease_whose_container_is_gone_is_released_at_restart() {
     let mut env = TestEnv::new("orphanlease");
@@ -153,15 +163,9 @@ async fn an_image_lease_whose_container_is_gone_is_released_at_restart() {
     std::fs::write(leases.join(format!("{gone}.json")), lease.replace(&id, gone)).unwrap();
 
     let mut cri = env.start().await;
-    let left = |dir: &std::path::Path| -> Vec<String> {
-        let mut names: Vec<String> =
-            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
-        names
-    };
-    assert_eq!(left(&leases), [format!("{id}.json")], "only the live container keeps a lease");
+    assert_eq!(lease_files(&env), [format!("{id}.json")], "only the live container keeps a lease");
     cri.remove_pod(&pod_id).await.unwrap();
-    assert!(left(&leases).is_empty(), "the pod's removal released its container's lease");
+    assert!(lease_files(&env).is_empty(), "the pod's removal released its container's lease");
     env.assert_no_leftovers();
 }
 
@@ -197,7 +201,7 @@ impl Answered {
         Self { steps, done: 0, pod: None, container: None }
     }
 
-    /// Where `step` is in the lifecycle; the first of `steps` it has.
+    /// Where the first of `steps` that this lifecycle has comes in it.
     fn index(&self, steps: &[&str]) -> usize {
         steps.iter().find_map(|name| self.steps.iter().position(|s| s == name)).expect("a step of the lifecycle")
     }
@@ -357,9 +361,7 @@ async fn a_daemon_killed_at_any_moment_of_three_lifecycles_keeps_what_it_answere
             cri.remove_pod(&p.id).await.unwrap_or_else(|e| panic!("{what}: RemovePodSandbox: {e}"));
         }
         env.assert_no_leftovers_after(&what);
-        let leases: Vec<_> = std::fs::read_dir(env.root.join("images").join("leases"))
-            .map(|d| d.flatten().map(|e| e.file_name()).collect())
-            .unwrap_or_default();
+        let leases = lease_files(&env);
         assert!(leases.is_empty(), "{what}: image leases left: {leases:?}");
     }
     eprintln!("where the kills landed:\n{}", landed.join("\n"));

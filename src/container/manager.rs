@@ -628,7 +628,7 @@ impl Containers {
                     tracing::warn!(container_id = %id, "removing the leftovers of an interrupted container operation");
                     let _ = store::remove_tree(&paths.run_dir);
                     let _ = store::remove_tree(&paths.dir);
-                    let _ = self.images.release(id);
+                    // Its lease, if any, goes with the orphaned ones below.
                     continue;
                 }
                 Err(e) => {

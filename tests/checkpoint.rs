@@ -1,7 +1,8 @@
 //! CheckpointContainer and restore through CreateContainer, with the real
 //! CRIU (scripts/install-criu): the archive's mode and layout, a counter that
-//! continues its count in a new sandbox, rootfs changes carried over, and the
-//! refusals (stopped container, bad locations, timeout).
+//! continues its count in a new sandbox, rootfs changes carried over, the
+//! refusals (stopped container, bad locations, timeout) and a daemon killed
+//! mid-checkpoint.
 
 mod common;
 
@@ -371,4 +372,114 @@ async fn a_criu_too_old_for_the_kernel_is_named_with_the_version_needed() {
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// The CRIU processes (found by their command line) working in `base`.
+fn criu_working_in(base: &Path) -> Vec<i32> {
+    let base = base.display().to_string();
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.contains("dump") && cmdline.contains(&base) && cmdline.contains("checkpoint-staging")
+        })
+        .collect()
+}
+
+/// What is in the archive's directory (nothing if it was never made).
+fn entries_of(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+// Two threads: the test watches the archive's directory while the request runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no_partial_archive() {
+    let mut env = TestEnv::new("ckptkill");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("killed");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("counter", &image, &["sh", "-c", COUNTER])).await;
+    wait_for_count(&mut cri, &id, 1).await;
+    // Two checkpoints undisturbed, to learn how long one takes here (the
+    // first also finds CRIU and probes the kernel).
+    let mut whole = Duration::ZERO;
+    for name in ["first", "second"] {
+        let started = Instant::now();
+        checkpoint(&mut cri, &id, &env.base.join(name).join("ckpt.tar"), 0).await.expect("CheckpointContainer");
+        whole = started.elapsed();
+    }
+
+    // Kills spread over that time, and one the moment anything appears
+    // in the archive's directory (the archive being written, before).
+    let moments: Vec<Option<Duration>> =
+        [0.1, 0.3, 0.5, 0.7, 0.9, 1.1].iter().map(|f| Some(whole.mul_f64(*f))).chain([None]).collect();
+    for (round, moment) in moments.iter().enumerate() {
+        let dir = env.base.join(format!("killed-{round}"));
+        let archive = dir.join("ckpt.tar");
+        let (socket, target, location) = (env.socket.clone(), id.clone(), archive.clone());
+        let request = tokio::spawn(async move {
+            let mut cri = common::Cri::connect(&socket).await.expect("second connection");
+            checkpoint(&mut cri, &target, &location, 0).await
+        });
+        match moment {
+            Some(after) => tokio::time::sleep(*after).await,
+            None => {
+                let deadline = Instant::now() + whole * 10 + Duration::from_secs(10);
+                while entries_of(&dir).is_empty() && !request.is_finished() {
+                    assert!(Instant::now() < deadline, "round {round}: nothing appeared in {}", dir.display());
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+        env.kill_daemon();
+        let answered = request.await.unwrap().is_ok();
+        let seen = entries_of(&dir);
+
+        // CRIU is not the daemon's to take down: it finishes its dump (and
+        // resumes the container) on its own.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !criu_working_in(&env.base).is_empty() {
+            assert!(Instant::now() < deadline, "round {round}: CRIU still runs 30 s after the kill");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cri = env.start().await;
+        eprintln!("round {round}: kill at {moment:?} of {whole:?}, answered {answered}, directory {seen:?}");
+        let left = entries_of(&dir);
+        assert!(
+            left.is_empty() || left == ["ckpt.tar"],
+            "round {round}: only the archive may be beside the location, found {left:?}"
+        );
+        if answered {
+            assert_eq!(left, ["ckpt.tar"], "round {round}: an answered checkpoint's archive");
+        }
+        if !left.is_empty() {
+            // It is there only whole.
+            assert_eq!(fs::metadata(&archive).unwrap().permissions().mode() & 0o7777, 0o600);
+            let entries = tar_list(&archive);
+            assert!(entries.iter().any(|e| e == "config.dump"), "round {round}: config.dump in {entries:?}");
+            assert!(
+                entries.iter().any(|e| e.starts_with("checkpoint/") && e.ends_with(".img")),
+                "round {round}: CRIU images in {entries:?}"
+            );
+        }
+        assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning, "round {round}");
+        let last = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
+        wait_for_count(&mut cri, &id, last + 2).await;
+    }
+
+    // The restarted daemon checkpoints it as before, and it goes cleanly.
+    let after = env.base.join("after/ckpt.tar");
+    checkpoint(&mut cri, &id, &after, 0).await.expect("CheckpointContainer after the kills");
+    assert!(tar_list(&after).iter().any(|e| e == "config.dump"));
+    cri.stop_container(&id, 5).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
 }

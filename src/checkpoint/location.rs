@@ -1,18 +1,21 @@
 //! Where a checkpoint archive goes: `location` checked (absolute, no `..`,
 //! a file name), its parent directories opened from `/` one component at a
 //! time without following any symlink (missing ones created 0700), and the
-//! archive written to an O_EXCL temporary file beside it that is renamed into
-//! place only when complete (never over an existing file or planted symlink).
+//! archive written to a nameless O_TMPFILE file in that directory that is
+//! linked into place only when complete (never over an existing file or
+//! planted symlink): a daemon killed while writing leaves nothing behind.
+//! Where the file system has no O_TMPFILE, an O_EXCL temporary file beside
+//! the location is renamed into place instead.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, renameat2, OFlag, RenameFlags, AT_FDCWD};
 use nix::sys::stat::{fstatat, mkdirat, Mode, SFlag};
-use nix::unistd::{unlinkat, UnlinkatFlags};
+use nix::unistd::{linkat, unlinkat, UnlinkatFlags};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocationError {
@@ -39,7 +42,9 @@ pub struct Location {
 /// The archive being written, not yet at `location`.
 pub struct PendingArchive {
     pub file: File,
-    temp_name: OsString,
+    /// Where the file lives meanwhile: nowhere (O_TMPFILE, gone with the
+    /// last descriptor), or a hidden name beside the location.
+    temp_name: Option<OsString>,
 }
 
 /// Pure checks on the request's `location`.
@@ -120,26 +125,42 @@ impl Location {
         }
     }
 
-    /// A new, empty, 0600 file beside `location` (O_EXCL, never a symlink).
+    /// A new, empty, 0600 file in `location`'s directory: without a name
+    /// where the file system allows (O_TMPFILE), else under a hidden
+    /// temporary name beside it (O_EXCL, never a symlink).
     pub fn create_pending(&self) -> Result<PendingArchive, LocationError> {
+        let io = |what: &'static str| {
+            let path = self.path.clone();
+            move |e: Errno| LocationError::Io { path, what: what.into(), source: e.into() }
+        };
+        let mode = Mode::from_bits_truncate(0o600);
+        let nameless = openat(&self.dir, ".", OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC, mode);
+        let (fd, temp_name) = match nameless {
+            Ok(fd) => (fd, None),
+            // EOPNOTSUPP: this file system has none; EISDIR: nor has the kernel.
+            Err(Errno::EOPNOTSUPP) | Err(Errno::EISDIR) => {
+                let (fd, temp_name) = self.create_named(mode).map_err(io("creating the temporary archive"))?;
+                (fd, Some(temp_name))
+            }
+            Err(e) => return Err(io("creating the temporary archive")(e)),
+        };
+        let pending = PendingArchive { file: File::from(fd), temp_name };
+        // The umask may have taken bits away, never added any; say it exactly.
+        if let Err(e) = nix::sys::stat::fchmod(&pending.file, mode) {
+            self.discard(pending);
+            return Err(io("chmod of the temporary archive")(e));
+        }
+        Ok(pending)
+    }
+
+    /// A new file under a hidden temporary name beside the location.
+    fn create_named(&self, mode: Mode) -> Result<(OwnedFd, OsString), Errno> {
         let mut temp_name = OsString::from(".");
         temp_name.push(&self.name);
         temp_name.push(format!(".tmp-{:016x}", rand::random::<u64>()));
         let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = openat(&self.dir, temp_name.as_os_str(), flags, Mode::from_bits_truncate(0o600)).map_err(|e| {
-            LocationError::Io {
-                path: self.path.clone(),
-                what: "creating the temporary archive".into(),
-                source: e.into(),
-            }
-        })?;
-        // The umask may have taken bits away, never added any; say it exactly.
-        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o600)).map_err(|e| LocationError::Io {
-            path: self.path.clone(),
-            what: "chmod of the temporary archive".into(),
-            source: e.into(),
-        })?;
-        Ok(PendingArchive { file: File::from(fd), temp_name })
+        let fd = openat(&self.dir, temp_name.as_os_str(), flags, mode)?;
+        Ok((fd, temp_name))
     }
 
     /// Flushes the archive to disk and moves it to `location` (failing if
@@ -149,28 +170,37 @@ impl Location {
             let (path, what) = (self.path.clone(), what.to_string());
             move |source: std::io::Error| LocationError::Io { path, what, source }
         };
-        let PendingArchive { file, temp_name } = pending;
-        let synced = file.sync_all().map_err(io("writing the archive"));
-        drop(file);
+        let synced = pending.file.sync_all().map_err(io("writing the archive"));
         if let Err(e) = synced {
-            self.discard_name(&temp_name);
+            self.discard(pending);
             return Err(e);
         }
-        match renameat2(
-            &self.dir,
-            temp_name.as_os_str(),
-            &self.dir,
-            self.name.as_os_str(),
-            RenameFlags::RENAME_NOREPLACE,
-        ) {
-            Ok(()) => {}
+        let placed = match &pending.temp_name {
+            // linkat never replaces: EEXIST if something appeared meanwhile.
+            None => linkat(
+                AT_FDCWD,
+                format!("/proc/self/fd/{}", pending.file.as_raw_fd()).as_str(),
+                &self.dir,
+                self.name.as_os_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+            ),
+            Some(temp_name) => renameat2(
+                &self.dir,
+                temp_name.as_os_str(),
+                &self.dir,
+                self.name.as_os_str(),
+                RenameFlags::RENAME_NOREPLACE,
+            ),
+        };
+        match placed {
+            Ok(()) => drop(pending.file),
             Err(Errno::EEXIST) => {
-                self.discard_name(&temp_name);
+                self.discard(pending);
                 return Err(LocationError::Exists(self.path.clone()));
             }
             Err(e) => {
-                self.discard_name(&temp_name);
-                return Err(io("renaming the archive into place")(e.into()));
+                self.discard(pending);
+                return Err(io("moving the archive into place")(e.into()));
             }
         }
         if let Some(dir) = self.dir_for_sync() {
@@ -179,14 +209,13 @@ impl Location {
         Ok(())
     }
 
-    /// Removes an archive that will not be completed.
+    /// Removes an archive that will not be completed (a nameless one goes
+    /// with its descriptor).
     pub fn discard(&self, pending: PendingArchive) {
         drop(pending.file);
-        self.discard_name(&pending.temp_name);
-    }
-
-    fn discard_name(&self, temp_name: &OsStr) {
-        let _ = unlinkat(&self.dir, temp_name, UnlinkatFlags::NoRemoveDir);
+        if let Some(temp_name) = pending.temp_name {
+            let _ = unlinkat(&self.dir, temp_name.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
     }
 
     /// The parent directory opened for reading (an O_PATH fd cannot be fsynced).
@@ -224,7 +253,13 @@ mod tests {
         assert_eq!(std::fs::metadata(dir.join("a/b")).unwrap().permissions().mode() & 0o777, 0o700);
         let mut pending = location.create_pending().unwrap();
         pending.file.write_all(b"data").unwrap();
-        assert!(!path.exists(), "nothing at the location before the commit");
+        // This host's file systems have O_TMPFILE: the file has no name yet.
+        assert!(pending.temp_name.is_none(), "an O_TMPFILE archive");
+        assert_eq!(
+            std::fs::read_dir(dir.join("a/b")).unwrap().count(),
+            0,
+            "nothing in the directory before the commit"
+        );
         location.commit(pending).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"data");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
@@ -233,6 +268,32 @@ mod tests {
         let pending = discarded.create_pending().unwrap();
         discarded.discard(pending);
         assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 1, "only the committed archive");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_o_tmpfile_a_hidden_temporary_file_is_renamed_into_place() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("named");
+        let path = dir.join("ckpt.tar");
+        let location = Location::open(&path).unwrap();
+        let (fd, temp_name) = location.create_named(Mode::from_bits_truncate(0o600)).unwrap();
+        let mut pending = PendingArchive { file: File::from(fd), temp_name: Some(temp_name.clone()) };
+        pending.file.write_all(b"data").unwrap();
+        assert!(dir.join(&temp_name).exists(), "the temporary file beside the location");
+        std::fs::write(&path, b"planted").unwrap();
+        assert!(matches!(location.commit(pending), Err(LocationError::Exists(_))), "never over a file");
+        assert_eq!(std::fs::read(&path).unwrap(), b"planted");
+        assert!(!dir.join(&temp_name).exists(), "the refused archive is gone");
+        std::fs::remove_file(&path).unwrap();
+        let (fd, temp_name) = location.create_named(Mode::from_bits_truncate(0o600)).unwrap();
+        let mut pending = PendingArchive { file: File::from(fd), temp_name: Some(temp_name) };
+        pending.file.write_all(b"data").unwrap();
+        location.commit(pending).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"data");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the archive");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -268,6 +268,14 @@ mod tests {
         let pending = discarded.create_pending().unwrap();
         discarded.discard(pending);
         assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 1, "only the committed archive");
+        // Something that appears at the location meanwhile is never replaced.
+        let raced = Location::open(&dir.join("a/b/raced.tar")).unwrap();
+        let mut pending = raced.create_pending().unwrap();
+        pending.file.write_all(b"data").unwrap();
+        std::fs::write(dir.join("a/b/raced.tar"), b"planted").unwrap();
+        assert!(matches!(raced.commit(pending), Err(LocationError::Exists(_))));
+        assert_eq!(std::fs::read(dir.join("a/b/raced.tar")).unwrap(), b"planted");
+        assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 2, "the archive and the planted file only");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

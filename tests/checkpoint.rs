@@ -483,3 +483,59 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() {
+    let mut env = TestEnv::new("ckptorphan");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("orphan");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    // Hundreds of processes: CRIU takes seconds to dump them.
+    let many = "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
+    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", many])).await;
+    cri.wait_for_line(&id, "ready", 60).await;
+
+    let (socket, target, location) = (env.socket.clone(), id.clone(), env.base.join("first/ckpt.tar"));
+    let request = tokio::spawn(async move {
+        let mut cri = common::Cri::connect(&socket).await.expect("second connection");
+        checkpoint(&mut cri, &target, &location, 0).await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while criu_working_in(&env.base).is_empty() {
+        assert!(Instant::now() < deadline, "CRIU did not start");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    env.kill_daemon();
+    assert!(request.await.unwrap().is_err(), "the killed daemon answered");
+    cri = env.start().await;
+
+    // The first daemon's CRIU still dumps: a second one on the same tree is refused.
+    let busy_before = !criu_working_in(&env.base).is_empty();
+    let second = checkpoint(&mut cri, &id, &env.base.join("second/ckpt.tar"), 0).await;
+    let busy_after = !criu_working_in(&env.base).is_empty();
+    eprintln!("CRIU running before the request {busy_before}, after {busy_after}: {second:?}");
+    assert!(busy_before && busy_after, "the first CRIU ended before the test could ask; it must outlast a restart");
+    let refused = second.expect_err("a second checkpoint while the first CRIU runs");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("still under way"), "{refused:?}");
+    assert!(!env.base.join("second").exists(), "nothing made for the refused checkpoint");
+
+    // Once it has ended (it resumes the tree it froze), checkpoints work again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !criu_working_in(&env.base).is_empty() {
+        assert!(Instant::now() < deadline, "CRIU still runs after 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
+    let last = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
+    wait_for_count(&mut cri, &id, last + 2).await;
+    let third = env.base.join("third/ckpt.tar");
+    checkpoint(&mut cri, &id, &third, 0).await.expect("a checkpoint once the first CRIU has ended");
+    assert!(tar_list(&third).iter().any(|e| e == "config.dump"));
+    cri.stop_container(&id, 0).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}

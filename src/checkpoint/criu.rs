@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::linux::process::ProcessIdentity;
 use crate::linux::reaper::Reaper;
+use crate::store;
 
 /// Oldest CRIU that dumps on kernels ≥ 6.13 (3.x does not know `[vvar_vclock]`).
 pub const NEEDED: Version = Version { major: 4, minor: 1, patch: 0 };
@@ -104,13 +106,18 @@ impl Criu {
     /// through nsenter, which execs CRIU in place), logging to `log`,
     /// stopping it when `deadline` passes:
     /// SIGTERM first, which CRIU answers by undoing what it did (a dump
-    /// thaws the tree it froze), SIGKILL a moment later.
+    /// thaws the tree it froze), SIGKILL a moment later. While it runs, its
+    /// identity is in `running` (see [`still_running`]): CRIU outlives a
+    /// daemon killed meanwhile, and the next daemon must not start another
+    /// on the same tree.
+    #[allow(clippy::too_many_arguments)]
     pub async fn run(
         &self,
         action: &'static str,
         enter: &[String],
         args: &[String],
         log: &Path,
+        running: &Path,
         deadline: Duration,
         reaper: &Reaper,
     ) -> Result<(), CriuError> {
@@ -131,18 +138,34 @@ impl Criu {
         let pid = child.id() as i32;
         // The reaper owns waiting; the std handle must never wait.
         drop(child);
-        let status = match tokio::time::timeout(deadline, reaper.wait(pid)).await {
-            Ok(status) => status,
-            Err(_) => {
-                stop(pid, reaper).await;
-                return Err(CriuError::Timeout { action, secs: deadline.as_secs().max(1) });
-            }
+        // Not fsynced: a reboot ends CRIU too.
+        if let Ok(identity) = ProcessIdentity::of(pid) {
+            let _ = store::write_json_with(running, &identity, store::Durability::Volatile);
+        }
+        let ended = tokio::time::timeout(deadline, reaper.wait(pid)).await;
+        if ended.is_err() {
+            stop(pid, reaper).await;
+        }
+        let _ = std::fs::remove_file(running);
+        let Ok(status) = ended else {
+            return Err(CriuError::Timeout { action, secs: deadline.as_secs().max(1) });
         };
         if status.success() {
             return Ok(());
         }
         Err(CriuError::Failed { action, status: status.to_string(), log: log.to_path_buf(), tail: log_tail(log) })
     }
+}
+
+/// The CRIU that [`Criu::run`] recorded in `running`, when it still runs
+/// (an earlier daemon's, left working when that daemon died).
+pub fn still_running(running: &Path) -> Option<ProcessIdentity> {
+    let identity = store::read_existing_json::<ProcessIdentity>(running).ok()?;
+    if identity.is_running() {
+        return Some(identity);
+    }
+    let _ = std::fs::remove_file(running);
+    None
 }
 
 /// `criu --version`'s output.

@@ -14,6 +14,10 @@ use crate::store;
 
 use super::{io_err, ContainerError, ContainerState, Containers};
 
+/// Beside the staging directory: the identity of the CRIU dumping the
+/// container, while it runs.
+const CRIU_RUNNING: &str = "checkpoint-criu.json";
+
 /// What a checkpoint produced.
 #[derive(Debug, Clone)]
 pub struct CheckpointReport {
@@ -93,6 +97,14 @@ impl Containers {
                 )))
             }
         };
+        let criu_running = view.paths.dir.join(CRIU_RUNNING);
+        if let Some(criu) = crate::checkpoint::criu::still_running(&criu_running) {
+            return Err(ContainerError::Precondition(format!(
+                "container {id}: a checkpoint begun before nidus restarted is still under way \
+                 (CRIU pid {}); try again once it has ended",
+                criu.pid
+            )));
+        }
         let spec = store::read_existing_json::<Spec>(&view.paths.spec())
             .map_err(|e| ContainerError::Build(format!("reading the spec: {e}")))?;
         if let Some(why) = unsupported(&spec) {
@@ -111,8 +123,9 @@ impl Containers {
         let _ = store::remove_tree(&staging);
         let images = staging.join(archive::IMAGES_DIR);
         store::create_dir_all(&images, 0o700).map_err(io_err(format!("cannot create {}", images.display())))?;
-        let result =
-            self.dump_and_archive(&id, &view, &spec, &criu, init.pid, &staging, &location, started, timeout).await;
+        let result = self
+            .dump_and_archive(&id, &view, &spec, &criu, init.pid, &staging, &criu_running, &location, started, timeout)
+            .await;
         let _ = store::remove_tree(&staging);
         let report = result?;
         tracing::info!(
@@ -135,6 +148,7 @@ impl Containers {
         criu: &Criu,
         pid: i32,
         staging: &Path,
+        criu_running: &Path,
         location: &Location,
         started: Instant,
         timeout: Duration,
@@ -174,8 +188,9 @@ impl Containers {
         let enter = vec![format!("--uts=/proc/{pid}/ns/uts"), format!("--ipc=/proc/{pid}/ns/ipc")];
         let remaining = timeout.saturating_sub(started.elapsed());
         let dump_started = Instant::now();
-        criu.run("dump", &enter, &args, &staging.join(archive::DUMP_LOG), remaining, &self.reaper).await.map_err(
-            |e| {
+        criu.run("dump", &enter, &args, &staging.join(archive::DUMP_LOG), criu_running, remaining, &self.reaper)
+            .await
+            .map_err(|e| {
                 // Keep CRIU's log where the message names it.
                 let kept = view.paths.dir.join("dump.log");
                 let _ = std::fs::copy(staging.join(archive::DUMP_LOG), &kept);
@@ -185,8 +200,7 @@ impl Containers {
                     }
                     other => other,
                 })
-            },
-        )?;
+            })?;
         let dump_ms = dump_started.elapsed().as_millis() as u64;
 
         let (upper, diff_path) = (view.paths.upper(), staging.join(archive::ROOTFS_DIFF));

@@ -16,6 +16,9 @@ use common::{host, Cri, TestEnv};
 use nidus::api::*;
 
 const COUNTER: &str = "i=0; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
+/// A thousand processes, then a counter: CRIU dumps each process, which takes seconds.
+const MANY: &str =
+    "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
 
 async fn checkpoint(cri: &mut Cri, id: &str, location: &Path, timeout: i64) -> Result<(), tonic::Status> {
     cri.runtime
@@ -308,9 +311,7 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("slow");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    // Hundreds of processes: CRIU dumps each one, which takes seconds.
-    let many = "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
-    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", many])).await;
+    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
     cri.wait_for_line(&id, "ready", 60).await;
     let processes = |text: String| text.split_whitespace().count();
     let before = processes(cri.exec_ok(&id, &["sh", "-c", "echo /proc/[0-9]*"]).await);
@@ -491,9 +492,7 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("orphan");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    // Hundreds of processes: CRIU takes seconds to dump them.
-    let many = "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
-    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", many])).await;
+    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
     cri.wait_for_line(&id, "ready", 60).await;
 
     let (socket, target, location) = (env.socket.clone(), id.clone(), env.base.join("first/ckpt.tar"));

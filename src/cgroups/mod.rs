@@ -119,11 +119,6 @@ impl CgroupPath {
         self.0.rsplit_once('/').map(|(parent, _)| Self(parent.to_string()))
     }
 
-    /// The ancestor `levels` up (0: this path); None above the top.
-    pub fn ancestor(&self, levels: usize) -> Option<Self> {
-        (0..levels).try_fold(self.clone(), |p, _| p.parent())
-    }
-
     pub fn join(&self, child: &str) -> Result<Self, CgroupError> {
         Self::parse(&format!("{}/{child}", self.0))
     }
@@ -525,9 +520,9 @@ mod tests {
         assert!(CgroupPath::parse("/").is_err());
         assert!(CgroupPath::parse("a/b c").is_err());
         let p = CgroupPath::parse("/a/b/c").unwrap();
-        assert_eq!(p.ancestor(2).unwrap().as_str(), "a");
-        assert!(p.ancestor(3).is_none());
         assert_eq!(p.parent().unwrap().as_str(), "a/b");
+        assert_eq!(p.parent().and_then(|p| p.parent()).unwrap().as_str(), "a");
+        assert!(CgroupPath::parse("a").unwrap().parent().is_none(), "the top has no parent");
     }
 
     #[test]

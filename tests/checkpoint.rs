@@ -322,7 +322,7 @@ async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_runn
     assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(15), "the timeout was not honoured: {:?}", started.elapsed());
     assert!(!archive.exists(), "no archive after a timeout");
-    let leftovers: Vec<_> = fs::read_dir(archive.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+    let leftovers = host::names_in(archive.parent().unwrap());
     assert!(leftovers.is_empty(), "no temporary archive left: {leftovers:?}");
     assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
     // Nothing left stopped, traced or holding CRIU's parasite.
@@ -378,23 +378,14 @@ async fn a_criu_too_old_for_the_kernel_is_named_with_the_version_needed() {
 /// The CRIU processes (found by their command line) working in `base`.
 fn criu_working_in(base: &Path) -> Vec<i32> {
     let base = base.display().to_string();
-    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    host::processes()
+        .into_iter()
         .filter(|pid| {
             let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline);
             cmdline.contains("dump") && cmdline.contains(&base) && cmdline.contains("checkpoint-staging")
         })
         .collect()
-}
-
-/// What is in the archive's directory (nothing if it was never made).
-fn entries_of(dir: &Path) -> Vec<String> {
-    fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
 }
 
 // Two threads: the test watches the archive's directory while the request runs.
@@ -432,7 +423,7 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
             Some(after) => tokio::time::sleep(*after).await,
             None => {
                 let deadline = Instant::now() + whole * 10 + Duration::from_secs(10);
-                while entries_of(&dir).is_empty() && !request.is_finished() {
+                while host::names_in(&dir).is_empty() && !request.is_finished() {
                     assert!(Instant::now() < deadline, "round {round}: nothing appeared in {}", dir.display());
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -440,7 +431,7 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
         }
         env.kill_daemon();
         let answered = request.await.unwrap().is_ok();
-        let seen = entries_of(&dir);
+        let seen = host::names_in(&dir);
 
         // CRIU is not the daemon's to take down: it finishes its dump (and
         // resumes the container) on its own.
@@ -451,7 +442,7 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
         }
         cri = env.start().await;
         eprintln!("round {round}: kill at {moment:?} of {whole:?}, answered {answered}, directory {seen:?}");
-        let left = entries_of(&dir);
+        let left = host::names_in(&dir);
         assert!(
             left.is_empty() || left == ["ckpt.tar"],
             "round {round}: only the archive may be beside the location, found {left:?}"

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use common::client::image_spec;
 use common::images::{self, Compression, ImageDef, LayerTar, BUSYBOX, BUSYBOX_APP};
-use common::{Cri, TestEnv};
+use common::{host, Cri, TestEnv};
 use nidus::api::*;
 use tokio_stream::StreamExt;
 
@@ -42,9 +42,7 @@ fn import_refused(env: &TestEnv, path: &Path) -> String {
 
 /// Names in a store directory (layers, blobs), temp entries included.
 fn entries(dir: &Path) -> BTreeSet<String> {
-    fs::read_dir(dir)
-        .map(|e| e.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
+    host::names_in(dir).into_iter().collect()
 }
 
 fn layer_dirs(env: &TestEnv) -> BTreeSet<String> {
@@ -405,12 +403,6 @@ impl Drop for Overlay {
     }
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = entries(dir).into_iter().collect();
-    names.sort();
-    names
-}
-
 #[tokio::test]
 async fn whiteouts_opaque_dirs_and_metadata_give_the_right_merged_tree() {
     let mut env = TestEnv::new("imgwh");
@@ -477,11 +469,11 @@ async fn whiteouts_opaque_dirs_and_metadata_give_the_right_merged_tree() {
     // The merged tree, as a container sees it.
     let merged = env.base.join("merged");
     let overlay = Overlay::mount(&layers, &merged);
-    assert_eq!(names(&merged.join("a")), vec!["keep", "late"]);
-    assert_eq!(names(&merged.join("b")), vec!["new"]);
+    assert_eq!(host::names_in(&merged.join("a")), vec!["keep", "late"]);
+    assert_eq!(host::names_in(&merged.join("b")), vec!["new"]);
     assert!(!merged.join("c").exists() && !merged.join("e").exists());
-    assert_eq!(names(&merged.join("d")), vec!["y"]);
-    assert!(merged.join("f").is_dir() && names(&merged.join("f")).is_empty());
+    assert_eq!(host::names_in(&merged.join("d")), vec!["y"]);
+    assert!(merged.join("f").is_dir() && host::names_in(&merged.join("f")).is_empty());
     assert_eq!(fs::read_to_string(merged.join("a/keep")).unwrap(), "keep");
 
     let meta = |p: &str| fs::symlink_metadata(merged.join(p)).unwrap();

@@ -136,12 +136,7 @@ async fn a_crash_while_the_monitor_builds_a_container_is_undone_at_restart() {
 
 /// The image store's lease files (one per container holding layers), sorted.
 fn lease_files(env: &TestEnv) -> Vec<String> {
-    let dir = env.root.join("images").join("leases");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default();
-    names.sort();
-    names
+    host::names_in(&env.root.join("images").join("leases"))
 }
 
 #[tokio::test]

@@ -295,12 +295,25 @@ pub fn sched_policy(pid: i32) -> Option<i32> {
     stat_field(pid, 41)?.parse().ok()
 }
 
+/// The names in `dir`, sorted (none when it is missing).
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The pids of every process on the host.
+pub fn processes() -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect()
+}
+
 /// The children of `pid` running `comm`.
 pub fn children_named(pid: i32, comm: &str) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    processes()
+        .into_iter()
         .filter(|&child| stat_field(child, 4).and_then(|p| p.parse().ok()) == Some(pid))
         .filter(|&child| fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|c| c.trim() == comm))
         .collect()

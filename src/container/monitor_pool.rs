@@ -80,22 +80,24 @@ impl MonitorPool {
     }
 
     /// A monitor assigned to a container: a spare when one waits, else a new
-    /// one. It settles (session, pod cgroup, diagnostics) while the caller
-    /// prepares, then waits for `go`; dropped without `go`, it ends.
+    /// one. It settles (diagnostics, identity, control socket) while the
+    /// caller prepares, then waits for `go`; dropped without `go`, it ends.
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = serde_json::to_vec(assignment).map_err(io::Error::other)?;
         line.push(b'\n');
         let spare = self.spares().pop();
-        self.refill();
         if let Some(mut monitor) = spare {
             // A spare that died (killed by hand) is dropped: start another.
             if monitor.alive()
                 && process::set_idle_scheduling(monitor.pid, false).is_ok()
                 && monitor.go.write_all(&line).is_ok()
             {
+                // The replacement starts once this one has its assignment.
+                self.refill();
                 return Ok(monitor);
             }
         }
+        self.refill();
         let this = self.clone();
         let mut monitor = tokio::task::spawn_blocking(move || this.launch()).await.map_err(io::Error::other)??;
         monitor.go.write_all(&line)?;

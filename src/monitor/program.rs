@@ -31,13 +31,16 @@ use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
-/// `nidus-monitor run`: reads its assignment (`MonitorAssignment`, one JSON
-/// line on stdin: started as a spare, it waits here), settles in (own
-/// session, the pod's cgroup, diagnostics to monitor.log, its identity and
-/// control socket in the run dir), waits for `go`, then prints `created PID
-/// STARTTIME JOIN BUILD_US` (or `error MESSAGE`) once the container is
-/// built, and serves until the container ends.
+/// `nidus-monitor run`: starts a session of its own, reads its assignment
+/// (`MonitorAssignment`, one JSON line on stdin: started as a spare, it
+/// waits here), settles in (diagnostics to monitor.log, its identity and
+/// control socket in the run dir), waits for `go`, joins the pod's cgroup
+/// while the init it forked builds, then prints `created PID STARTTIME JOIN
+/// BUILD_US SETTLE_US GO_WAIT_US` (or `error MESSAGE`) once the container
+/// is built, and serves until the container ends.
 pub fn run() -> i32 {
+    // Needs no assignment: done while a spare waits, off CreateContainer's path.
+    let session = nix::unistd::setsid().map(drop).map_err(|e| format!("setsid: {e}"));
     let mut line = String::new();
     if io::stdin().read_line(&mut line).is_err() || line.is_empty() {
         return 1;
@@ -51,11 +54,14 @@ pub fn run() -> i32 {
     };
     let files = RunFiles::new(&assignment.run_dir);
     // The daemon says `go` once plan.json is written; end of input means it gave up.
-    let settled = settle(&files, &assignment.pod_cgroup_procs);
+    let assigned = Instant::now();
+    let settled = session.and_then(|()| settle(&files));
+    let settle_us = assigned.elapsed().as_micros();
     let mut go = String::new();
     if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
         return 1;
     }
+    let go_wait_us = assigned.elapsed().as_micros() - settle_us;
     let listener = match settled {
         Ok(listener) => listener,
         Err(e) => {
@@ -64,15 +70,16 @@ pub fn run() -> i32 {
         }
     };
     let began = Instant::now();
-    match set_up(&files, listener) {
+    match set_up(&files, listener, &assignment.pod_cgroup_procs) {
         Ok(mut monitor) => {
-            // The last field: how long the build took here (the rest of the
-            // daemon's wait is this program's start), for the create timings.
+            // The last fields, for the create timings: how long the build
+            // took here, how long settling took, and how long `go` was then
+            // awaited (the rest of the daemon's wait is this program's start).
             // A daemon that died meanwhile finds the init recorded: no
             // reader is no reason to stop.
             let _ = writeln!(
                 io::stdout(),
-                "created {} {} {} {}",
+                "created {} {} {} {} {settle_us} {go_wait_us}",
                 monitor.init.pid,
                 monitor.init.start_time,
                 monitor.cgroup_join.as_str(),
@@ -131,20 +138,15 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
 
-/// What needs no plan, done before `go`: a session of our own, the pod's
-/// cgroup (`cgroup.procs` in every hierarchy), diagnostics to monitor.log,
-/// our identity (monitor.json) and the bound control socket (nothing calls
-/// it before CreateContainer has answered; a call after a daemon restart
-/// waits in the backlog until we serve).
-fn settle(files: &RunFiles, pod_cgroup_procs: &[PathBuf]) -> Result<UnixListener, String> {
+/// What needs no plan, done before `go`: diagnostics to monitor.log, our
+/// identity (monitor.json) and the bound control socket (nothing calls it
+/// before CreateContainer has answered; a call after a daemon restart waits
+/// in the backlog until we serve).
+fn settle(files: &RunFiles) -> Result<UnixListener, String> {
     // A spare waits in the idle class; the daemon puts it back before its
     // assignment, and the container must never inherit the idle class.
     if process::is_idle_scheduled().map_err(|e| format!("sched_getscheduler: {e}"))? {
         process::set_idle_scheduling(0, false).map_err(|e| format!("leaving SCHED_IDLE: {e}"))?;
-    }
-    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
-    for procs in pod_cgroup_procs {
-        fs::write(procs, "0").map_err(|e| format!("cannot join the pod cgroup {}: {e}", procs.display()))?;
     }
     if let Ok(diag) = OpenOptions::new().create(true).append(true).mode(0o600).open(files.monitor_log()) {
         let _ = nix::unistd::dup2_stderr(&diag);
@@ -177,7 +179,15 @@ fn forget_init(files: &RunFiles) {
     let _ = fs::remove_file(files.cgroup_join());
 }
 
-fn set_up(files: &RunFiles, listener: UnixListener) -> Result<Monitor, String> {
+/// Moves this monitor into the pod's cgroup (`cgroup.procs` in every hierarchy).
+fn join_pod_cgroup(pod_cgroup_procs: &[PathBuf]) -> Result<(), String> {
+    for procs in pod_cgroup_procs {
+        fs::write(procs, "0").map_err(|e| format!("cannot join the pod cgroup {}: {e}", procs.display()))?;
+    }
+    Ok(())
+}
+
+fn set_up(files: &RunFiles, listener: UnixListener, pod_cgroup_procs: &[PathBuf]) -> Result<Monitor, String> {
     let plan: MonitorPlan = store::read_json(&files.plan())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
@@ -192,6 +202,7 @@ fn set_up(files: &RunFiles, listener: UnixListener) -> Result<Monitor, String> {
         if tty {
             return Err("a container with a terminal cannot be restored from a checkpoint".into());
         }
+        join_pod_cgroup(pod_cgroup_procs)?;
         let signals = sigchld_fd()?;
         let init = super::restore::restore(&plan, &restore, files)?;
         let outputs = vec![
@@ -253,8 +264,9 @@ fn set_up(files: &RunFiles, listener: UnixListener) -> Result<Monitor, String> {
         process::Forked::Parent { child } => child,
     };
     drop((init_stdio, ready_w, start_r, exec_w));
-    // Recorded while the init builds, off the path to the reply.
-    let recorded = record_init(files, child, cgroup_join);
+    // Both while the init builds, off the path to the reply: into the pod's
+    // cgroup (the init joins its own by itself), and the init recorded.
+    let recorded = join_pod_cgroup(pod_cgroup_procs).and_then(|()| record_init(files, child, cgroup_join));
 
     let mut ready = String::new();
     let _ = File::from(ready_r).read_to_string(&mut ready);

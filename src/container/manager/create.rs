@@ -441,10 +441,15 @@ impl Containers {
         let pod_sc = sandbox.record.config.linux.as_ref().and_then(|l| l.security_context.as_ref());
         let (choice, source) = security::seccomp_choice(sc, pod_sc, &self.config.container.unset_seccomp_profile)
             .map_err(|e| ContainerError::Invalid(e.to_string()))?;
-        let (programs, task_choice, bounding) = (self.seccomp.clone(), choice.clone(), capabilities.clone());
-        let program = tokio::task::spawn_blocking(move || programs.prepare(&task_choice, &bounding, source))
-            .await
-            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        // Unconfined needs no program: no trip to the blocking pool.
+        let program = if choice == security::SeccompChoice::Unconfined {
+            None
+        } else {
+            let (programs, task_choice, bounding) = (self.seccomp.clone(), choice.clone(), capabilities.clone());
+            tokio::task::spawn_blocking(move || programs.prepare(&task_choice, &bounding, source))
+                .await
+                .map_err(|e| ContainerError::Build(e.to_string()))??
+        };
         let Some(program) = program else {
             tracing::debug!(container_id = %id, source, "seccomp: unconfined");
             return Ok((choice, source, None));
@@ -511,6 +516,7 @@ impl Containers {
         files: &RunFiles,
     ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
         let PendingMonitor { pid: monitor, go, reply, .. } = pending;
+        let said = std::time::Instant::now();
         let read = crate::helper::say_then_read_line(go, b"go\n", reply);
         let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
             Ok(Ok(line)) => line,
@@ -530,7 +536,16 @@ impl Containers {
                 let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
                 let join = parts.next().and_then(CgroupJoin::parse);
                 if let Some(build_us) = parts.next() {
-                    tracing::debug!(monitor_pid = monitor, build_us, "monitor built the init");
+                    let (settle_us, go_wait_us) = (parts.next(), parts.next());
+                    let reply_us = said.elapsed().as_micros() as u64;
+                    tracing::debug!(
+                        monitor_pid = monitor,
+                        build_us,
+                        settle_us,
+                        go_wait_us,
+                        reply_us,
+                        "monitor built the init"
+                    );
                 }
                 let identity = ProcessIdentity { pid, start_time, boot_id };
                 let pidfd = identity

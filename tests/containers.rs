@@ -755,3 +755,126 @@ async fn an_image_of_many_layers_runs() {
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+/// A request with a deadline too short for it (kubelet and crictl send
+/// `grpc-timeout`), sent on its own.
+fn hurried<T>(message: T, ms: u64) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(Duration::from_millis(ms));
+    request
+}
+
+/// Polls `done` every 20 ms for up to 10 s.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
+    for _ in 0..500 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+/// The id a retried call (kubelet's, with the same name) gets: it is refused
+/// as AlreadyExists only while the first call is still being made or taken
+/// back, for up to 10 s.
+async fn retried_while_taken<F>(what: &str, mut call: impl FnMut() -> F) -> String
+where
+    F: std::future::Future<Output = Result<String, tonic::Status>>,
+{
+    for _ in 0..500 {
+        match call().await {
+            Ok(id) => return id,
+            Err(e) if e.code() == tonic::Code::AlreadyExists => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => panic!("retried {what}: {e:?}"),
+        }
+    }
+    panic!("retried {what}: the name stays taken");
+}
+
+#[tokio::test]
+async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
+    let mut env = TestEnv::new("ctrgaveup");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+
+    // RunPodSandbox and CreateContainer whose callers left: what they made is
+    // taken back, so the same name is free again for the retry.
+    let mut pods_given_up = 0;
+    for ms in [1, 2, 4] {
+        let pod = env.pod(&format!("gaveup-{ms}"));
+        let run = RunPodSandboxRequest { config: Some(pod.clone()), runtime_handler: String::new() };
+        if let Err(e) = cri.runtime.run_pod_sandbox(hurried(run, ms)).await {
+            assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
+            pods_given_up += 1;
+        }
+        let pod_id = retried_while_taken(&format!("RunPodSandbox after {ms} ms"), || {
+            let (mut cri, pod) = (cri.clone(), pod.clone());
+            async move { cri.run_pod(pod).await }
+        })
+        .await;
+        let listed: Vec<String> = cri.list_pods(None).await.into_iter().map(|p| p.id).collect();
+        assert_eq!(listed, vec![pod_id.clone()], "only the retried pod is listed");
+        cri.stop_pod(&pod_id).await.unwrap();
+        cri.remove_pod(&pod_id).await.unwrap();
+    }
+    assert!(pods_given_up > 0, "no RunPodSandbox outran a 1 ms deadline");
+    env.assert_no_leftovers_after("RunPodSandbox calls given up");
+
+    let pod = env.pod("gaveup");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let mut creates_given_up = 0;
+    for ms in [1, 2, 3, 4, 6] {
+        let config = container_config(&format!("gaveup-{ms}"), &image, &["sleep", "1000"]);
+        let create = CreateContainerRequest {
+            pod_sandbox_id: pod_id.clone(),
+            config: Some(config.clone()),
+            sandbox_config: Some(pod.clone()),
+        };
+        if let Err(e) = cri.runtime.create_container(hurried(create, ms)).await {
+            assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
+            creates_given_up += 1;
+        }
+        let id = retried_while_taken(&format!("CreateContainer after {ms} ms"), || {
+            let (mut cri, pod_id, pod, config) = (cri.clone(), pod_id.clone(), pod.clone(), config.clone());
+            async move { cri.create_container(&pod_id, &pod, config).await }
+        })
+        .await;
+        let listed: Vec<String> = cri.list_containers(None).await.into_iter().map(|c| c.id).collect();
+        assert_eq!(listed, vec![id.clone()], "only the retried container is listed");
+        cri.remove_container(&id).await.unwrap();
+    }
+    assert!(creates_given_up > 0, "no CreateContainer outran a 1 ms deadline");
+
+    // Start, stop and remove whose callers left are carried out all the same.
+    let id = cri.create_container(&pod_id, &pod, container_config("rest", &image, &["sleep", "1000"])).await.unwrap();
+    let _ = cri.runtime.start_container(hurried(StartContainerRequest { container_id: id.clone() }, 1)).await;
+    eventually("the container runs", || {
+        let (mut cri, id) = (cri.clone(), id.clone());
+        async move { cri.status_of(&id).await.state == ContainerState::ContainerRunning as i32 }
+    })
+    .await;
+    let stop = StopContainerRequest { container_id: id.clone(), timeout: 0 };
+    let _ = cri.runtime.stop_container(hurried(stop, 1)).await;
+    eventually("the container exited", || {
+        let (mut cri, id) = (cri.clone(), id.clone());
+        async move { cri.status_of(&id).await.state == ContainerState::ContainerExited as i32 }
+    })
+    .await;
+    let _ = cri.runtime.remove_container(hurried(RemoveContainerRequest { container_id: id.clone() }, 1)).await;
+    eventually("the container removed", || {
+        let mut cri = cri.clone();
+        async move { cri.list_containers(None).await.is_empty() }
+    })
+    .await;
+    assert_eq!(fs::read_dir(env.root.join("containers")).unwrap().count(), 0, "no container dir left");
+    let _ = cri.runtime.stop_pod_sandbox(hurried(StopPodSandboxRequest { pod_sandbox_id: pod_id.clone() }, 1)).await;
+    let _ =
+        cri.runtime.remove_pod_sandbox(hurried(RemovePodSandboxRequest { pod_sandbox_id: pod_id.clone() }, 1)).await;
+    eventually("the pod removed", || {
+        let mut cri = cri.clone();
+        async move { cri.list_pods(None).await.is_empty() }
+    })
+    .await;
+    env.assert_no_leftovers();
+}

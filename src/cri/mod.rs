@@ -4,6 +4,7 @@
 //! statuses. No lifecycle logic lives here.
 
 mod convert;
+mod detached;
 mod errors;
 mod image_service;
 mod runtime_service;

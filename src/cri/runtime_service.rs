@@ -10,6 +10,7 @@ use crate::api::*;
 use crate::daemon::Daemon;
 
 use super::convert;
+use super::detached;
 use super::errors::unimplemented;
 use super::stats;
 use super::validate;
@@ -75,7 +76,15 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
         let request = request.into_inner();
         let spec = validate::sandbox_spec(request.config, &request.runtime_handler)?;
-        let pod_sandbox_id = self.daemon.sandboxes.run(spec).await?;
+        let (daemon, owner) = (self.daemon.clone(), self.daemon.clone());
+        let pod_sandbox_id =
+            detached::made_or_undone(async move { daemon.sandboxes.run(spec).await }, |id: String| async move {
+                tracing::warn!(pod_id = %id, "RunPodSandbox's caller left before its answer; removing the pod");
+                if let Err(e) = crate::runtime::remove_pod(&owner.sandboxes, &owner.containers, &id).await {
+                    tracing::error!(pod_id = %id, error = %e, "cannot remove a pod whose caller left");
+                }
+            })
+            .await??;
         Ok(Response::new(RunPodSandboxResponse { pod_sandbox_id }))
     }
 
@@ -83,8 +92,10 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<StopPodSandboxRequest>,
     ) -> Result<Response<StopPodSandboxResponse>, Status> {
-        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
-        crate::runtime::stop_pod(&self.daemon.sandboxes, &self.daemon.containers, id).await?;
+        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?.to_string();
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { crate::runtime::stop_pod(&daemon.sandboxes, &daemon.containers, &id).await })
+            .await??;
         Ok(Response::new(StopPodSandboxResponse {}))
     }
 
@@ -92,8 +103,12 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<RemovePodSandboxRequest>,
     ) -> Result<Response<RemovePodSandboxResponse>, Status> {
-        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?;
-        crate::runtime::remove_pod(&self.daemon.sandboxes, &self.daemon.containers, id).await?;
+        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?.to_string();
+        let daemon = self.daemon.clone();
+        detached::to_the_end(
+            async move { crate::runtime::remove_pod(&daemon.sandboxes, &daemon.containers, &id).await },
+        )
+        .await??;
         Ok(Response::new(RemovePodSandboxResponse {}))
     }
 
@@ -145,7 +160,16 @@ impl RuntimeService for RuntimeApi {
         let sandbox_id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
         let sandbox = self.daemon.sandboxes.get(sandbox_id)?;
         let create = validate::container_create(request, sandbox)?;
-        let container_id = self.daemon.containers.create(create).await?;
+        let (daemon, owner) = (self.daemon.clone(), self.daemon.clone());
+        let container_id = detached::made_or_undone(async move { daemon.containers.create(create).await }, |id: String| {
+            async move {
+                tracing::warn!(container_id = %id, "CreateContainer's caller left before its answer; removing the container");
+                if let Err(e) = owner.containers.remove(&id).await {
+                    tracing::error!(container_id = %id, error = %e, "cannot remove a container whose caller left");
+                }
+            }
+        })
+        .await??;
         Ok(Response::new(CreateContainerResponse { container_id }))
     }
 
@@ -153,8 +177,9 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<StartContainerRequest>,
     ) -> Result<Response<StartContainerResponse>, Status> {
-        let id = validate::id("container_id", &request.get_ref().container_id)?;
-        self.daemon.containers.start(id).await?;
+        let id = validate::id("container_id", &request.get_ref().container_id)?.to_string();
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { daemon.containers.start(&id).await }).await??;
         Ok(Response::new(StartContainerResponse {}))
     }
 
@@ -163,9 +188,10 @@ impl RuntimeService for RuntimeApi {
         request: Request<StopContainerRequest>,
     ) -> Result<Response<StopContainerResponse>, Status> {
         let request = request.get_ref();
-        let id = validate::id("container_id", &request.container_id)?;
+        let id = validate::id("container_id", &request.container_id)?.to_string();
         let timeout = std::time::Duration::from_secs(request.timeout.max(0) as u64);
-        self.daemon.containers.stop(id, timeout).await?;
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { daemon.containers.stop(&id, timeout).await }).await??;
         Ok(Response::new(StopContainerResponse {}))
     }
 
@@ -173,8 +199,9 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<RemoveContainerRequest>,
     ) -> Result<Response<RemoveContainerResponse>, Status> {
-        let id = validate::id("container_id", &request.get_ref().container_id)?;
-        self.daemon.containers.remove(id).await?;
+        let id = validate::id("container_id", &request.get_ref().container_id)?.to_string();
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { daemon.containers.remove(&id).await }).await??;
         Ok(Response::new(RemoveContainerResponse {}))
     }
 
@@ -214,10 +241,11 @@ impl RuntimeService for RuntimeApi {
         request: Request<UpdateContainerResourcesRequest>,
     ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
         let request = request.into_inner();
-        let id = validate::id("container_id", &request.container_id)?;
+        let id = validate::id("container_id", &request.container_id)?.to_string();
         let linux = request.linux.ok_or_else(|| super::errors::invalid("linux", "is required"))?;
         validate::resources("linux", Some(&linux))?;
-        self.daemon.containers.update_resources(id, linux).await?;
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { daemon.containers.update_resources(&id, linux).await }).await??;
         Ok(Response::new(UpdateContainerResourcesResponse {}))
     }
 
@@ -225,8 +253,9 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<ReopenContainerLogRequest>,
     ) -> Result<Response<ReopenContainerLogResponse>, Status> {
-        let id = validate::id("container_id", &request.get_ref().container_id)?;
-        self.daemon.containers.reopen_log(id).await?;
+        let id = validate::id("container_id", &request.get_ref().container_id)?.to_string();
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { daemon.containers.reopen_log(&id).await }).await??;
         Ok(Response::new(ReopenContainerLogResponse {}))
     }
 
@@ -356,7 +385,7 @@ impl RuntimeService for RuntimeApi {
         request: Request<CheckpointContainerRequest>,
     ) -> Result<Response<CheckpointContainerResponse>, Status> {
         let request = request.get_ref();
-        let id = validate::id("container_id", &request.container_id)?;
+        let id = validate::id("container_id", &request.container_id)?.to_string();
         let location =
             crate::checkpoint::location::check(&request.location).map_err(|e| super::errors::invalid("location", e))?;
         if request.timeout < 0 {
@@ -366,7 +395,8 @@ impl RuntimeService for RuntimeApi {
             0 => std::time::Duration::from_secs(self.daemon.config.checkpoint.default_timeout_secs),
             secs => std::time::Duration::from_secs(secs as u64),
         };
-        self.daemon.containers.checkpoint(id, &location, timeout).await?;
+        let daemon = self.daemon.clone();
+        detached::to_the_end(async move { daemon.containers.checkpoint(&id, &location, timeout).await }).await??;
         Ok(Response::new(CheckpointContainerResponse {}))
     }
 

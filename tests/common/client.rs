@@ -10,6 +10,7 @@ use nidus::api::runtime_service_client::RuntimeServiceClient;
 use nidus::api::*;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+#[derive(Clone)]
 pub struct Cri {
     pub runtime: RuntimeServiceClient<Channel>,
     pub images: ImageServiceClient<Channel>,

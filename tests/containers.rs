@@ -854,6 +854,23 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
         async move { cri.status_of(&id).await.state == ContainerState::ContainerRunning as i32 }
     })
     .await;
+    // An ExecSync whose caller left: its command is killed, not left running.
+    let running = env.cgroup_processes();
+    let exec = ExecSyncRequest { container_id: id.clone(), cmd: vec!["sleep".into(), "1000".into()], timeout: 0 };
+    let mut caller = cri.clone();
+    let call = tokio::spawn(async move { caller.runtime.exec_sync(hurried(exec, 500)).await });
+    eventually("the exec's command runs", || {
+        let (env, running) = (&env, running.clone());
+        async move { env.cgroup_processes().len() > running.len() }
+    })
+    .await;
+    let err = call.await.unwrap().unwrap_err();
+    assert!(matches!(err.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{err:?}");
+    eventually("the abandoned exec's command is killed", || {
+        let (env, running) = (&env, running.clone());
+        async move { env.cgroup_processes() == running }
+    })
+    .await;
     let stop = StopContainerRequest { container_id: id.clone(), timeout: 0 };
     let _ = cri.runtime.stop_container(hurried(stop, 1)).await;
     eventually("the container exited", || {

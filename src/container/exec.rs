@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use crate::linux::process::{spawn_with_fd3, SpawnedHelper};
+use crate::linux::process::{spawn_with_fd3, Pidfd, SpawnedHelper};
 use crate::linux::reaper::{ExitStatus, Reaper};
 use crate::monitor::plan::ExecRequest;
 
@@ -43,6 +43,8 @@ pub async fn exec_sync(
     let (errors_r, errors_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| helper_err(e.into()))?;
     let SpawnedHelper { pid, stdin, stdout, stderr } =
         spawn_with_fd3(helper, &["exec"], errors_w).map_err(helper_err)?;
+    // Our child, not reaped before this: the handle is to this very process.
+    let mut unfinished = KilledIfAbandoned(Pidfd::open(pid).ok());
     let mut stdin = std::fs::File::from(stdin);
     let write = tokio::task::spawn_blocking(move || std::io::Write::write_all(&mut stdin, &body));
     let _ = write.await;
@@ -60,6 +62,7 @@ pub async fn exec_sync(
         },
         None => reaper.wait(pid).await,
     };
+    unfinished.0 = None;
     let (mut out, out_truncated) = stdout.await.unwrap_or_default();
     let (mut err, err_truncated) = stderr.await.unwrap_or_default();
     let (why, _) = errors.await.unwrap_or_default();
@@ -81,6 +84,18 @@ pub async fn exec_sync(
         ExitStatus::Signaled(sig) => 128 + sig,
     };
     Ok(ExecOutput { stdout: out, stderr: err, exit_code })
+}
+
+/// The command of an ExecSync nobody waits for any more (its caller gave
+/// up, and the call with it): killed, as nobody will read what it says.
+struct KilledIfAbandoned(Option<Pidfd>);
+
+impl Drop for KilledIfAbandoned {
+    fn drop(&mut self) {
+        if let Some(command) = &self.0 {
+            let _ = command.send_signal(libc::SIGKILL);
+        }
+    }
 }
 
 /// Reads a pipe to its end, keeping the first OUTPUT_CAP bytes; true when more came.

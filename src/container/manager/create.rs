@@ -155,7 +155,12 @@ impl Containers {
         let mut created = record.clone();
         created.lifecycle = Lifecycle::Created;
         let (record_path, final_record) = (paths.record(), created.clone());
-        let write = tokio::task::spawn_blocking(move || store::write_json(&record_path, &final_record));
+        let write = tokio::task::spawn_blocking(move || {
+            let began = std::time::Instant::now();
+            let written = store::write_json(&record_path, &final_record);
+            tracing::debug!(record_us = began.elapsed().as_micros() as u64, "durable record written");
+            written
+        });
         let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), write);
         let written = written.map_err(|e| ContainerError::Build(e.to_string())).and_then(|w| w.map_err(Into::into));
         if let Err(e) = written {

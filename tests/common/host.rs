@@ -305,6 +305,13 @@ pub fn names_in(dir: &Path) -> Vec<String> {
 }
 
 /// The pids of every process on the host.
+/// A process's command line, its arguments joined by spaces (empty once it is gone).
+pub fn cmdline(pid: i32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| String::from_utf8_lossy(&raw).split('\0').filter(|a| !a.is_empty()).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 pub fn processes() -> Vec<i32> {
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
     entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect()

@@ -764,17 +764,6 @@ fn hurried<T>(message: T, ms: u64) -> tonic::Request<T> {
     request
 }
 
-/// Polls `done` every 20 ms for up to 10 s.
-async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
-    for _ in 0..500 {
-        if done().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("never happened: {what}");
-}
-
 /// The id a retried call (kubelet's, with the same name) gets: it is refused
 /// as AlreadyExists only while the first call is still being made or taken
 /// back, for up to 10 s.
@@ -857,27 +846,24 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
     let exec = ExecSyncRequest { container_id: id.clone(), cmd: vec!["sleep".into(), "1000".into()], timeout: 0 };
     let mut caller = cri.clone();
     let call = tokio::spawn(async move { caller.runtime.exec_sync(hurried(exec, 500)).await });
-    eventually("the exec's command runs", || {
-        let env = &env;
-        async move { env.cgroup_processes().iter().any(|pid| host::cmdline(*pid) == "sleep 1000") }
-    })
-    .await;
+    let mut command = None;
+    for _ in 0..500 {
+        command = env.cgroup_processes().into_iter().find(|pid| host::cmdline(*pid) == "sleep 1000");
+        if command.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let command = command.expect("the exec's command runs");
     let err = call.await.unwrap().unwrap_err();
     assert!(matches!(err.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{err:?}");
-    eventually("the abandoned exec's command is killed", || {
-        let env = &env;
-        async move { !env.cgroup_processes().iter().any(|pid| host::cmdline(*pid) == "sleep 1000") }
-    })
-    .await;
+    assert!(host::wait_gone(command), "the abandoned exec's command is killed");
     assert!(env.cgroup_processes().len() <= running, "nothing of the exec is left");
     let stop = StopContainerRequest { container_id: id.clone(), timeout: 2 };
     let err = cri.runtime.stop_container(hurried(stop, 300)).await.unwrap_err();
     assert!(matches!(err.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{err:?}");
-    eventually("the container killed after the grace period of a stop whose caller left", || {
-        let (mut cri, id) = (cri.clone(), id.clone());
-        async move { cri.status_of(&id).await.state() == ContainerState::ContainerExited }
-    })
-    .await;
+    // Killed when the grace period of the stop whose caller left ends.
+    cri.wait_exited(&id, 10).await;
     cri.remove_container(&id).await.unwrap();
     assert_eq!(fs::read_dir(env.root.join("containers")).unwrap().count(), 0, "no container dir left");
     cri.stop_pod(&pod_id).await.unwrap();

@@ -179,3 +179,55 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     }
     env.assert_no_leftovers();
 }
+
+/// The nidus-monitor children of the daemon other than `except`, once one
+/// waits in SCHED_IDLE (a spare that has started), within 5 s.
+fn a_new_spare(daemon: i32, except: &[i32]) -> Option<i32> {
+    for _ in 0..500 {
+        let spare = host::children_named(daemon, "nidus-monitor")
+            .into_iter()
+            .find(|pid| !except.contains(pid) && host::sched_policy(*pid) == Some(5));
+        if spare.is_some() {
+            return spare;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails() {
+    use common::client::security;
+    use common::probe::profile;
+    use nidus::api::security_profile::ProfileType;
+    let mut env = TestEnv::new("respare");
+    let mut cri = env.start().await;
+    let daemon = env.daemon_pid().unwrap();
+    let first = a_new_spare(daemon, &[]).expect("a spare monitor at start");
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("respare");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+
+    // A create that fails once it has taken the spare (its Localhost profile
+    // is missing): the spare is dismissed and another takes its place.
+    let mut config = common::client::container_config("broken", &image, &["sleep", "60"]);
+    security(&mut config).seccomp = Some(profile(ProfileType::Localhost, "/nonexistent/nidus-profile.json"));
+    let refused = cri.create_container(&pod_id, &pod, config).await.expect_err("a missing profile fails the create");
+    assert!(refused.message().contains("nidus-profile.json"), "{refused:?}");
+    assert!(host::wait_gone(first), "the dismissed spare {first} ended");
+    let second = a_new_spare(daemon, &[first]).expect("a new spare after a failed create");
+
+    // A create that succeeds builds with the spare; another replaces it.
+    let id = cri.run_container(&pod_id, &pod, common::client::container_config("c", &image, &["sleep", "60"])).await;
+    let third = a_new_spare(daemon, &[first, second]).expect("a new spare after a create");
+    assert!(host::sched_policy(second).is_some(), "the taken spare {second} monitors the container");
+    assert_ne!(host::sched_policy(second), Some(5), "the taken spare left the idle class");
+    assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerRunning as i32);
+    assert_eq!(
+        host::children_named(daemon, "nidus-monitor").into_iter().filter(|p| ![second, third].contains(p)).count(),
+        0,
+        "one spare waits, beside the container's monitor"
+    );
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}

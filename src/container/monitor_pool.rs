@@ -1,8 +1,10 @@
 //! Spare monitors: `nidus-monitor run` processes started ahead of need, each
 //! waiting on stdin for the container it is to build. CreateContainer takes
-//! a spare (or starts a monitor when none is left) and a replacement starts
-//! in the background, so the monitor's own start — an exec of a Rust program,
-//! about a millisecond of CPU here — is off the request's path. Spares start
+//! a spare (or starts a monitor when none is left) and, once that one builds
+//! (or is dismissed), has a replacement start in the background (`refill`),
+//! so the monitor's own start — an exec of a Rust program, about a
+//! millisecond of CPU here — is off the request's path, and takes CPU the
+//! build leaves rather than the preparation's. Spares start
 //! in the SCHED_IDLE class, so their start takes only CPU nobody else wants,
 //! and go back to the normal class when taken (before they fork any
 //! container). A spare ends at end of input, so it never outlives the daemon.
@@ -82,6 +84,7 @@ impl MonitorPool {
     /// A monitor assigned to a container: a spare when one waits, else a new
     /// one. It settles (diagnostics, identity, control socket) while the
     /// caller prepares, then waits for `go`; dropped without `go`, it ends.
+    /// The caller calls `refill` once it has said `go` or dismissed it.
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = serde_json::to_vec(assignment).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -92,12 +95,9 @@ impl MonitorPool {
                 && process::set_idle_scheduling(monitor.pid, false).is_ok()
                 && monitor.go.write_all(&line).is_ok()
             {
-                // The replacement starts once this one has its assignment.
-                self.refill();
                 return Ok(monitor);
             }
         }
-        self.refill();
         let this = self.clone();
         let mut monitor = tokio::task::spawn_blocking(move || this.launch()).await.map_err(io::Error::other)??;
         monitor.go.write_all(&line)?;

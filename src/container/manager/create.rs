@@ -233,17 +233,21 @@ impl Containers {
             Ok(())
         }
         .await;
-        let monitor = match (finished, monitor) {
-            (Ok(()), Ok(monitor)) => monitor,
+        let failed = match (finished, monitor) {
+            (Ok(()), Ok(monitor)) => {
+                tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
+                return Ok(Prepared { monitor, files });
+            }
             (Err(e), Ok(monitor)) => {
                 // It may be writing in the run dir still: let it end first.
                 monitor.dismiss().await;
-                return Err(e);
+                e
             }
-            (Err(e), Err(_)) | (Ok(()), Err(e)) => return Err(e),
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => e,
         };
-        tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
-        Ok(Prepared { monitor, files })
+        // No `go` is said here, which is when a replacement spare starts.
+        self.monitors.refill();
+        Err(failed)
     }
 
     /// The container's OCI spec (written to the bundle) from its config,
@@ -522,7 +526,9 @@ impl Containers {
     ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
         let PendingMonitor { pid: monitor, go, reply, .. } = pending;
         let said = std::time::Instant::now();
-        let read = crate::helper::say_then_read_line(go, b"go\n", reply);
+        // The replacement spare starts while this one builds: its exec takes
+        // the CPU the build leaves, not the preparation's.
+        let read = crate::helper::say_then_read_line(go, b"go\n", || self.monitors.refill(), reply);
         let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
             Ok(Ok(line)) => line,
             Ok(Err(_)) => String::new(),

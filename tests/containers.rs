@@ -600,6 +600,16 @@ async fn create_container_refuses_bad_input_and_leaves_nothing() {
         assert_eq!(err.code(), code, "{field}: {err:?}");
         assert!(err.message().contains(field), "message {:?} must name {field}", err.message());
     }
+    // Refused creates keep no cgroup under the pod and no image lease.
+    let pod_cgroup =
+        cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().trim_start_matches('/').to_string();
+    for dir in env.cgroup_dirs() {
+        let children: Vec<_> =
+            fs::read_dir(dir.join(&pod_cgroup)).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+        assert_eq!(children.len(), 1, "only the sandbox cgroup under the pod in {}: {children:?}", dir.display());
+    }
+    assert!(env.root.join("images/leases").is_dir(), "the leases dir");
+    assert_eq!(host::names_in(&env.root.join("images/leases")), Vec::<String>::new(), "no lease is left");
     let err = cri.create_container("abcdef1234", &pod, container_config("x", &image, &["true"])).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
     // Name conflicts within a sandbox.

@@ -1,11 +1,14 @@
-//! CreateContainer: the spec (from the config, the image and the pod), the
-//! leased layers, the cgroup and the seccomp program, made at once; then the
+//! CreateContainer: the cgroup and the leased layers (started first, on the
+//! blocking pool), the records and directories, the spec (from the config,
+//! the image and the pod) and the seccomp program, made at once; then the
 //! monitor builds the container and leaves its init blocked. A failed create
 //! undoes everything it made.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use tokio::task::JoinHandle;
 
 use crate::api;
 use crate::cgroups::{CgroupPath, CgroupVersion};
@@ -34,6 +37,32 @@ use super::{
 struct Prepared {
     monitor: PendingMonitor,
     files: RunFiles,
+}
+
+/// The layers a container leased, with the image's /etc/passwd and /etc/group.
+type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
+
+/// What CreateContainer hands to the blocking pool before it makes its
+/// records and directories, so that a thread has taken it up by then: the
+/// container cgroup with its device rules (for `devices`), and the layers
+/// leased. Each is awaited on every path, so nothing of it outlives a failed
+/// create's undo.
+struct EarlyWork {
+    cgroup: JoinHandle<Result<(), ContainerError>>,
+    layers: JoinHandle<Result<LeasedLayers, ContainerError>>,
+    devices: Vec<HostDevice>,
+}
+
+impl EarlyWork {
+    /// Waits for both, whatever they gave (a failed create undoes them).
+    async fn finish(self) {
+        let _ = tokio::join!(self.cgroup, self.layers);
+    }
+}
+
+/// A blocking task's result, its panic as a build error.
+async fn joined<T>(task: JoinHandle<Result<T, ContainerError>>) -> Result<T, ContainerError> {
+    task.await.map_err(|e| ContainerError::Build(e.to_string()))?
 }
 
 impl Containers {
@@ -138,17 +167,35 @@ impl Containers {
             resources: None,
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
-        store::create_dir_new(&paths.dir, 0o700)
-            .map_err(io_err(format!("cannot create {}", paths.dir.display())))
-            .map_err(|e| (e, None))?;
+        let privileged = config.linux.as_ref().and_then(|l| l.security_context.as_ref()).is_some_and(|s| s.privileged);
+        let devices = if privileged {
+            host_devices(Path::new("/dev"))
+        } else {
+            config_devices(&config.devices).map_err(|e| (e, None))?
+        };
+        let early = EarlyWork {
+            cgroup: self.start_cgroup(&record.cgroup, privileged, &devices),
+            layers: self.start_lease(id, &image.id),
+            devices,
+        };
         // Not fsynced: lost in a power cut, the directory has no record and is
         // removed at the next start, which is just as right. The final record is durable.
-        if let Err(e) = store::write_json_with(&paths.record(), &record, store::Durability::Volatile) {
-            let _ = store::remove_tree(&paths.dir);
-            return Err((e.into(), None));
+        let recorded = store::create_dir_new(&paths.dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.dir.display())))
+            .and_then(|()| {
+                store::write_json_with(&paths.record(), &record, store::Durability::Volatile).map_err(|e| {
+                    let _ = store::remove_tree(&paths.dir);
+                    e.into()
+                })
+            });
+        if let Err(e) = recorded {
+            // Without a record, the caller releases the lease; the cgroup goes here.
+            early.finish().await;
+            self.owned_cgroups.remove(&record.cgroup);
+            return Err((e, None));
         }
         let Prepared { monitor, files } =
-            self.make(&mut record, &image, request, &paths, restore).await.map_err(|e| fail(e, &record))?;
+            self.make(&mut record, &image, request, &paths, restore, early).await.map_err(|e| fail(e, &record))?;
         // The durable record is written while the monitor builds the init.
         // Until the monitor has recorded the init in the run dir, a crash
         // leaves a create the next start undoes (see `interrupted_create`).
@@ -179,26 +226,31 @@ impl Containers {
         request: &ContainerCreate,
         paths: &ContainerPaths,
         restore: Option<&restore::RestoreSource>,
+        early: EarlyWork,
     ) -> Result<Prepared, ContainerError> {
         let id = record.id.clone();
         let config = &request.config;
         let sandbox = &request.sandbox;
-        let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
         let started = std::time::Instant::now();
-        store::create_dir_new(&paths.run_dir, 0o700)
-            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
         let files = RunFiles::new(&paths.run_dir);
-        for dir in [paths.upper(), paths.work(), files.rootfs()] {
-            store::create_dir_new(&dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))?;
+        let dirs = store::create_dir_new(&paths.run_dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))
+            .and_then(|()| {
+                [paths.upper(), paths.work(), files.rootfs()].iter().try_for_each(|dir| {
+                    store::create_dir_new(dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))
+                })
+            });
+        if let Err(e) = dirs {
+            early.finish().await;
+            return Err(e);
         }
-        let devices = if sc.privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
         // Three things at once: the monitor starts (it then waits for `go`),
         // the cgroup is made, and the spec is built once the layers are leased.
-        let cgroup = record.cgroup.clone();
+        let EarlyWork { cgroup, layers, devices } = early;
         let (monitor, cgroup_made, spec) = tokio::join!(
             self.launch_monitor(&files, &sandbox.record.pause_cgroup),
-            self.make_cgroup(&cgroup, sc.privileged, &devices),
-            self.container_spec(record, image, request, paths, &devices),
+            joined(cgroup),
+            self.container_spec(record, image, request, paths, &devices, joined(layers)),
         );
         let finished = async {
             let (layers, oci, resources) = spec?;
@@ -260,6 +312,7 @@ impl Containers {
         request: &ContainerCreate,
         paths: &ContainerPaths,
         devices: &[HostDevice],
+        leased: impl std::future::Future<Output = Result<LeasedLayers, ContainerError>>,
     ) -> Result<(Vec<PathBuf>, oci_spec::runtime::Spec, oci_spec::runtime::LinuxResources), ContainerError> {
         let id = record.id.clone();
         let config = &request.config;
@@ -267,10 +320,16 @@ impl Containers {
         let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
         let started = std::time::Instant::now();
         let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
+        let c = sc.capabilities.clone().unwrap_or_default();
+        let wanted = match caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities) {
+            Ok(wanted) => wanted,
+            Err(e) => {
+                // The lease is under way: it ends before the create is undone.
+                let _ = leased.await;
+                return Err(ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")));
+            }
+        };
         let capabilities = {
-            let c = sc.capabilities.clone().unwrap_or_default();
-            let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
-                .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
             // Nobody can hand out a capability it lacks (this node's root may
             // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
             let (kept, unavailable) = caps::available(wanted);
@@ -281,19 +340,6 @@ impl Containers {
         };
         // The layers (with the image's /etc/passwd and /etc/group) and the
         // seccomp program need nothing of each other: both at once.
-        let leased = {
-            let (images, holder, image_id) = (self.images.clone(), id.clone(), image.id.clone());
-            async move {
-                tokio::task::spawn_blocking(move || {
-                    let layers = images.lease_layers(&holder, &image_id)?;
-                    let passwd = read_from_layers(&layers, "etc/passwd");
-                    let group = read_from_layers(&layers, "etc/group");
-                    Ok::<_, ContainerError>((layers, passwd, group))
-                })
-                .await
-                .map_err(|e| ContainerError::Build(e.to_string()))?
-            }
-        };
         let (leased, seccomp) = tokio::join!(leased, self.seccomp_program(&id, &sc, sandbox, &capabilities));
         let (layers, passwd, group) = leased?;
         lap("layers leased");
@@ -403,16 +449,16 @@ impl Containers {
         Ok((layers, oci, resources))
     }
 
-    /// Makes the container's cgroup (and missing parents) and limits it to
-    /// the default devices and the config's (privileged containers keep every
-    /// device), in one trip off the async threads; the resources are applied
-    /// once the spec is built.
-    async fn make_cgroup(
+    /// Starts making the container's cgroup (and missing parents) and
+    /// limiting it to the default devices and the config's (privileged
+    /// containers keep every device), in one trip to the blocking pool; the
+    /// resources are applied once the spec is built.
+    fn start_cgroup(
         &self,
         cgroup: &CgroupPath,
         privileged: bool,
         devices: &[HostDevice],
-    ) -> Result<(), ContainerError> {
+    ) -> JoinHandle<Result<(), ContainerError>> {
         use crate::cgroups::devices::{self, GrantedDevice};
         let granted: Vec<GrantedDevice> = devices
             .iter()
@@ -434,8 +480,18 @@ impl Containers {
                 None => Ok(()),
             }
         })
-        .await
-        .map_err(|e| ContainerError::Build(e.to_string()))?
+    }
+
+    /// Leases the image's layers for container `holder` (and reads the
+    /// image's /etc/passwd and /etc/group from them), on the blocking pool.
+    fn start_lease(&self, holder: &str, image_id: &str) -> JoinHandle<Result<LeasedLayers, ContainerError>> {
+        let (images, holder, image_id) = (self.images.clone(), holder.to_string(), image_id.to_string());
+        tokio::task::spawn_blocking(move || {
+            let layers = images.lease_layers(&holder, &image_id)?;
+            let passwd = read_from_layers(&layers, "etc/passwd");
+            let group = read_from_layers(&layers, "etc/group");
+            Ok((layers, passwd, group))
+        })
     }
 
     /// The container's seccomp program (None: unconfined), compiled through

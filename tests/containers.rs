@@ -777,14 +777,35 @@ fn hurried<T>(message: T, ms: u64) -> tonic::Request<T> {
 /// The id a retried call (kubelet's, with the same name) gets: it is refused
 /// as AlreadyExists only while the first call is still being made or taken
 /// back, for up to 10 s.
-async fn retried_while_taken<F>(what: &str, mut call: impl FnMut() -> F) -> String
+/// Retries a create whose first call's caller gave up, while the name is
+/// taken. What that call made is either taken back (the name is free again)
+/// or, when its answer was handed over at the very moment the caller left,
+/// kept: then the id the refusal names is listed, and stays so (gRPC lets a
+/// call past its deadline have been carried out; the caller finds it by
+/// listing). A name kept by an id nobody lists fails.
+async fn retried_while_taken<F, L>(what: &str, mut call: impl FnMut() -> F, mut listed: impl FnMut() -> L) -> String
 where
     F: std::future::Future<Output = Result<String, tonic::Status>>,
+    L: std::future::Future<Output = Vec<String>>,
 {
+    let mut kept_since: Option<(String, std::time::Instant)> = None;
     for _ in 0..500 {
         match call().await {
             Ok(id) => return id,
-            Err(e) if e.code() == tonic::Code::AlreadyExists => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) if e.code() == tonic::Code::AlreadyExists => {
+                let named = listed().await.into_iter().find(|id| e.message().contains(id.as_str()));
+                kept_since = match (named, kept_since) {
+                    (Some(id), Some((kept, since))) if id == kept => {
+                        if since.elapsed() > Duration::from_secs(1) {
+                            return id;
+                        }
+                        Some((kept, since))
+                    }
+                    (Some(id), _) => Some((id, std::time::Instant::now())),
+                    (None, _) => None,
+                };
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
             Err(e) => panic!("retried {what}: {e:?}"),
         }
     }
@@ -803,15 +824,26 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
     for ms in [1, 2, 4] {
         let pod = env.pod(&format!("gaveup-{ms}"));
         let run = RunPodSandboxRequest { config: Some(pod.clone()), runtime_handler: String::new() };
-        if let Err(e) = cri.runtime.run_pod_sandbox(hurried(run, ms)).await {
-            assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
-            pods_given_up += 1;
-        }
-        let pod_id = retried_while_taken(&format!("RunPodSandbox after {ms} ms"), || {
-            let (mut cri, pod) = (cri.clone(), pod.clone());
-            async move { cri.run_pod(pod).await }
-        })
-        .await;
+        let pod_id = match cri.runtime.run_pod_sandbox(hurried(run, ms)).await {
+            // Made within the deadline.
+            Ok(made) => made.into_inner().pod_sandbox_id,
+            Err(e) => {
+                assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
+                pods_given_up += 1;
+                retried_while_taken(
+                    &format!("RunPodSandbox after {ms} ms"),
+                    || {
+                        let (mut cri, pod) = (cri.clone(), pod.clone());
+                        async move { cri.run_pod(pod).await }
+                    },
+                    || {
+                        let mut cri = cri.clone();
+                        async move { cri.list_pods(None).await.into_iter().map(|p| p.id).collect() }
+                    },
+                )
+                .await
+            }
+        };
         let listed: Vec<String> = cri.list_pods(None).await.into_iter().map(|p| p.id).collect();
         assert_eq!(listed, vec![pod_id.clone()], "only the retried pod is listed");
         cri.stop_pod(&pod_id).await.unwrap();
@@ -830,15 +862,26 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
             config: Some(config.clone()),
             sandbox_config: Some(pod.clone()),
         };
-        if let Err(e) = cri.runtime.create_container(hurried(create, ms)).await {
-            assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
-            creates_given_up += 1;
-        }
-        let id = retried_while_taken(&format!("CreateContainer after {ms} ms"), || {
-            let (mut cri, pod_id, pod, config) = (cri.clone(), pod_id.clone(), pod.clone(), config.clone());
-            async move { cri.create_container(&pod_id, &pod, config).await }
-        })
-        .await;
+        let id = match cri.runtime.create_container(hurried(create, ms)).await {
+            // Made within the deadline.
+            Ok(made) => made.into_inner().container_id,
+            Err(e) => {
+                assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
+                creates_given_up += 1;
+                retried_while_taken(
+                    &format!("CreateContainer after {ms} ms"),
+                    || {
+                        let (mut cri, pod_id, pod, config) = (cri.clone(), pod_id.clone(), pod.clone(), config.clone());
+                        async move { cri.create_container(&pod_id, &pod, config).await }
+                    },
+                    || {
+                        let mut cri = cri.clone();
+                        async move { cri.list_containers(None).await.into_iter().map(|c| c.id).collect() }
+                    },
+                )
+                .await
+            }
+        };
         let listed: Vec<String> = cri.list_containers(None).await.into_iter().map(|c| c.id).collect();
         assert_eq!(listed, vec![id.clone()], "only the retried container is listed");
         cri.remove_container(&id).await.unwrap();

@@ -1,4 +1,4 @@
-//! CreateContainer: the cgroup and the leased layers (started first, on the
+//! CreateContainer: the leased layers and the cgroup (started first, on the
 //! blocking pool), the records and directories, the spec (from the config,
 //! the image and the pod) and the seccomp program, made at once; then the
 //! monitor builds the container and leaves its init blocked. A failed create
@@ -43,10 +43,10 @@ struct Prepared {
 type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
 
 /// What CreateContainer hands to the blocking pool before it makes its
-/// records and directories, so that a thread has taken it up by then: the
-/// container cgroup with its device rules (for `devices`), and the layers
-/// leased. Each is awaited on every path, so nothing of it outlives a failed
-/// create's undo.
+/// directories, so that a thread has taken it up by then: the layers leased
+/// (before the first record, too) and the container cgroup with its device
+/// rules (for `devices`; once the record names it). Each is awaited on every
+/// path, so nothing of it outlives a failed create's undo.
 struct EarlyWork {
     cgroup: JoinHandle<Result<(), ContainerError>>,
     layers: JoinHandle<Result<LeasedLayers, ContainerError>>,
@@ -173,11 +173,8 @@ impl Containers {
         } else {
             config_devices(&config.devices).map_err(|e| (e, None))?
         };
-        let early = EarlyWork {
-            cgroup: self.start_cgroup(&record.cgroup, privileged, &devices),
-            layers: self.start_lease(id, &image.id),
-            devices,
-        };
+        // A lease whose container never got a record is released at the next start.
+        let layers = self.start_lease(id, &image.id);
         // Not fsynced: lost in a power cut, the directory has no record and is
         // removed at the next start, which is just as right. The final record is durable.
         let recorded = store::create_dir_new(&paths.dir, 0o700)
@@ -189,11 +186,13 @@ impl Containers {
                 })
             });
         if let Err(e) = recorded {
-            // Without a record, the caller releases the lease; the cgroup goes here.
-            early.finish().await;
-            self.owned_cgroups.remove(&record.cgroup);
+            // Without a record, the caller releases the lease once it is taken.
+            let _ = layers.await;
             return Err((e, None));
         }
+        // Made only once the record names it: a daemon killed from here on
+        // leaves a create the next start undoes, cgroup and all.
+        let early = EarlyWork { cgroup: self.start_cgroup(&record.cgroup, privileged, &devices), layers, devices };
         let Prepared { monitor, files } =
             self.make(&mut record, &image, request, &paths, restore, early).await.map_err(|e| fail(e, &record))?;
         // The durable record is written while the monitor builds the init.

@@ -777,6 +777,30 @@ fn hurried<T>(message: T, ms: u64) -> tonic::Request<T> {
 /// The id a retried call (kubelet's, with the same name) gets: it is refused
 /// as AlreadyExists only while the first call is still being made or taken
 /// back, for up to 10 s.
+/// The id a create sent with a short deadline made: its own answer when it
+/// came in time; else (counted in `given_up`) the retry's, as in
+/// `retried_while_taken`.
+async fn made_or_retried<F, L>(
+    what: &str,
+    answered: Result<String, tonic::Status>,
+    given_up: &mut u32,
+    call: impl FnMut() -> F,
+    listed: impl FnMut() -> L,
+) -> String
+where
+    F: std::future::Future<Output = Result<String, tonic::Status>>,
+    L: std::future::Future<Output = Vec<String>>,
+{
+    match answered {
+        Ok(id) => id,
+        Err(e) => {
+            assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{what}: {e:?}");
+            *given_up += 1;
+            retried_while_taken(what, call, listed).await
+        }
+    }
+}
+
 /// Retries a create whose first call's caller gave up, while the name is
 /// taken. What that call made is either taken back (the name is free again)
 /// or, when its answer was handed over at the very moment the caller left,
@@ -824,26 +848,21 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
     for ms in [1, 2, 4] {
         let pod = env.pod(&format!("gaveup-{ms}"));
         let run = RunPodSandboxRequest { config: Some(pod.clone()), runtime_handler: String::new() };
-        let pod_id = match cri.runtime.run_pod_sandbox(hurried(run, ms)).await {
-            // Made within the deadline.
-            Ok(made) => made.into_inner().pod_sandbox_id,
-            Err(e) => {
-                assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
-                pods_given_up += 1;
-                retried_while_taken(
-                    &format!("RunPodSandbox after {ms} ms"),
-                    || {
-                        let (mut cri, pod) = (cri.clone(), pod.clone());
-                        async move { cri.run_pod(pod).await }
-                    },
-                    || {
-                        let mut cri = cri.clone();
-                        async move { cri.list_pods(None).await.into_iter().map(|p| p.id).collect() }
-                    },
-                )
-                .await
-            }
-        };
+        let answered = cri.runtime.run_pod_sandbox(hurried(run, ms)).await.map(|r| r.into_inner().pod_sandbox_id);
+        let pod_id = made_or_retried(
+            &format!("RunPodSandbox after {ms} ms"),
+            answered,
+            &mut pods_given_up,
+            || {
+                let (mut cri, pod) = (cri.clone(), pod.clone());
+                async move { cri.run_pod(pod).await }
+            },
+            || {
+                let mut cri = cri.clone();
+                async move { cri.list_pods(None).await.into_iter().map(|p| p.id).collect() }
+            },
+        )
+        .await;
         let listed: Vec<String> = cri.list_pods(None).await.into_iter().map(|p| p.id).collect();
         assert_eq!(listed, vec![pod_id.clone()], "only the retried pod is listed");
         cri.stop_pod(&pod_id).await.unwrap();
@@ -862,26 +881,21 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
             config: Some(config.clone()),
             sandbox_config: Some(pod.clone()),
         };
-        let id = match cri.runtime.create_container(hurried(create, ms)).await {
-            // Made within the deadline.
-            Ok(made) => made.into_inner().container_id,
-            Err(e) => {
-                assert!(matches!(e.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded), "{e:?}");
-                creates_given_up += 1;
-                retried_while_taken(
-                    &format!("CreateContainer after {ms} ms"),
-                    || {
-                        let (mut cri, pod_id, pod, config) = (cri.clone(), pod_id.clone(), pod.clone(), config.clone());
-                        async move { cri.create_container(&pod_id, &pod, config).await }
-                    },
-                    || {
-                        let mut cri = cri.clone();
-                        async move { cri.list_containers(None).await.into_iter().map(|c| c.id).collect() }
-                    },
-                )
-                .await
-            }
-        };
+        let answered = cri.runtime.create_container(hurried(create, ms)).await.map(|r| r.into_inner().container_id);
+        let id = made_or_retried(
+            &format!("CreateContainer after {ms} ms"),
+            answered,
+            &mut creates_given_up,
+            || {
+                let (mut cri, pod_id, pod, config) = (cri.clone(), pod_id.clone(), pod.clone(), config.clone());
+                async move { cri.create_container(&pod_id, &pod, config).await }
+            },
+            || {
+                let mut cri = cri.clone();
+                async move { cri.list_containers(None).await.into_iter().map(|c| c.id).collect() }
+            },
+        )
+        .await;
         let listed: Vec<String> = cri.list_containers(None).await.into_iter().map(|c| c.id).collect();
         assert_eq!(listed, vec![id.clone()], "only the retried container is listed");
         cri.remove_container(&id).await.unwrap();

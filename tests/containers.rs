@@ -601,13 +601,7 @@ async fn create_container_refuses_bad_input_and_leaves_nothing() {
         assert!(err.message().contains(field), "message {:?} must name {field}", err.message());
     }
     // Refused creates keep no cgroup under the pod and no image lease.
-    let pod_cgroup =
-        cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().trim_start_matches('/').to_string();
-    for dir in env.cgroup_dirs() {
-        let children: Vec<_> =
-            fs::read_dir(dir.join(&pod_cgroup)).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
-        assert_eq!(children.len(), 1, "only the sandbox cgroup under the pod in {}: {children:?}", dir.display());
-    }
+    assert_only_the_sandbox_cgroup(&env, &mut cri, &pod_id).await;
     assert!(env.root.join("images/leases").is_dir(), "the leases dir");
     assert_eq!(host::names_in(&env.root.join("images/leases")), Vec::<String>::new(), "no lease is left");
     let err = cri.create_container("abcdef1234", &pod, container_config("x", &image, &["true"])).await.unwrap_err();
@@ -625,6 +619,16 @@ async fn create_container_refuses_bad_input_and_leaves_nothing() {
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
+}
+
+/// In every hierarchy, the pod's cgroup holds the sandbox's and nothing else.
+async fn assert_only_the_sandbox_cgroup(env: &TestEnv, cri: &mut common::client::Cri, pod_id: &str) {
+    let pod_cgroup = cri.pod_info(pod_id).await["cgroups"]["pod"].as_str().unwrap().trim_start_matches('/').to_string();
+    for dir in env.cgroup_dirs() {
+        let children: Vec<_> =
+            fs::read_dir(dir.join(&pod_cgroup)).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+        assert_eq!(children.len(), 1, "only the sandbox cgroup under the pod in {}: {children:?}", dir.display());
+    }
 }
 
 #[tokio::test]
@@ -655,13 +659,7 @@ async fn churn_of_200_containers_leaves_nothing_behind() {
     assert_eq!(env.leftover_mounts(), mounts_before, "no mount left");
     assert_eq!(fs::read_dir(env.root.join("containers")).unwrap().count(), 0, "no container dir or upper dir left");
     assert_eq!(fs::read_dir(env.state.join("containers")).unwrap().count(), 0);
-    let pod_cgroup =
-        cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().trim_start_matches('/').to_string();
-    for dir in env.cgroup_dirs() {
-        let children: Vec<_> =
-            fs::read_dir(dir.join(&pod_cgroup)).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
-        assert_eq!(children.len(), 1, "only the sandbox cgroup under the pod in {}", dir.display());
-    }
+    assert_only_the_sandbox_cgroup(&env, &mut cri, &pod_id).await;
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }

@@ -152,16 +152,10 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     let mut env = TestEnv::new("spare");
     let mut cri = env.start().await;
     let daemon = env.daemon_pid().unwrap();
-    let mut spares = Vec::new();
-    for _ in 0..200 {
-        spares = host::children_named(daemon, "nidus-monitor");
-        if !spares.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(spares.len(), 1, "one spare monitor by default: {spares:?}");
-    assert_eq!(host::sched_policy(spares[0]), Some(5), "a spare waits in SCHED_IDLE");
+    let spare = a_new_spare(daemon, &[]).await.expect("a spare monitor waits in SCHED_IDLE");
+    let spares = host::children_named(daemon, "nidus-monitor");
+    assert_eq!(spares, vec![spare], "one spare monitor by default");
+    assert_eq!(host::sched_policy(spare), Some(5), "a spare waits in SCHED_IDLE");
 
     // A container built by a spare runs in the normal class.
     let image = env.import_busybox(&mut cri).await;
@@ -182,7 +176,7 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
 
 /// The nidus-monitor children of the daemon other than `except`, once one
 /// waits in SCHED_IDLE (a spare that has started), within 5 s.
-fn a_new_spare(daemon: i32, except: &[i32]) -> Option<i32> {
+async fn a_new_spare(daemon: i32, except: &[i32]) -> Option<i32> {
     for _ in 0..500 {
         let spare = host::children_named(daemon, "nidus-monitor")
             .into_iter()
@@ -190,7 +184,7 @@ fn a_new_spare(daemon: i32, except: &[i32]) -> Option<i32> {
         if spare.is_some() {
             return spare;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     None
 }
@@ -203,7 +197,7 @@ async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails(
     let mut env = TestEnv::new("respare");
     let mut cri = env.start().await;
     let daemon = env.daemon_pid().unwrap();
-    let first = a_new_spare(daemon, &[]).expect("a spare monitor at start");
+    let first = a_new_spare(daemon, &[]).await.expect("a spare monitor at start");
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("respare");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
@@ -215,11 +209,11 @@ async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails(
     let refused = cri.create_container(&pod_id, &pod, config).await.expect_err("a missing profile fails the create");
     assert!(refused.message().contains("nidus-profile.json"), "{refused:?}");
     assert!(host::wait_gone(first), "the dismissed spare {first} ended");
-    let second = a_new_spare(daemon, &[first]).expect("a new spare after a failed create");
+    let second = a_new_spare(daemon, &[first]).await.expect("a new spare after a failed create");
 
     // A create that succeeds builds with the spare; another replaces it.
     let id = cri.run_container(&pod_id, &pod, common::client::container_config("c", &image, &["sleep", "60"])).await;
-    let third = a_new_spare(daemon, &[first, second]).expect("a new spare after a create");
+    let third = a_new_spare(daemon, &[first, second]).await.expect("a new spare after a create");
     assert!(host::sched_policy(second).is_some(), "the taken spare {second} monitors the container");
     assert_ne!(host::sched_policy(second), Some(5), "the taken spare left the idle class");
     assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerRunning as i32);

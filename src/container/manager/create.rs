@@ -205,10 +205,9 @@ impl Containers {
             let began = std::time::Instant::now();
             let written = store::write_json(&record_path, &final_record);
             tracing::debug!(record_us = began.elapsed().as_micros() as u64, "durable record written");
-            written
+            written.map_err(ContainerError::from)
         });
-        let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), write);
-        let written = written.map_err(|e| ContainerError::Build(e.to_string())).and_then(|w| w.map_err(Into::into));
+        let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), joined(write));
         if let Err(e) = written {
             // Built or not, the container goes: its record is not safe.
             return Err(fail(e, &record));

@@ -33,6 +33,13 @@ impl PendingMonitor {
         self.handle.as_ref().is_some_and(|h| !h.has_exited())
     }
 
+    /// Tells the monitor that the bundle's config.json is written: it reads
+    /// the spec while the daemon finishes. A monitor that died already
+    /// fails this, and later `go` too.
+    pub fn spec_written(&self) {
+        let _ = (&self.go).write_all(b"spec\n");
+    }
+
     /// Ends a monitor that will not get `go` (its input closes) and waits
     /// (a few seconds at most) until it has, so nothing of it writes in a
     /// run dir being removed.

@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 pub struct MonitorAssignment {
     /// The container's run directory (plan.json comes there before `go`).
     pub run_dir: PathBuf,
+    /// The bundle: its `config.json` is complete once the daemon says `spec`.
+    pub bundle: PathBuf,
     /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
-    /// monitor joins it before `go`.
+    /// monitor joins it while the init builds.
     pub pod_cgroup_procs: Vec<PathBuf>,
 }
 

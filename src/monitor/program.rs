@@ -34,7 +34,8 @@ use crate::store;
 /// `nidus-monitor run`: starts a session of its own, reads its assignment
 /// (`MonitorAssignment`, one JSON line on stdin: started as a spare, it
 /// waits here), settles in (diagnostics to monitor.log, its identity and
-/// control socket in the run dir), waits for `go`, joins the pod's cgroup
+/// control socket in the run dir), reads the OCI spec when the daemon says
+/// `spec` (config.json is written), waits for `go`, joins the pod's cgroup
 /// while the init it forked builds, then prints `created PID STARTTIME JOIN
 /// BUILD_US SETTLE_US GO_WAIT_US` (or `error MESSAGE`) once the container
 /// is built, and serves until the container ends.
@@ -53,13 +54,23 @@ pub fn run() -> i32 {
         }
     };
     let files = RunFiles::new(&assignment.run_dir);
-    // The daemon says `go` once plan.json is written; end of input means it gave up.
     let assigned = Instant::now();
     let settled = session.and_then(|()| settle(&files));
     let settle_us = assigned.elapsed().as_micros();
-    let mut go = String::new();
-    if io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
-        return 1;
+    // The daemon says `spec` once config.json is written (it is read here
+    // while the daemon finishes the cgroup), then `go` once plan.json is.
+    // End of input means it gave up.
+    let mut spec = None;
+    loop {
+        line.clear();
+        if io::stdin().read_line(&mut line).is_err() {
+            return 1;
+        }
+        match line.trim_end() {
+            "go" => break,
+            "spec" if spec.is_none() => spec = Some(read_spec(&assignment.bundle)),
+            _ => return 1,
+        }
     }
     let go_wait_us = assigned.elapsed().as_micros() - settle_us;
     let listener = match settled {
@@ -70,11 +81,12 @@ pub fn run() -> i32 {
         }
     };
     let began = Instant::now();
-    match set_up(&files, listener, &assignment.pod_cgroup_procs) {
+    match set_up(&files, listener, &assignment, spec) {
         Ok(mut monitor) => {
             // The last fields, for the create timings: how long the build
             // took here, how long settling took, and how long `go` was then
-            // awaited (the rest of the daemon's wait is this program's start).
+            // awaited, the spec's read included (the rest of the daemon's
+            // wait is this program's start).
             // A daemon that died meanwhile finds the init recorded: no
             // reader is no reason to stop.
             let _ = writeln!(
@@ -187,12 +199,27 @@ fn join_pod_cgroup(pod_cgroup_procs: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-fn set_up(files: &RunFiles, listener: UnixListener, pod_cgroup_procs: &[PathBuf]) -> Result<Monitor, String> {
+/// The OCI spec in `bundle`.
+fn read_spec(bundle: &Path) -> Result<oci_spec::runtime::Spec, String> {
+    store::read_existing_json(&bundle.join("config.json")).map_err(|e| format!("reading the OCI spec: {e}"))
+}
+
+/// `spec`: the assignment's bundle's spec when the daemon said it was
+/// written before `go`.
+fn set_up(
+    files: &RunFiles,
+    listener: UnixListener,
+    assignment: &MonitorAssignment,
+    spec: Option<Result<oci_spec::runtime::Spec, String>>,
+) -> Result<Monitor, String> {
+    let pod_cgroup_procs = &assignment.pod_cgroup_procs;
     let plan: MonitorPlan = store::read_json(&files.plan())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
-    let spec: oci_spec::runtime::Spec = store::read_existing_json(&plan.bundle.join("config.json"))
-        .map_err(|e| format!("reading the OCI spec: {e}"))?;
+    let spec = match spec {
+        Some(read) if plan.bundle == assignment.bundle => read?,
+        _ => read_spec(&plan.bundle)?,
+    };
     let log = match &plan.log_path {
         Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),
         None => None,

@@ -243,13 +243,21 @@ impl Containers {
             return Err(e);
         }
         // Three things at once: the monitor starts (it then waits for `go`),
-        // the cgroup is made, and the spec is built once the layers are leased.
+        // the cgroup is made, and the spec is built once the layers are
+        // leased. The monitor reads the spec as soon as both are there,
+        // while the cgroup is still being made.
         let EarlyWork { cgroup, layers, devices } = early;
-        let (monitor, cgroup_made, spec) = tokio::join!(
-            self.launch_monitor(&files, &sandbox.record.pause_cgroup),
-            joined(cgroup),
-            self.container_spec(record, image, request, paths, &devices, joined(layers)),
-        );
+        let monitor_and_spec = async {
+            let (monitor, spec) = tokio::join!(
+                self.launch_monitor(&files, paths, &sandbox.record.pause_cgroup),
+                self.container_spec(record, image, request, paths, &devices, joined(layers)),
+            );
+            if let (Ok(monitor), Ok(_)) = (&monitor, &spec) {
+                monitor.spec_written();
+            }
+            (monitor, spec)
+        };
+        let ((monitor, spec), cgroup_made) = tokio::join!(monitor_and_spec, joined(cgroup));
         let finished = async {
             let (layers, oci, resources) = spec?;
             cgroup_made?;
@@ -561,10 +569,14 @@ impl Containers {
     async fn launch_monitor(
         &self,
         files: &RunFiles,
+        paths: &ContainerPaths,
         pod_cgroup: &CgroupPath,
     ) -> Result<PendingMonitor, ContainerError> {
-        let assignment =
-            MonitorAssignment { run_dir: files.dir.clone(), pod_cgroup_procs: self.cgroups.procs_files(pod_cgroup) };
+        let assignment = MonitorAssignment {
+            run_dir: files.dir.clone(),
+            bundle: paths.dir.clone(),
+            pod_cgroup_procs: self.cgroups.procs_files(pod_cgroup),
+        };
         self.monitors
             .take(&assignment)
             .await

@@ -78,6 +78,9 @@ impl Collector {
 
     /// Reads one pod and `containers` (its own).
     pub fn pod(&self, sandbox: &SandboxView, containers: &[ContainerView]) -> PodUsage {
+        // The containers first: the pod's cumulative counters (CPU time), read
+        // after theirs, are then never below their sum.
+        let containers = containers.iter().map(|c| self.container(c)).collect();
         let at_ns = now_ns();
         let cgroup = self.cgroups.stats(&sandbox.record.pod_cgroup);
         let key = format!("pod/{}", sandbox.record.id);
@@ -86,14 +89,7 @@ impl Collector {
             (Some(pause), true, SandboxState::Ready) => network::interfaces_of(pause.pid),
             _ => None,
         };
-        PodUsage {
-            id: sandbox.record.id.clone(),
-            at_ns,
-            cgroup,
-            nano_cores,
-            interfaces,
-            containers: containers.iter().map(|c| self.container(c)).collect(),
-        }
+        PodUsage { id: sandbox.record.id.clone(), at_ns, cgroup, nano_cores, interfaces, containers }
     }
 
     /// After a full listing: forget the readings of what no longer exists.

@@ -27,18 +27,18 @@ pub fn spawn(command: &mut Command) -> io::Result<Piped> {
     }
 }
 
-/// Writes `line` to a helper's input, calls `said`, then reads one line of
-/// its output on the async threads; the input stays open until the reply is
-/// in. A helper that died already fails the write, and its reply is then empty.
-pub async fn say_then_read_line(
-    mut input: ChildStdin,
-    line: &[u8],
-    said: impl FnOnce(),
-    output: ChildStdout,
-) -> io::Result<String> {
-    use tokio::io::AsyncBufReadExt;
+/// Writes `line` to a helper's input, then reads one line of its output on
+/// the async threads; the input stays open until the reply is in. A helper
+/// that died already fails the write, and its reply is then empty.
+pub async fn say_then_read_line(mut input: ChildStdin, line: &[u8], output: ChildStdout) -> io::Result<String> {
     let _ = input.write_all(line);
-    said();
+    read_line_holding(input, output).await
+}
+
+/// Reads one line of a helper's output on the async threads, holding its
+/// input open until the reply is in.
+pub async fn read_line_holding(input: ChildStdin, output: ChildStdout) -> io::Result<String> {
+    use tokio::io::AsyncBufReadExt;
     let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(output))?;
     let mut reply = String::new();
     tokio::io::BufReader::new(pipe).read_line(&mut reply).await?;

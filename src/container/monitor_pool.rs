@@ -10,6 +10,7 @@
 //! container). A spare ends at end of input, so it never outlives the daemon.
 
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,6 +39,11 @@ impl PendingMonitor {
     /// fails this, and later `go` too.
     pub fn spec_written(&self) {
         let _ = (&self.go).write_all(b"spec\n");
+    }
+
+    /// A copy of the monitor's input, to say `go` on from another thread.
+    pub fn go_copy(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self.go.as_fd().try_clone_to_owned()
     }
 
     /// Ends a monitor that will not get `go` (its input closes) and waits

@@ -47,7 +47,7 @@ pub async fn launch_pause(
     timeout: Duration,
 ) -> Result<ProcessIdentity, LaunchError> {
     let PendingLauncher { pid: launcher, go, reply } = pending;
-    let read = helper::say_then_read_line(go, b"go\n", || {}, reply);
+    let read = helper::say_then_read_line(go, b"go\n", reply);
     let line = match tokio::time::timeout(timeout, read).await {
         Ok(Ok(line)) => line,
         Ok(Err(_)) => String::new(),

@@ -4,8 +4,11 @@
 //! monitor builds the container and leaves its init blocked. A failed create
 //! undoes everything it made.
 
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -45,10 +48,15 @@ type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
 /// What CreateContainer hands to the blocking pool before it makes its
 /// directories, so that a thread has taken it up by then: the layers leased
 /// (before the first record, too) and the container cgroup with its device
-/// rules (for `devices`; once the record names it). Each is awaited on every
-/// path, so nothing of it outlives a failed create's undo.
+/// rules (for `devices`; once the record names it). The cgroup's task then
+/// waits for the plan (`go_ahead`), applies the resources and says `go` to
+/// the monitor itself: the last of the two to finish says it, with no trip
+/// back to the async threads in between. Each task is awaited on every path,
+/// so nothing of it outlives a failed create's undo.
 struct EarlyWork {
-    cgroup: JoinHandle<Result<(), ContainerError>>,
+    /// True once `go` is said; false when the plan never came.
+    cgroup: JoinHandle<Result<bool, ContainerError>>,
+    go_ahead: mpsc::SyncSender<GoAhead>,
     layers: JoinHandle<Result<LeasedLayers, ContainerError>>,
     devices: Vec<HostDevice>,
 }
@@ -56,8 +64,16 @@ struct EarlyWork {
 impl EarlyWork {
     /// Waits for both, whatever they gave (a failed create undoes them).
     async fn finish(self) {
+        drop(self.go_ahead);
         let _ = tokio::join!(self.cgroup, self.layers);
     }
+}
+
+/// Sent to the cgroup's task once plan.json is written: the resources to
+/// apply, and a copy of the monitor's input to say `go` on.
+struct GoAhead {
+    resources: oci_spec::runtime::LinuxResources,
+    go: OwnedFd,
 }
 
 /// A blocking task's result, its panic as a build error.
@@ -192,7 +208,8 @@ impl Containers {
         }
         // Made only once the record names it: a daemon killed from here on
         // leaves a create the next start undoes, cgroup and all.
-        let early = EarlyWork { cgroup: self.start_cgroup(&record.cgroup, privileged, &devices), layers, devices };
+        let (cgroup, go_ahead) = self.start_cgroup(&record.cgroup, privileged, &devices);
+        let early = EarlyWork { cgroup, go_ahead, layers, devices };
         let Prepared { monitor, files } =
             self.make(&mut record, &image, request, &paths, restore, early).await.map_err(|e| fail(e, &record))?;
         // The durable record is written while the monitor builds the init.
@@ -227,7 +244,6 @@ impl Containers {
         early: EarlyWork,
     ) -> Result<Prepared, ContainerError> {
         let id = record.id.clone();
-        let config = &request.config;
         let sandbox = &request.sandbox;
         let started = std::time::Instant::now();
         let files = RunFiles::new(&paths.run_dir);
@@ -245,55 +261,45 @@ impl Containers {
         // Three things at once: the monitor starts (it then waits for `go`),
         // the cgroup is made, and the spec is built once the layers are
         // leased. The monitor reads the spec as soon as both are there,
-        // while the cgroup is still being made.
-        let EarlyWork { cgroup, layers, devices } = early;
-        let monitor_and_spec = async {
+        // while the cgroup is still being made; the plan follows, and the
+        // cgroup's task says `go` once both the plan and the cgroup are done.
+        let EarlyWork { cgroup, go_ahead, layers, devices } = early;
+        let planned = async {
+            // Owned by this future: dropped unsent when the plan fails, which
+            // ends the cgroup's task without `go`.
+            let go_ahead = go_ahead;
             let (monitor, spec) = tokio::join!(
                 self.launch_monitor(&files, paths, &sandbox.record.pause_cgroup),
                 self.container_spec(record, image, request, paths, &devices, joined(layers)),
             );
-            if let (Ok(monitor), Ok(_)) = (&monitor, &spec) {
-                monitor.spec_written();
-            }
-            (monitor, spec)
-        };
-        let ((monitor, spec), cgroup_made) = tokio::join!(monitor_and_spec, joined(cgroup));
-        let finished = async {
-            let (layers, oci, resources) = spec?;
-            cgroup_made?;
-            self.cgroups.apply(&record.cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
-            let restore = match restore {
-                Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
-                None => None,
-            };
-            let plan = MonitorPlan {
-                container_id: id.clone(),
-                bundle: paths.dir.clone(),
-                run_dir: paths.run_dir.clone(),
-                log_path: record.log_path.clone(),
-                rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
-                cgroup_procs: self.cgroups.procs_files(&record.cgroup),
-                cgroup_mounts: self.cgroup_mounts(),
-                stdin: config.stdin,
-                memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
-                clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
-                    .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
-                    .flatten(),
-                restore,
-            };
-            store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
-            if let Some(log) = &record.log_path {
-                if let Some(dir) = log.parent() {
-                    std::fs::create_dir_all(dir)
-                        .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+            let planned = match (&monitor, spec) {
+                (Ok(monitor), Ok(spec)) => {
+                    monitor.spec_written();
+                    self.write_plan(record, request, paths, &files, restore, spec).await.and_then(|resources| {
+                        let go = monitor.go_copy().map_err(io_err("cannot copy the monitor's input"))?;
+                        // The task is waiting, or ended (its error is awaited below).
+                        let _ = go_ahead.send(GoAhead { resources, go });
+                        Ok(())
+                    })
                 }
-            }
-            Ok(())
-        }
-        .await;
+                // The monitor's own error comes from `monitor`.
+                (Err(_), Ok(_)) => Ok(()),
+                (_, Err(e)) => Err(e),
+            };
+            (monitor, planned)
+        };
+        let ((monitor, planned), said) = tokio::join!(planned, joined(cgroup));
+        // The spec's or the plan's error first, then the cgroup's, then the monitor's.
+        let finished = match (&monitor, planned, said) {
+            (_, Err(e), _) | (_, Ok(()), Err(e)) => Err(e),
+            (Ok(_), Ok(()), Ok(false)) => Err(ContainerError::Build("the plan did not reach the cgroup's task".into())),
+            (Ok(_), Ok(()), Ok(true)) | (Err(_), Ok(()), Ok(_)) => Ok(()),
+        };
         let failed = match (finished, monitor) {
             (Ok(()), Ok(monitor)) => {
                 tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
+                // `go` is said: a replacement spare starts while this one builds.
+                self.monitors.refill();
                 return Ok(Prepared { monitor, files });
             }
             (Err(e), Ok(monitor)) => {
@@ -306,6 +312,48 @@ impl Containers {
         // No `go` is said here, which is when a replacement spare starts.
         self.monitors.refill();
         Err(failed)
+    }
+
+    /// Writes plan.json (and makes the log's directory) once the spec is
+    /// built; returns the resources for the cgroup.
+    async fn write_plan(
+        &self,
+        record: &ContainerRecord,
+        request: &ContainerCreate,
+        paths: &ContainerPaths,
+        files: &RunFiles,
+        restore: Option<&restore::RestoreSource>,
+        spec: (Vec<PathBuf>, oci_spec::runtime::Spec, oci_spec::runtime::LinuxResources),
+    ) -> Result<oci_spec::runtime::LinuxResources, ContainerError> {
+        let (layers, oci, resources) = spec;
+        let (id, config, sandbox) = (&record.id, &request.config, &request.sandbox);
+        let restore = match restore {
+            Some(source) => Some(self.prepare_restore(source, &oci, sandbox, paths).await?),
+            None => None,
+        };
+        let plan = MonitorPlan {
+            container_id: id.clone(),
+            bundle: paths.dir.clone(),
+            run_dir: paths.run_dir.clone(),
+            log_path: record.log_path.clone(),
+            rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
+            cgroup_procs: self.cgroups.procs_files(&record.cgroup),
+            cgroup_mounts: self.cgroup_mounts(),
+            stdin: config.stdin,
+            memory_cgroup: self.cgroups.controller_dir(&record.cgroup, "memory"),
+            clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
+                .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
+                .flatten(),
+            restore,
+        };
+        store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
+        if let Some(log) = &record.log_path {
+            if let Some(dir) = log.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
+            }
+        }
+        Ok(resources)
     }
 
     /// The container's OCI spec (written to the bundle) from its config,
@@ -457,14 +505,15 @@ impl Containers {
 
     /// Starts making the container's cgroup (and missing parents) and
     /// limiting it to the default devices and the config's (privileged
-    /// containers keep every device), in one trip to the blocking pool; the
-    /// resources are applied once the spec is built.
+    /// containers keep every device), in one trip to the blocking pool. The
+    /// task then waits for the plan: it applies the spec's resources and says
+    /// `go` to the monitor (true), or ends when the sender drops (false).
     fn start_cgroup(
         &self,
         cgroup: &CgroupPath,
         privileged: bool,
         devices: &[HostDevice],
-    ) -> JoinHandle<Result<(), ContainerError>> {
+    ) -> (JoinHandle<Result<bool, ContainerError>>, mpsc::SyncSender<GoAhead>) {
         use crate::cgroups::devices::{self, GrantedDevice};
         let granted: Vec<GrantedDevice> = devices
             .iter()
@@ -477,15 +526,19 @@ impl Containers {
             .collect();
         let rules = devices::rules_for(privileged, &granted);
         let (owned, cgroups, cgroup) = (self.owned_cgroups.clone(), self.cgroups.clone(), cgroup.clone());
-        tokio::task::spawn_blocking(move || {
+        let (go_ahead, plan_written) = mpsc::sync_channel::<GoAhead>(1);
+        let task = tokio::task::spawn_blocking(move || {
             owned.create(&cgroup)?;
-            match rules {
-                Some(rules) => {
-                    devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))
-                }
-                None => Ok(()),
+            if let Some(rules) = rules {
+                devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))?;
             }
-        })
+            let Ok(GoAhead { resources, go }) = plan_written.recv() else { return Ok(false) };
+            cgroups.apply(&cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
+            // A monitor that died fails this; its empty reply says so.
+            let _ = std::fs::File::from(go).write_all(b"go\n");
+            Ok(true)
+        });
+        (task, go_ahead)
     }
 
     /// Leases the image's layers for container `holder` (and reads the
@@ -592,9 +645,8 @@ impl Containers {
     ) -> Result<(InitProcess, Option<CgroupJoin>), ContainerError> {
         let PendingMonitor { pid: monitor, go, reply, .. } = pending;
         let said = std::time::Instant::now();
-        // The replacement spare starts while this one builds: its exec takes
-        // the CPU the build leaves, not the preparation's.
-        let read = crate::helper::say_then_read_line(go, b"go\n", || self.monitors.refill(), reply);
+        // `go` is said (by the cgroup's task); its input stays open until the reply.
+        let read = crate::helper::read_line_holding(go, reply);
         let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
             Ok(Ok(line)) => line,
             Ok(Err(_)) => String::new(),

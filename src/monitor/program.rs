@@ -59,19 +59,20 @@ pub fn run() -> i32 {
     let settle_us = assigned.elapsed().as_micros();
     // The daemon says `spec` once config.json is written (it is read here
     // while the daemon finishes the cgroup), then `go` once plan.json is.
-    // End of input means it gave up.
+    // End of input, or anything else, means it gave up.
     let mut spec = None;
     loop {
         line.clear();
         if io::stdin().read_line(&mut line).is_err() {
             return 1;
         }
-        match line.trim_end() {
-            "go" => break,
-            "spec" if spec.is_none() => spec = Some(read_spec(&assignment.bundle)),
+        match (line.trim_end(), &spec) {
+            ("spec", None) => spec = Some(read_spec(&assignment.bundle)),
+            ("go", Some(_)) => break,
             _ => return 1,
         }
     }
+    let Some(spec) = spec else { return 1 };
     let go_wait_us = assigned.elapsed().as_micros() - settle_us;
     let listener = match settled {
         Ok(listener) => listener,
@@ -81,7 +82,7 @@ pub fn run() -> i32 {
         }
     };
     let began = Instant::now();
-    match set_up(&files, listener, &assignment, spec) {
+    match set_up(&files, listener, &assignment.pod_cgroup_procs, spec) {
         Ok(mut monitor) => {
             // The last fields, for the create timings: how long the build
             // took here, how long settling took, and how long `go` was then
@@ -204,22 +205,17 @@ fn read_spec(bundle: &Path) -> Result<oci_spec::runtime::Spec, String> {
     store::read_existing_json(&bundle.join("config.json")).map_err(|e| format!("reading the OCI spec: {e}"))
 }
 
-/// `spec`: the assignment's bundle's spec when the daemon said it was
-/// written before `go`.
+/// `spec`: the bundle's spec, read when the daemon said `spec`.
 fn set_up(
     files: &RunFiles,
     listener: UnixListener,
-    assignment: &MonitorAssignment,
-    spec: Option<Result<oci_spec::runtime::Spec, String>>,
+    pod_cgroup_procs: &[PathBuf],
+    spec: Result<oci_spec::runtime::Spec, String>,
 ) -> Result<Monitor, String> {
-    let pod_cgroup_procs = &assignment.pod_cgroup_procs;
     let plan: MonitorPlan = store::read_json(&files.plan())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
-    let spec = match spec {
-        Some(read) if plan.bundle == assignment.bundle => read?,
-        _ => read_spec(&plan.bundle)?,
-    };
+    let spec = spec?;
     let log = match &plan.log_path {
         Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),
         None => None,

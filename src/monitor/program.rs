@@ -61,18 +61,17 @@ pub fn run() -> i32 {
     // while the daemon finishes the cgroup), then `go` once plan.json is.
     // End of input, or anything else, means it gave up.
     let mut spec = None;
-    loop {
+    let spec = loop {
         line.clear();
         if io::stdin().read_line(&mut line).is_err() {
             return 1;
         }
-        match (line.trim_end(), &spec) {
+        match (line.trim_end(), spec.take()) {
             ("spec", None) => spec = Some(read_spec(&assignment.bundle)),
-            ("go", Some(_)) => break,
+            ("go", Some(read)) => break read,
             _ => return 1,
         }
-    }
-    let Some(spec) = spec else { return 1 };
+    };
     let go_wait_us = assigned.elapsed().as_micros() - settle_us;
     let listener = match settled {
         Ok(listener) => listener,

@@ -51,11 +51,11 @@ type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
 /// rules (for `devices`; once the record names it). The cgroup's task then
 /// waits for the plan (`go_ahead`), applies the resources and says `go` to
 /// the monitor itself: the last of the two to finish says it, with no trip
-/// back to the async threads in between. Each task is awaited on every path,
-/// so nothing of it outlives a failed create's undo.
+/// back to the async threads in between; a plan never sent ends it without
+/// `go`. Each task is awaited on every path, so nothing of it outlives a
+/// failed create's undo.
 struct EarlyWork {
-    /// True once `go` is said; false when the plan never came.
-    cgroup: JoinHandle<Result<bool, ContainerError>>,
+    cgroup: JoinHandle<Result<(), ContainerError>>,
     go_ahead: mpsc::SyncSender<GoAhead>,
     layers: JoinHandle<Result<LeasedLayers, ContainerError>>,
     devices: Vec<HostDevice>,
@@ -288,13 +288,11 @@ impl Containers {
             };
             (monitor, planned)
         };
-        let ((monitor, planned), said) = tokio::join!(planned, joined(cgroup));
-        // The spec's or the plan's error first, then the cgroup's, then the monitor's.
-        let finished = match (&monitor, planned, said) {
-            (_, Err(e), _) | (_, Ok(()), Err(e)) => Err(e),
-            (Ok(_), Ok(()), Ok(false)) => Err(ContainerError::Build("the plan did not reach the cgroup's task".into())),
-            (Ok(_), Ok(()), Ok(true)) | (Err(_), Ok(()), Ok(_)) => Ok(()),
-        };
+        let ((monitor, planned), cgroup_made) = tokio::join!(planned, joined(cgroup));
+        // The spec's or the plan's error first, then the cgroup's, then the
+        // monitor's. With both monitor and plan there, the plan was sent: a
+        // cgroup task that ended well has said `go`.
+        let finished = planned.and(cgroup_made);
         let failed = match (finished, monitor) {
             (Ok(()), Ok(monitor)) => {
                 tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
@@ -507,13 +505,13 @@ impl Containers {
     /// limiting it to the default devices and the config's (privileged
     /// containers keep every device), in one trip to the blocking pool. The
     /// task then waits for the plan: it applies the spec's resources and says
-    /// `go` to the monitor (true), or ends when the sender drops (false).
+    /// `go` to the monitor, or ends when the sender drops unsent.
     fn start_cgroup(
         &self,
         cgroup: &CgroupPath,
         privileged: bool,
         devices: &[HostDevice],
-    ) -> (JoinHandle<Result<bool, ContainerError>>, mpsc::SyncSender<GoAhead>) {
+    ) -> (JoinHandle<Result<(), ContainerError>>, mpsc::SyncSender<GoAhead>) {
         use crate::cgroups::devices::{self, GrantedDevice};
         let granted: Vec<GrantedDevice> = devices
             .iter()
@@ -532,11 +530,11 @@ impl Containers {
             if let Some(rules) = rules {
                 devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))?;
             }
-            let Ok(GoAhead { resources, go }) = plan_written.recv() else { return Ok(false) };
+            let Ok(GoAhead { resources, go }) = plan_written.recv() else { return Ok(()) };
             cgroups.apply(&cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
             // A monitor that died fails this; its empty reply says so.
             let _ = std::fs::File::from(go).write_all(b"go\n");
-            Ok(true)
+            Ok(())
         });
         (task, go_ahead)
     }

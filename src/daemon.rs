@@ -14,6 +14,7 @@ use crate::api::image_service_server::ImageServiceServer;
 use crate::api::runtime_service_server::RuntimeServiceServer;
 use crate::api_v1alpha2::image_service_server::ImageServiceServer as ImageServiceServerV1alpha2;
 use crate::api_v1alpha2::runtime_service_server::RuntimeServiceServer as RuntimeServiceServerV1alpha2;
+use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::container::{Containers, ImageSource};
@@ -129,10 +130,12 @@ pub async fn serve(config: Config) -> Result<()> {
 
     let owned_cgroups =
         Arc::new(OwnedCgroups::load(cgroups.clone(), &config.state, &config.root).context("reading owned cgroups")?);
+    let ahead = AheadCgroups::new(cgroups.clone(), owned_cgroups.clone());
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),
         owned_cgroups.clone(),
+        ahead.clone(),
         reaper.clone(),
         pause_program.exec_path().to_path_buf(),
     );
@@ -143,6 +146,7 @@ pub async fn serve(config: Config) -> Result<()> {
         config.clone(),
         cgroups.clone(),
         owned_cgroups.clone(),
+        ahead,
         reaper,
         monitor_program.exec_path().to_path_buf(),
         image_source,

@@ -155,6 +155,75 @@ async fn limits_are_in_the_container_cgroup_files() {
     env.assert_no_leftovers();
 }
 
+/// The hierarchies a container's cgroup is in on this node ("" for v2).
+fn controllers() -> &'static [&'static str] {
+    if host::unified() {
+        &[""]
+    } else {
+        &["cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids"]
+    }
+}
+
+/// The names of the cgroups in `dir`.
+fn child_cgroups(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn every_container_has_a_cgroup_named_for_it_and_a_pod_leaves_no_cgroup_behind() {
+    let mut env = TestEnv::new("rescgnames");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let sleeper = |name: &str| container_config(name, &image, &["sleep", "1000"]);
+
+    // The pod's first container (on v1 its cgroup was made ahead, while the
+    // pod's caller went on) and a second one: each in a cgroup of its own,
+    // named for it, beside the sandbox's in the pod's cgroup, in every hierarchy.
+    let pod = env.pod("names");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let first = cri.run_container(&pod_id, &pod, sleeper("first")).await;
+    let second = cri.run_container(&pod_id, &pod, sleeper("second")).await;
+    let inits = [cri.container_pid(&first).await, cri.container_pid(&second).await];
+    for controller in controllers() {
+        let dirs = inits.map(|pid| host::cgroup_dir(pid, controller));
+        for (dir, id) in dirs.iter().zip([&first, &second]) {
+            assert_eq!(dir.file_name().unwrap().to_str().unwrap(), id, "{controller}: {}", dir.display());
+        }
+        let pod_dir = dirs[0].parent().unwrap();
+        let mut expected = vec![pod_id.clone(), first.clone(), second.clone()];
+        expected.sort();
+        assert_eq!(child_cgroups(pod_dir), expected, "{controller}: the pod's cgroup holds these only");
+    }
+
+    // A first container with a device of its own gets its own rules.
+    let devices_pod = env.pod("devices");
+    let devices_pod_id = cri.run_pod(devices_pod.clone()).await.unwrap();
+    let mut config = sleeper("device");
+    config.devices = vec![Device {
+        container_path: "/dev/extra/null".into(),
+        host_path: "/dev/null".into(),
+        permissions: "rw".into(),
+    }];
+    let with_device = cri.run_container(&devices_pod_id, &devices_pod, config).await;
+    let out = cri.exec_ok(&with_device, &["sh", "-c", "echo x > /dev/extra/null && echo written"]).await;
+    assert_eq!(out, "written\n");
+
+    // A pod that never ran a container, stopped and removed at once.
+    let empty_pod_id = cri.run_pod(env.pod("empty")).await.unwrap();
+    for id in [&empty_pod_id, &devices_pod_id, &pod_id] {
+        cri.stop_pod(id).await.unwrap();
+        cri.remove_pod(id).await.unwrap();
+    }
+    env.assert_no_leftovers();
+}
+
 /// `dd` reading 200 MB into one buffer: the allocation the OOM killer stops.
 const HOG: &[&str] = &["dd", "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1"];
 

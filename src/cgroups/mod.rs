@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub mod ahead;
 pub mod apply;
 mod delegation;
 pub mod devices;
@@ -53,6 +54,8 @@ pub enum CgroupError {
     Create { path: PathBuf, source: io::Error },
     #[error("cannot remove cgroup {path}: {source}")]
     Remove { path: PathBuf, source: io::Error },
+    #[error("cannot rename cgroup {path}: {source}")]
+    Rename { path: PathBuf, source: io::Error },
     #[error(
         "cgroup v2: {dir} holds other processes ({pids:?}), so it cannot give controllers to nidus's \
          relative cgroup root below it (no internal processes); start nidus in a cgroup of its own \
@@ -379,6 +382,33 @@ impl Cgroups {
             .filter(|gone| !gone)
             .count()
             == 0
+    }
+
+    /// cgroup v1: renames `from` to `to` (a sibling) in every hierarchy, so
+    /// that a cgroup made ahead becomes the one asked for; when a hierarchy
+    /// fails midway, those already renamed go back. cgroup v2 cannot rename
+    /// a cgroup (the kernel refuses), nor can siblings of different parents.
+    pub fn rename(&self, from: &CgroupPath, to: &CgroupPath) -> Result<(), CgroupError> {
+        let refused = |why: &str| CgroupError::Rename {
+            path: PathBuf::from(from.as_str()),
+            source: io::Error::new(io::ErrorKind::Unsupported, why.to_string()),
+        };
+        if self.version == CgroupVersion::V2 {
+            return Err(refused("cgroup v2 cannot rename a cgroup"));
+        }
+        if from.parent() != to.parent() {
+            return Err(refused("a cgroup is renamed within its parent only"));
+        }
+        let pairs: Vec<(PathBuf, PathBuf)> = self.dirs(from).into_iter().zip(self.dirs(to)).collect();
+        for (done, (old, new)) in pairs.iter().enumerate() {
+            if let Err(source) = fs::rename(old, new) {
+                for (old, new) in pairs[..done].iter().rev() {
+                    let _ = fs::rename(new, old);
+                }
+                return Err(CgroupError::Rename { path: old.clone(), source });
+            }
+        }
+        Ok(())
     }
 
     pub fn exists(&self, path: &CgroupPath) -> bool {

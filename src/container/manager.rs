@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::api::{self, ContainerConfig};
+use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::ids::{self, Resolved};
@@ -164,6 +165,8 @@ pub struct Containers {
     config: Arc<Config>,
     cgroups: Arc<Cgroups>,
     owned_cgroups: Arc<OwnedCgroups>,
+    /// The pods' first container cgroups, made ahead (v1).
+    ahead: Arc<AheadCgroups>,
     reaper: Reaper,
     /// Spare monitors, and the binary of monitors and the exec helper.
     monitors: Arc<MonitorPool>,
@@ -182,6 +185,7 @@ impl Containers {
         config: Arc<Config>,
         cgroups: Arc<Cgroups>,
         owned_cgroups: Arc<OwnedCgroups>,
+        ahead: Arc<AheadCgroups>,
         reaper: Reaper,
         monitor_binary: PathBuf,
         images: Arc<dyn ImageSource>,
@@ -191,6 +195,7 @@ impl Containers {
             config,
             cgroups,
             owned_cgroups,
+            ahead,
             reaper,
             monitors: MonitorPool::new(monitor_binary, spare_monitors),
             images,

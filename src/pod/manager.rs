@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::PodSandboxConfig;
+use crate::cgroups::ahead::{self, AheadCgroups};
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::ids::{self, Resolved};
@@ -129,6 +130,8 @@ pub struct Sandboxes {
     config: Arc<Config>,
     cgroups: Arc<Cgroups>,
     owned_cgroups: Arc<OwnedCgroups>,
+    /// The first container cgroup of each new pod, made ahead (v1).
+    ahead: Arc<AheadCgroups>,
     reaper: Reaper,
     pause_binary: PathBuf,
     index: Mutex<Index>,
@@ -141,10 +144,11 @@ impl Sandboxes {
         config: Arc<Config>,
         cgroups: Arc<Cgroups>,
         owned_cgroups: Arc<OwnedCgroups>,
+        ahead: Arc<AheadCgroups>,
         reaper: Reaper,
         pause_binary: PathBuf,
     ) -> Self {
-        Self { config, cgroups, owned_cgroups, reaper, pause_binary, index: Mutex::default() }
+        Self { config, cgroups, owned_cgroups, ahead, reaper, pause_binary, index: Mutex::default() }
     }
 
     fn index(&self) -> MutexGuard<'_, Index> {
@@ -220,6 +224,10 @@ impl Sandboxes {
         match made {
             Ok(()) => {
                 tracing::info!(pod_id = %id, name = %spec.name_key, pause_pid = pause.as_ref().map(|p: &PauseProcess| p.identity.pid), "sandbox ready");
+                // The first container's cgroup, made while the caller goes on.
+                if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
+                    self.ahead.start(path);
+                }
                 Ok(Entry::new(record, pause))
             }
             Err(e) => {
@@ -367,7 +375,7 @@ impl Sandboxes {
         }
         let paths = self.paths(id);
         release_mounts(&paths)?;
-        self.remove_cgroup(&record.pause_cgroup).await?;
+        self.remove_cgroups(&record).await?;
         remove_file_if_present(&paths.pause())?;
         if record.lifecycle != Lifecycle::Stopped {
             entry.update_record(&paths.record(), |r| r.lifecycle = Lifecycle::Stopped)?;
@@ -376,13 +384,19 @@ impl Sandboxes {
         Ok(())
     }
 
-    /// Removes a sandbox cgroup; one that cannot go now is retried later.
-    async fn remove_cgroup(&self, path: &CgroupPath) -> Result<(), SandboxError> {
-        let owned = self.owned_cgroups.clone();
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || owned.remove(&path))
-            .await
-            .map_err(|e| io_err("cgroup removal task")(io::Error::other(e)))?;
+    /// Removes a sandbox's cgroup and the container cgroup made ahead for
+    /// it if no container took it; one that cannot go now is retried later.
+    async fn remove_cgroups(&self, record: &SandboxRecord) -> Result<(), SandboxError> {
+        let (owned, aheads) = (self.owned_cgroups.clone(), self.ahead.clone());
+        let (ahead, pause) = (ahead::path(&record.pod_cgroup, &record.id).ok(), record.pause_cgroup.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Some(ahead) = ahead {
+                aheads.discard(&ahead);
+            }
+            owned.remove(&pause);
+        })
+        .await
+        .map_err(|e| io_err("cgroup removal task")(io::Error::other(e)))?;
         Ok(())
     }
 
@@ -428,7 +442,7 @@ impl Sandboxes {
         }
         let paths = self.paths(&record.id);
         release_mounts(&paths)?;
-        self.remove_cgroup(&record.pause_cgroup).await?;
+        self.remove_cgroups(record).await?;
         self.owned_cgroups.prune_above(&record.pause_cgroup);
         if remove_dirs {
             store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::api;
-use crate::cgroups::{CgroupPath, CgroupVersion};
+use crate::cgroups::{ahead, CgroupPath, CgroupVersion};
 use crate::container::confinement::SeccompProgram;
 use crate::container::monitor_pool::PendingMonitor;
 use crate::container::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
@@ -208,7 +208,12 @@ impl Containers {
         }
         // Made only once the record names it: a daemon killed from here on
         // leaves a create the next start undoes, cgroup and all.
-        let (cgroup, go_ahead) = self.start_cgroup(&record.cgroup, privileged, &devices);
+        // The cgroup made ahead for the pod's first container serves one
+        // with the default devices only (any other needs rules of its own).
+        let ahead = (!privileged && devices.is_empty())
+            .then(|| ahead::path(&request.sandbox.record.pod_cgroup, &request.sandbox.record.id).ok())
+            .flatten();
+        let (cgroup, go_ahead) = self.start_cgroup(&record.cgroup, ahead, privileged, &devices);
         let early = EarlyWork { cgroup, go_ahead, layers, devices };
         let Prepared { monitor, files } =
             self.make(&mut record, &image, request, &paths, restore, early).await.map_err(|e| fail(e, &record))?;
@@ -503,12 +508,15 @@ impl Containers {
 
     /// Starts making the container's cgroup (and missing parents) and
     /// limiting it to the default devices and the config's (privileged
-    /// containers keep every device), in one trip to the blocking pool. The
-    /// task then waits for the plan: it applies the spec's resources and says
+    /// containers keep every device), in one trip to the blocking pool; or
+    /// renames the one made `ahead`, with the default devices already (see
+    /// cgroups::ahead), when there is one to take. The task then waits for
+    /// the plan: it applies the spec's resources and says
     /// `go` to the monitor, or ends when the sender drops unsent.
     fn start_cgroup(
         &self,
         cgroup: &CgroupPath,
+        ahead: Option<CgroupPath>,
         privileged: bool,
         devices: &[HostDevice],
     ) -> (JoinHandle<Result<(), ContainerError>>, mpsc::SyncSender<GoAhead>) {
@@ -524,11 +532,14 @@ impl Containers {
             .collect();
         let rules = devices::rules_for(privileged, &granted);
         let (owned, cgroups, cgroup) = (self.owned_cgroups.clone(), self.cgroups.clone(), cgroup.clone());
+        let aheads = self.ahead.clone();
         let (go_ahead, plan_written) = mpsc::sync_channel::<GoAhead>(1);
         let task = tokio::task::spawn_blocking(move || {
-            owned.create(&cgroup)?;
-            if let Some(rules) = rules {
-                devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))?;
+            if !ahead.is_some_and(|ahead| aheads.take(&ahead, &cgroup)) {
+                owned.create(&cgroup)?;
+                if let Some(rules) = rules {
+                    devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))?;
+                }
             }
             let Ok(GoAhead { resources, go }) = plan_written.recv() else { return Ok(()) };
             cgroups.apply(&cgroup, &resources).map_err(apply_error("config.linux.resources"))?;

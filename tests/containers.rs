@@ -625,17 +625,11 @@ async fn create_container_refuses_bad_input_and_leaves_nothing() {
 /// (but the one made ahead for its first container, on v1, if no container
 /// took it).
 async fn assert_only_the_sandbox_cgroup(env: &TestEnv, cri: &mut common::client::Cri, pod_id: &str) {
-    let pod_cgroup = cri.pod_info(pod_id).await["cgroups"]["pod"].as_str().unwrap().trim_start_matches('/').to_string();
+    let pod_cgroup = cri.pod_info(pod_id).await["cgroups"]["pod"].as_str().unwrap().to_string();
     let made_ahead = format!("next-{pod_id}");
-    for dir in env.cgroup_dirs() {
-        let children: Vec<String> = fs::read_dir(dir.join(&pod_cgroup))
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|name| *name != made_ahead)
-            .collect();
-        assert_eq!(children, [pod_id], "only the sandbox cgroup under the pod in {}", dir.display());
+    for (pod_dir, mut children) in env.pod_child_cgroups(&pod_cgroup) {
+        children.retain(|name| *name != made_ahead);
+        assert_eq!(children, [pod_id], "only the sandbox cgroup under the pod in {}", pod_dir.display());
     }
 }
 

@@ -155,27 +155,6 @@ async fn limits_are_in_the_container_cgroup_files() {
     env.assert_no_leftovers();
 }
 
-/// The hierarchies a container's cgroup is in on this node ("" for v2).
-fn controllers() -> &'static [&'static str] {
-    if host::unified() {
-        &[""]
-    } else {
-        &["cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids"]
-    }
-}
-
-/// The names of the cgroups in `dir`.
-fn child_cgroups(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_type().unwrap().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[tokio::test]
 async fn every_container_has_a_cgroup_named_for_it_and_a_pod_leaves_no_cgroup_behind() {
     let mut env = TestEnv::new("rescgnames");
@@ -191,15 +170,15 @@ async fn every_container_has_a_cgroup_named_for_it_and_a_pod_leaves_no_cgroup_be
     let first = cri.run_container(&pod_id, &pod, sleeper("first")).await;
     let second = cri.run_container(&pod_id, &pod, sleeper("second")).await;
     let inits = [cri.container_pid(&first).await, cri.container_pid(&second).await];
-    for controller in controllers() {
-        let dirs = inits.map(|pid| host::cgroup_dir(pid, controller));
-        for (dir, id) in dirs.iter().zip([&first, &second]) {
-            assert_eq!(dir.file_name().unwrap().to_str().unwrap(), id, "{controller}: {}", dir.display());
+    let pod_cgroup = cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().to_string();
+    let mut expected = vec![pod_id.clone(), first.clone(), second.clone()];
+    expected.sort();
+    for (pod_dir, children) in env.pod_child_cgroups(&pod_cgroup) {
+        assert_eq!(children, expected, "the pod's cgroup {} holds these only", pod_dir.display());
+        for (id, init) in [&first, &second].into_iter().zip(inits) {
+            let procs = host::read_cgroup_file(&pod_dir.join(id), "cgroup.procs");
+            assert_eq!(procs, init.to_string(), "{}: its container's init alone", pod_dir.join(id).display());
         }
-        let pod_dir = dirs[0].parent().unwrap();
-        let mut expected = vec![pod_id.clone(), first.clone(), second.clone()];
-        expected.sort();
-        assert_eq!(child_cgroups(pod_dir), expected, "{controller}: the pod's cgroup holds these only");
     }
 
     // A first container with a device of its own gets its own rules.

@@ -266,6 +266,25 @@ impl TestEnv {
         }
     }
 
+    /// The pod cgroup `pod_cgroup` (as PodSandboxStatus reports it) in every
+    /// hierarchy, with the names of the cgroups in it, sorted.
+    pub fn pod_child_cgroups(&self, pod_cgroup: &str) -> Vec<(PathBuf, Vec<String>)> {
+        self.cgroup_dirs()
+            .into_iter()
+            .map(|dir| {
+                let pod_dir = dir.join(pod_cgroup.trim_start_matches('/'));
+                let mut names: Vec<String> = fs::read_dir(&pod_dir)
+                    .unwrap_or_else(|e| panic!("{}: {e}", pod_dir.display()))
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                names.sort();
+                (pod_dir, names)
+            })
+            .collect()
+    }
+
     /// Every cgroup below the test's root (not the root itself).
     pub fn leftover_cgroups(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();

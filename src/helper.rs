@@ -4,7 +4,7 @@
 //! a helper's exit belongs to the reaper, never to this handle.
 
 use std::io::{self, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 
 /// A started helper: its pid, and the pipes to its stdin and from its stdout.
@@ -44,4 +44,11 @@ pub async fn read_line_holding(input: ChildStdin, output: ChildStdout) -> io::Re
     tokio::io::BufReader::new(pipe).read_line(&mut reply).await?;
     drop(input);
     Ok(reply)
+}
+
+/// Whether a helper's output has something to read (or has ended) now.
+pub fn readable_now(output: &ChildStdout) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(output.as_fd(), PollFlags::POLLIN)];
+    !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
 }

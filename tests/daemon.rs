@@ -156,22 +156,65 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     let spares = host::children_named(daemon, "nidus-monitor");
     assert_eq!(spares, vec![spare], "one spare monitor by default");
     assert_eq!(host::sched_policy(spare), Some(5), "a spare waits in SCHED_IDLE");
+    // It has settled in a directory of its own: its identity and its socket.
+    let spare_dir = settled_spare_dir(&env, spare).await.expect("the spare settles in a directory of its own");
+    assert!(spare_dir.join("monitor.sock").exists(), "the spare's socket is bound in {}", spare_dir.display());
 
-    // A container built by a spare runs in the normal class.
+    // A container built by a spare runs in the normal class; the spare's
+    // directory became the container's run dir, socket and all.
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("spare");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let id = cri.run_container(&pod_id, &pod, common::client::container_config("c", &image, &["sleep", "60"])).await;
     let pid = cri.container_pid(&id).await;
     assert_eq!(host::sched_policy(pid), Some(0), "the container is SCHED_OTHER");
+    assert!(!spare_dir.exists(), "the taken spare's directory was renamed");
+    let run_dir = env.state.join("containers").join(&id);
+    assert_eq!(monitor_pid_in(&run_dir), Some(spare), "the spare monitors the container from its run dir");
+    // StartContainer spoke to the monitor through the socket it bound as a spare.
+    assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerRunning as i32);
     cri.remove_pod(&pod_id).await.unwrap();
 
     let spares = host::children_named(daemon, "nidus-monitor");
+    assert_eq!(spare_dirs(&env).len(), 1, "one spare's directory, for the one waiting spare");
     env.kill_daemon();
     for spare in spares {
         assert!(host::wait_gone(spare), "spare monitor {spare} outlived the daemon");
     }
+    // What the killed daemon's spare left goes when the next daemon starts.
+    let _cri = env.start().await;
+    let daemon = env.daemon_pid().unwrap();
+    let spare = a_new_spare(daemon, &[]).await.expect("a spare monitor after the restart");
+    let dir = settled_spare_dir(&env, spare).await.expect("the new spare settles");
+    assert_eq!(spare_dirs(&env), vec![dir], "only the new spare's directory is left");
     env.assert_no_leftovers();
+}
+
+/// The directories in which spare monitors settle.
+fn spare_dirs(env: &TestEnv) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<_> = std::fs::read_dir(env.state.join("spare-monitors"))
+        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// The pid in a monitor directory's monitor.json.
+fn monitor_pid_in(dir: &std::path::Path) -> Option<i32> {
+    let text = std::fs::read_to_string(dir.join("monitor.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value.get("pid")?.as_i64().map(|pid| pid as i32)
+}
+
+/// The spare-monitor directory whose monitor.json names `spare`, within 5 s.
+async fn settled_spare_dir(env: &TestEnv, spare: i32) -> Option<std::path::PathBuf> {
+    for _ in 0..500 {
+        if let Some(dir) = spare_dirs(env).into_iter().find(|d| monitor_pid_in(d) == Some(spare)) {
+            return Some(dir);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
 }
 
 /// The nidus-monitor children of the daemon other than `except`, once one

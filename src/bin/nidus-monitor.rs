@@ -1,4 +1,4 @@
-//! nidus-monitor: the per-container monitor (`nidus-monitor run`, its
+//! nidus-monitor: the per-container monitor (`nidus-monitor run DIR`, its
 //! assignment and `go` on stdin) and
 //! the ExecSync helper (`nidus-monitor exec`, request as JSON on stdin),
 //! started by `nidus serve`; `finish` is the monitor loop's last step. A small program of its own, so each container's
@@ -11,14 +11,14 @@ use nidus::monitor::plan::ExecRequest;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let code = match args.get(1).map(String::as_str) {
-        Some("run") if args.len() == 2 => nidus::monitor::run(),
+        Some("run") if args.len() == 3 => nidus::monitor::run(std::path::Path::new(&args[2])),
         Some("exec") => exec(),
         Some("finish") if (5..=6).contains(&args.len()) => {
             nidus::monitor::finish(std::path::Path::new(&args[2]), &args[3], &args[4], args.get(5).map(String::as_str))
         }
         _ => {
             eprintln!(
-                "usage: nidus-monitor run < ASSIGNMENT | nidus-monitor exec < REQUEST | \
+                "usage: nidus-monitor run DIR < ASSIGNMENT | nidus-monitor exec < REQUEST | \
                  nidus-monitor finish RUN_DIR STATUS FINISHED_AT_NS [START_ERROR]"
             );
             2

@@ -191,13 +191,15 @@ impl Containers {
         images: Arc<dyn ImageSource>,
     ) -> Self {
         let spare_monitors = config.container.spare_monitors;
+        // Beside the run dirs the spares' directories are renamed to.
+        let spare_root = config.state.join("spare-monitors");
         Self {
             config,
             cgroups,
             owned_cgroups,
             ahead,
             reaper,
-            monitors: MonitorPool::new(monitor_binary, spare_monitors),
+            monitors: MonitorPool::new(monitor_binary, spare_monitors, spare_root),
             images,
             index: Mutex::default(),
             seccomp: Arc::new(SeccompPrograms::new()),

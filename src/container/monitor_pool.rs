@@ -8,22 +8,31 @@
 //! in the SCHED_IDLE class, so their start takes only CPU nobody else wants,
 //! and go back to the normal class when taken (before they fork any
 //! container). A spare ends at end of input, so it never outlives the daemon.
+//!
+//! Each monitor settles (diagnostics, identity, control socket) in a
+//! directory of its own under the spares' directory before it is taken;
+//! taking it renames that directory to the container's run dir, so its
+//! settling is off CreateContainer's path too.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::helper;
+use crate::ids;
 use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
+use crate::store;
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
 pub struct PendingMonitor {
     pub pid: i32,
     pub go: ChildStdin,
     pub reply: ChildStdout,
+    /// Its directory: a spare's own until it is taken, then the run dir.
+    dir: PathBuf,
     /// A handle that stays on this process even if the pid is reused: a
     /// spare's scheduling is changed only while it is alive.
     handle: Option<Pidfd>,
@@ -58,6 +67,17 @@ impl PendingMonitor {
     }
 }
 
+impl PendingMonitor {
+    /// Ends a monitor that was never told `go` (its input closes) and
+    /// removes its directory: it writes nothing more there once taken or
+    /// settled.
+    fn end(self) {
+        let dir = self.dir.clone();
+        drop(self);
+        let _ = store::remove_tree(&dir);
+    }
+}
+
 /// How long `dismiss` waits for a monitor to end.
 const DISMISS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -66,11 +86,28 @@ pub struct MonitorPool {
     /// How many spares to keep (0: none, every monitor starts on demand).
     size: usize,
     spares: Mutex<Vec<PendingMonitor>>,
+    /// Where monitors settle before they are taken: on the file system of
+    /// the run dirs they are renamed to.
+    spare_root: PathBuf,
+}
+
+impl Drop for MonitorPool {
+    /// The spares end with the pool, and their directories go.
+    fn drop(&mut self) {
+        for monitor in self.spares().drain(..) {
+            monitor.end();
+        }
+    }
 }
 
 impl MonitorPool {
-    pub fn new(binary: PathBuf, size: usize) -> Arc<Self> {
-        Arc::new(Self { binary, size, spares: Mutex::new(Vec::new()) })
+    /// A pool whose monitors settle under `spare_root`. What an earlier
+    /// daemon's spares left there goes (they end with that daemon).
+    pub fn new(binary: PathBuf, size: usize, spare_root: PathBuf) -> Arc<Self> {
+        if let Err(e) = store::remove_tree(&spare_root) {
+            tracing::warn!(dir = %spare_root.display(), error = %e, "cannot remove earlier spare monitors' directories");
+        }
+        Arc::new(Self { binary, size, spares: Mutex::new(Vec::new()), spare_root })
     }
 
     pub fn binary(&self) -> &Path {
@@ -86,34 +123,94 @@ impl MonitorPool {
         self.spares().len()
     }
 
-    /// Starts `nidus-monitor run` (the spawn waits for its exec).
+    /// Starts `nidus-monitor run DIR` in a new directory of its own (the
+    /// spawn waits for its exec); `settled` waits until it has settled there.
     fn launch(&self) -> io::Result<PendingMonitor> {
-        let helper::Piped { pid, input, output } = helper::spawn(Command::new(&self.binary).arg("run").env_clear())?;
+        std::fs::create_dir_all(&self.spare_root)?;
+        let dir = self.spare_root.join(ids::new_id());
+        store::create_dir_new(&dir, 0o700)?;
+        let spawned = helper::spawn(Command::new(&self.binary).arg("run").arg(&dir).env_clear());
+        let helper::Piped { pid, input, output } = match spawned {
+            Ok(piped) => piped,
+            Err(e) => {
+                let _ = store::remove_tree(&dir);
+                return Err(e);
+            }
+        };
         // Our child, not reaped before this runs: the pid is still its own.
         let handle = Pidfd::open(pid).ok();
-        Ok(PendingMonitor { pid, go: input, reply: output, handle })
+        Ok(PendingMonitor { pid, go: input, reply: output, dir, handle })
+    }
+
+    /// Blocking: waits for a launched monitor's `settled` (at once when it
+    /// said it already). One that said anything else (its error) or died
+    /// is ended and its directory removed.
+    fn settled(mut monitor: PendingMonitor) -> io::Result<PendingMonitor> {
+        // Nothing follows `settled` before the assignment: whole reads are safe.
+        let mut said = Vec::new();
+        let mut chunk = [0u8; 256];
+        while said.len() < 4096 && !said.ends_with(b"\n") {
+            match monitor.reply.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => said.extend_from_slice(&chunk[..n]),
+            }
+        }
+        if said == b"settled\n" {
+            return Ok(monitor);
+        }
+        monitor.end();
+        let said = String::from_utf8_lossy(said.trim_ascii_end());
+        Err(io::Error::other(match said.strip_prefix("error ") {
+            Some(why) => why.to_string(),
+            None => format!("the monitor ended before it settled ({said:?})"),
+        }))
     }
 
     /// A monitor assigned to a container: a spare when one waits, else a new
-    /// one. It settles (diagnostics, identity, control socket) while the
-    /// caller prepares, then waits for `go`; dropped without `go`, it ends.
-    /// The caller calls `refill` once it has said `go` or dismissed it.
+    /// one (which settles first). Its directory becomes the run dir; it
+    /// then waits for `go`, and dropped without `go`, it ends. The caller
+    /// calls `refill` once it has said `go` or dismissed it.
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = serde_json::to_vec(assignment).map_err(io::Error::other)?;
         line.push(b'\n');
         let spare = self.spares().pop();
-        if let Some(mut monitor) = spare {
+        if let Some(monitor) = spare {
             // A spare that died (killed by hand) is dropped: start another.
-            if monitor.alive()
-                && process::set_idle_scheduling(monitor.pid, false).is_ok()
-                && monitor.go.write_all(&line).is_ok()
-            {
-                return Ok(monitor);
+            if monitor.alive() && process::set_idle_scheduling(monitor.pid, false).is_ok() {
+                // One still settling (it was just started) is waited for:
+                // that takes less than starting another.
+                let settled = if helper::readable_now(&monitor.reply) {
+                    Self::settled(monitor)
+                } else {
+                    tokio::task::spawn_blocking(move || Self::settled(monitor)).await.map_err(io::Error::other)?
+                };
+                match settled.and_then(|monitor| Self::assign(monitor, assignment, &line)) {
+                    Ok(monitor) => return Ok(monitor),
+                    Err(e) => tracing::warn!(error = %e, "a spare monitor could not be assigned; starting another"),
+                }
+            } else {
+                monitor.end();
             }
         }
         let this = self.clone();
-        let mut monitor = tokio::task::spawn_blocking(move || this.launch()).await.map_err(io::Error::other)??;
-        monitor.go.write_all(&line)?;
+        let monitor = tokio::task::spawn_blocking(move || this.launch().and_then(Self::settled))
+            .await
+            .map_err(io::Error::other)??;
+        Self::assign(monitor, assignment, &line)
+    }
+
+    /// Renames a settled monitor's directory to the run dir and sends it the
+    /// assignment; on failure the monitor ends and its directory goes.
+    fn assign(mut monitor: PendingMonitor, assignment: &MonitorAssignment, line: &[u8]) -> io::Result<PendingMonitor> {
+        if let Err(e) = std::fs::rename(&monitor.dir, &assignment.run_dir) {
+            monitor.end();
+            return Err(e);
+        }
+        monitor.dir = assignment.run_dir.clone();
+        if let Err(e) = monitor.go.write_all(line) {
+            monitor.end();
+            return Err(e);
+        }
         Ok(monitor)
     }
 
@@ -138,14 +235,18 @@ impl MonitorPool {
                 Ok(monitor) => {
                     if !monitor.alive() {
                         tracing::warn!(pid = monitor.pid, "a spare monitor died at once");
+                        monitor.end();
                         return;
                     }
                     if let Err(e) = process::set_idle_scheduling(monitor.pid, true) {
                         tracing::debug!(pid = monitor.pid, error = %e, "a spare monitor stays in the normal class");
                     }
+                    // It settles in the idle class; `take` waits if it must.
                     let mut spares = self.spares();
                     if spares.len() >= self.size {
                         // Another refill got there first: this one ends at end of input.
+                        drop(spares);
+                        monitor.end();
                         return;
                     }
                     spares.push(monitor);

@@ -31,17 +31,30 @@ use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
-/// `nidus-monitor run`: starts a session of its own, reads its assignment
-/// (`MonitorAssignment`, one JSON line on stdin: started as a spare, it
-/// waits here), settles in (diagnostics to monitor.log, its identity and
-/// control socket in the run dir), reads the OCI spec when the daemon says
-/// `spec` (config.json is written), waits for `go`, joins the pod's cgroup
-/// while the init it forked builds, then prints `created PID STARTTIME JOIN
+/// `nidus-monitor run DIR`: starts a session of its own and settles in DIR
+/// (diagnostics to monitor.log, its identity and control socket), all
+/// needing no assignment, and prints `settled`. Then it reads its
+/// assignment (`MonitorAssignment`, one JSON line on stdin: started as a
+/// spare, it waits here), by which time the daemon has renamed DIR to the
+/// container's run dir. It reads the OCI spec when the daemon says `spec`
+/// (config.json is written), waits for `go`, joins the pod's cgroup while
+/// the init it forked builds, then prints `created PID STARTTIME JOIN
 /// BUILD_US SETTLE_US GO_WAIT_US` (or `error MESSAGE`) once the container
 /// is built, and serves until the container ends.
-pub fn run() -> i32 {
+pub fn run(dir: &Path) -> i32 {
     // Needs no assignment: done while a spare waits, off CreateContainer's path.
-    let session = nix::unistd::setsid().map(drop).map_err(|e| format!("setsid: {e}"));
+    let settled =
+        nix::unistd::setsid().map(drop).map_err(|e| format!("setsid: {e}")).and_then(|()| settle(&RunFiles::new(dir)));
+    let (listener, dir_id) = match settled {
+        Ok(settled) => settled,
+        Err(e) => {
+            println!("error {e}");
+            return 1;
+        }
+    };
+    if writeln!(io::stdout(), "settled").and_then(|()| io::stdout().flush()).is_err() {
+        return 1;
+    }
     let mut line = String::new();
     if io::stdin().read_line(&mut line).is_err() || line.is_empty() {
         return 1;
@@ -55,7 +68,7 @@ pub fn run() -> i32 {
     };
     let files = RunFiles::new(&assignment.run_dir);
     let assigned = Instant::now();
-    let settled = session.and_then(|()| settle(&files));
+    let ready = leave_idle_class().and_then(|()| check_run_dir(&files, dir_id));
     let settle_us = assigned.elapsed().as_micros();
     // The daemon says `spec` once config.json is written (it is read here
     // while the daemon finishes the cgroup), then `go` once plan.json is.
@@ -73,13 +86,10 @@ pub fn run() -> i32 {
         }
     };
     let go_wait_us = assigned.elapsed().as_micros() - settle_us;
-    let listener = match settled {
-        Ok(listener) => listener,
-        Err(e) => {
-            println!("error {e}");
-            return 1;
-        }
-    };
+    if let Err(e) = ready {
+        println!("error {e}");
+        return 1;
+    }
     let began = Instant::now();
     match set_up(&files, listener, &assignment.pod_cgroup_procs, spec) {
         Ok(mut monitor) => {
@@ -150,16 +160,22 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
 
-/// What needs no plan, done before `go`: diagnostics to monitor.log, our
-/// identity (monitor.json) and the bound control socket (nothing calls it
-/// before CreateContainer has answered; a call after a daemon restart waits
-/// in the backlog until we serve).
-fn settle(files: &RunFiles) -> Result<UnixListener, String> {
-    // A spare waits in the idle class; the daemon puts it back before its
-    // assignment, and the container must never inherit the idle class.
-    if process::is_idle_scheduled().map_err(|e| format!("sched_getscheduler: {e}"))? {
-        process::set_idle_scheduling(0, false).map_err(|e| format!("leaving SCHED_IDLE: {e}"))?;
-    }
+/// Which directory a monitor settled in: (device, inode).
+type DirId = (u64, u64);
+
+fn dir_id(dir: &Path) -> Result<DirId, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// What needs no assignment, done in the monitor's own directory before
+/// it is a container's run dir: diagnostics to monitor.log, our identity
+/// (monitor.json) and the bound control socket (nothing calls it before
+/// CreateContainer has answered; a call after a daemon restart waits in
+/// the backlog until we serve). Renaming the directory keeps all three.
+fn settle(files: &RunFiles) -> Result<(UnixListener, DirId), String> {
+    let id = dir_id(&files.dir)?;
     if let Ok(diag) = OpenOptions::new().create(true).append(true).mode(0o600).open(files.monitor_log()) {
         let _ = nix::unistd::dup2_stderr(&diag);
     }
@@ -169,7 +185,24 @@ fn settle(files: &RunFiles) -> Result<UnixListener, String> {
     let listener = crate::linux::socket::bind(&files.socket())
         .map_err(|e| format!("binding {}: {e}", files.socket().display()))?;
     listener.set_nonblocking(true).map_err(|e| format!("socket: {e}"))?;
-    Ok(listener)
+    Ok((listener, id))
+}
+
+/// A spare waits in the idle class; the daemon puts it back before its
+/// assignment, and the container must never inherit the idle class.
+fn leave_idle_class() -> Result<(), String> {
+    if process::is_idle_scheduled().map_err(|e| format!("sched_getscheduler: {e}"))? {
+        process::set_idle_scheduling(0, false).map_err(|e| format!("leaving SCHED_IDLE: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The assignment's run dir is the directory this monitor settled in.
+fn check_run_dir(files: &RunFiles, settled_in: DirId) -> Result<(), String> {
+    if dir_id(&files.dir)? != settled_in {
+        return Err(format!("{} is not the directory this monitor settled in", files.dir.display()));
+    }
+    Ok(())
 }
 
 /// Records the init (init.json, cgroup-join.json) in the run dir: from then

@@ -252,13 +252,10 @@ impl Containers {
         let sandbox = &request.sandbox;
         let started = std::time::Instant::now();
         let files = RunFiles::new(&paths.run_dir);
-        let dirs = store::create_dir_new(&paths.run_dir, 0o700)
-            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))
-            .and_then(|()| {
-                [paths.upper(), paths.work(), files.rootfs()].iter().try_for_each(|dir| {
-                    store::create_dir_new(dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))
-                })
-            });
+        // The run dir comes with the monitor (see `launch_monitor`).
+        let dirs = [paths.upper(), paths.work()].iter().try_for_each(|dir| {
+            store::create_dir_new(dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))
+        });
         if let Err(e) = dirs {
             early.finish().await;
             return Err(e);
@@ -639,10 +636,19 @@ impl Containers {
             bundle: paths.dir.clone(),
             pod_cgroup_procs: self.cgroups.procs_files(pod_cgroup),
         };
-        self.monitors
+        let monitor = self
+            .monitors
             .take(&assignment)
             .await
-            .map_err(io_err(format!("cannot start the monitor {}", self.monitors.binary().display())))
+            .map_err(io_err(format!("cannot start the monitor {}", self.monitors.binary().display())))?;
+        // The run dir is the monitor's directory, renamed: the mount point
+        // of the root filesystem goes in it now.
+        let rootfs = files.rootfs();
+        if let Err(e) = store::create_dir_new(&rootfs, 0o755) {
+            monitor.dismiss().await;
+            return Err(io_err(format!("cannot create {}", rootfs.display()))(e));
+        }
+        Ok(monitor)
     }
 
     /// Tells a launched monitor to build the container (plan.json is

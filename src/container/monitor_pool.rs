@@ -55,6 +55,15 @@ impl PendingMonitor {
         self.go.as_fd().try_clone_to_owned()
     }
 
+    /// Ends a monitor that was never told `go` (its input closes) and
+    /// removes its directory: it writes nothing more there once taken or
+    /// settled.
+    fn end(self) {
+        let dir = self.dir.clone();
+        drop(self);
+        let _ = store::remove_tree(&dir);
+    }
+
     /// Ends a monitor that will not get `go` (its input closes) and waits
     /// (a few seconds at most) until it has, so nothing of it writes in a
     /// run dir being removed.
@@ -64,17 +73,6 @@ impl PendingMonitor {
         if let Some(handle) = handle {
             let _ = tokio::time::timeout(DISMISS_WAIT, handle.exited()).await;
         }
-    }
-}
-
-impl PendingMonitor {
-    /// Ends a monitor that was never told `go` (its input closes) and
-    /// removes its directory: it writes nothing more there once taken or
-    /// settled.
-    fn end(self) {
-        let dir = self.dir.clone();
-        drop(self);
-        let _ = store::remove_tree(&dir);
     }
 }
 

@@ -265,6 +265,19 @@ async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails(
         0,
         "one spare waits, beside the container's monitor"
     );
+
+    // A spare killed while it waits (the OOM killer, an operator) is not
+    // taken: the next create starts a monitor of its own and succeeds, and
+    // nothing of the dead spare is left.
+    let third_dir = settled_spare_dir(&env, third).await.expect("the third spare settles");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(third), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(host::wait_gone(third), "the killed spare {third} ended");
+    let id = cri.run_container(&pod_id, &pod, common::client::container_config("d", &image, &["sleep", "60"])).await;
+    assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerRunning as i32);
+    assert!(!third_dir.exists(), "the killed spare's directory {} is removed", third_dir.display());
+    let fourth = a_new_spare(daemon, &[first, second, third]).await.expect("a new spare after the kill");
+    let fourth_dir = settled_spare_dir(&env, fourth).await.expect("the new spare settles");
+    assert_eq!(spare_dirs(&env), vec![fourth_dir], "only the waiting spare's directory is left");
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }

@@ -622,9 +622,10 @@ impl Containers {
         }
     }
 
-    /// A monitor for this container (a spare when one waits): it joins the
-    /// pod's cgroup and waits for `go` while the daemon prepares the
-    /// container. Dropping the result without `go` ends it.
+    /// A monitor for this container (a spare when one waits), its directory
+    /// renamed to the run dir: it waits for `go` while the daemon prepares
+    /// the container (it joins the pod's cgroup later, while the init
+    /// builds). Dropping the result without `go` ends it.
     async fn launch_monitor(
         &self,
         files: &RunFiles,

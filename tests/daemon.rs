@@ -159,14 +159,22 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     // It has settled in a directory of its own: its identity and its socket.
     let spare_dir = settled_spare_dir(&env, spare).await.expect("the spare settles in a directory of its own");
     assert!(spare_dir.join("monitor.sock").exists(), "the spare's socket is bound in {}", spare_dir.display());
+    // It has forked the next container's init ahead: the first process of
+    // a PID namespace of its own, waiting in the idle class too.
+    let prepared = prepared_init_of(spare).await.expect("the spare forks an init ahead");
+    assert_eq!(host::sched_policy(prepared), Some(5), "the prepared init waits in SCHED_IDLE");
+    assert_ne!(host::namespace(prepared, "pid"), host::namespace(spare, "pid"), "a PID namespace of its own");
+    assert_eq!(pid_in_own_namespace(prepared), Some(1), "the prepared init is its namespace's PID 1");
 
-    // A container built by a spare runs in the normal class; the spare's
-    // directory became the container's run dir, socket and all.
+    // A container built by a spare runs in the normal class, its init the
+    // one forked ahead; the spare's directory became the container's run
+    // dir, socket and all.
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("spare");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let id = cri.run_container(&pod_id, &pod, common::client::container_config("c", &image, &["sleep", "60"])).await;
     let pid = cri.container_pid(&id).await;
+    assert_eq!(pid, prepared, "the init forked ahead runs the container");
     assert_eq!(host::sched_policy(pid), Some(0), "the container is SCHED_OTHER");
     assert!(!spare_dir.exists(), "the taken spare's directory was renamed");
     let run_dir = env.state.join("containers").join(&id);
@@ -177,9 +185,13 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
 
     let spares = host::children_named(daemon, "nidus-monitor");
     assert_eq!(spare_dirs(&env).len(), 1, "one spare's directory, for the one waiting spare");
+    let mut prepared = Vec::new();
+    for &spare in &spares {
+        prepared.push(prepared_init_of(spare).await.expect("the new spare forks an init ahead"));
+    }
     env.kill_daemon();
-    for spare in spares {
-        assert!(host::wait_gone(spare), "spare monitor {spare} outlived the daemon");
+    for pid in spares.into_iter().chain(prepared) {
+        assert!(host::wait_gone(pid), "spare monitor or prepared init {pid} outlived the daemon");
     }
     // What the killed daemon's spare left goes when the next daemon starts.
     let _cri = env.start().await;
@@ -188,6 +200,24 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     let dir = settled_spare_dir(&env, spare).await.expect("the new spare settles");
     assert_eq!(spare_dirs(&env), vec![dir], "only the new spare's directory is left");
     env.assert_no_leftovers();
+}
+
+/// The init a spare monitor forked ahead (its one nidus-monitor child), within 5 s.
+async fn prepared_init_of(spare: i32) -> Option<i32> {
+    for _ in 0..500 {
+        if let [init] = host::children_named(spare, "nidus-monitor").as_slice() {
+            return Some(*init);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
+}
+
+/// A process's pid in its own PID namespace (the last of `NSpid`).
+fn pid_in_own_namespace(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
 }
 
 /// The directories in which spare monitors settle.
@@ -278,6 +308,51 @@ async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails(
     let fourth = a_new_spare(daemon, &[first, second, third]).await.expect("a new spare after the kill");
     let fourth_dir = settled_spare_dir(&env, fourth).await.expect("the new spare settles");
     assert_eq!(spare_dirs(&env), vec![fourth_dir], "only the waiting spare's directory is left");
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_container_the_prepared_init_does_not_fit_or_missed_gets_an_init_of_its_own() {
+    use common::client::security;
+    let mut env = TestEnv::new("unfit");
+    let mut cri = env.start().await;
+    let daemon = env.daemon_pid().unwrap();
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("unfit");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let pause = cri.pause_pid(&pod_id).await;
+
+    // With a terminal, or in the pod's PID namespace, the init forked ahead
+    // (PID 1 of a namespace of its own, stdio on pipes) cannot serve: the
+    // monitor ends it and forks the container's init, which runs as asked.
+    let mut tty = common::client::container_config("tty", &image, &["sleep", "60"]);
+    tty.tty = true;
+    let mut shared = common::client::container_config("shared", &image, &["sleep", "60"]);
+    security(&mut shared).namespace_options.as_mut().unwrap().pid = NamespaceMode::Pod as i32;
+    let mut taken = Vec::new();
+    for (config, in_pods_namespace) in [(tty, false), (shared, true)] {
+        let name = config.metadata.as_ref().unwrap().name.clone();
+        let spare = a_new_spare(daemon, &taken).await.expect("a waiting spare");
+        taken.push(spare);
+        let prepared = prepared_init_of(spare).await.expect("the spare forks an init ahead");
+        let id = cri.run_container(&pod_id, &pod, config).await;
+        assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerRunning as i32, "{name}");
+        let pid = cri.container_pid(&id).await;
+        assert_ne!(pid, prepared, "{name}: an init of its own");
+        assert!(host::wait_gone(prepared), "{name}: the unused prepared init {prepared} ended");
+        let pods_namespace = host::namespace(pid, "pid") == host::namespace(pause, "pid");
+        assert_eq!(pods_namespace, in_pods_namespace, "{name}: the PID namespace asked for");
+    }
+    // An init forked ahead that was killed while it waited (the OOM killer,
+    // an operator) fails no create: the container gets an init of its own.
+    let spare = a_new_spare(daemon, &taken).await.expect("a waiting spare");
+    let prepared = prepared_init_of(spare).await.expect("the spare forks an init ahead");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(prepared), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(host::wait_gone(prepared), "the killed prepared init {prepared} ended");
+    let id = cri.run_container(&pod_id, &pod, common::client::container_config("c", &image, &["sleep", "60"])).await;
+    assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerRunning as i32);
+    assert_ne!(cri.container_pid(&id).await, prepared, "an init of its own");
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }

@@ -43,11 +43,12 @@ impl PendingMonitor {
         self.handle.as_ref().is_some_and(|h| !h.has_exited())
     }
 
-    /// Tells the monitor that the bundle's config.json is written: it reads
-    /// the spec while the daemon finishes. A monitor that died already
-    /// fails this, and later `go` too.
-    pub fn spec_written(&self) {
-        let _ = (&self.go).write_all(b"spec\n");
+    /// Tells the monitor that the bundle's config.json and the plan are
+    /// written: its init builds (or it reads the spec) while the daemon
+    /// finishes the cgroup. A monitor that died already fails this, and
+    /// later `go` too.
+    pub fn plan_written(&self) {
+        let _ = (&self.go).write_all(b"plan\n");
     }
 
     /// A copy of the monitor's input, to say `go` on from another thread.

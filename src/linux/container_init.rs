@@ -4,6 +4,13 @@
 //! else), joins the cgroup and the pod's namespaces, builds the root
 //! filesystem and pivots into it, becomes the container's user with its
 //! capabilities, reports "ok" and waits for StartContainer, then execs.
+//!
+//! An init forked ahead (`run_prepared`, while its monitor waits as a spare)
+//! is told its plan once the daemon has written it, and builds from there
+//! while the daemon still makes the cgroup: it waits for the monitor's word
+//! that the cgroup is made only when it must join it — before it enters its
+//! cgroup namespace and mounts /sys/fs/cgroup, the first steps that show
+//! which cgroup it is in.
 
 use std::ffi::CString;
 use std::fs;
@@ -41,6 +48,20 @@ pub struct InitPipes {
 const READY_FD: RawFd = 3;
 const START_FD: RawFd = 4;
 const EXEC_ERROR_FD: RawFd = 5;
+/// A prepared init's end of its control pipe (see `run_prepared`).
+const CONTROL_FD: RawFd = 6;
+
+/// The word on a prepared init's control pipe that its container cgroup is made.
+pub const CGROUP_MADE: &str = "cgroup";
+
+/// When the init writes itself into the plan's `cgroup.procs` files (after
+/// a plain fork; harmless after clone3 into the cgroup).
+enum CgroupEntry {
+    /// First thing: the cgroup is made already.
+    AtOnce,
+    /// Once its monitor says `CGROUP_MADE` on this pipe.
+    WhenMade(io::BufReader<fs::File>),
+}
 
 /// Monitor side, before the fork: a container joining a PID namespace (the
 /// pod's, or a target container's) must have it as the monitor's namespace
@@ -66,13 +87,51 @@ fn namespaces(spec: &Spec) -> Vec<oci_spec::runtime::LinuxNamespace> {
     spec.linux().as_ref().and_then(|l| l.namespaces().clone()).unwrap_or_default()
 }
 
-/// The init: never returns.
+/// The init, forked when the container is to be built: never returns.
 pub fn run(spec: &Spec, plan: &MonitorPlan, stdio: InitStdio, pipes: InitPipes) -> ! {
     super::process::reset_signals();
-    if let Err(e) = place_fds(stdio, pipes) {
+    if let Err(e) = place_fds(stdio, pipes, None) {
         std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
     }
-    let exec = match build(spec, plan) {
+    build_and_exec(spec, plan, CgroupEntry::AtOnce)
+}
+
+/// The init forked ahead (by a spare monitor, as the first process of a PID
+/// namespace of its own, stdio on pipes): never returns. It waits on
+/// `control` for the path of its plan (one JSON line; end of input: the
+/// monitor gave it up, and it exits), reads the plan and the spec, and
+/// builds; it joins the container cgroup once the monitor says `CGROUP_MADE`.
+pub fn run_prepared(stdio: InitStdio, pipes: InitPipes, control: OwnedFd) -> ! {
+    super::process::reset_signals();
+    if let Err(e) = place_fds(stdio, pipes, Some(control)) {
+        std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
+    }
+    // SAFETY: CONTROL_FD was placed by place_fds and is owned here only.
+    let mut control = io::BufReader::new(unsafe { fs::File::from_raw_fd(CONTROL_FD) });
+    let mut line = String::new();
+    if !matches!(io::BufRead::read_line(&mut control, &mut line), Ok(n) if n > 0) {
+        std::process::exit(0);
+    }
+    let (plan, spec) = match read_plan_and_spec(&line) {
+        Ok(read) => read,
+        Err(e) => std::process::exit(report_and_exit_code(&e)),
+    };
+    build_and_exec(&spec, &plan, CgroupEntry::WhenMade(control))
+}
+
+/// The plan at the JSON path `line`, and the spec of its bundle.
+fn read_plan_and_spec(line: &str) -> Result<(MonitorPlan, Spec), String> {
+    let path: PathBuf = serde_json::from_str(line).map_err(|e| format!("bad plan path from the monitor: {e}"))?;
+    let plan: MonitorPlan =
+        crate::store::read_existing_json(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let spec_path = plan.bundle.join("config.json");
+    let spec = crate::store::read_existing_json(&spec_path).map_err(|e| format!("reading the OCI spec: {e}"))?;
+    Ok((plan, spec))
+}
+
+/// Builds the container, reports "ok", waits for StartContainer and execs.
+fn build_and_exec(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> ! {
+    let exec = match build(spec, plan, cgroup) {
         Ok(exec) => exec,
         Err(e) => std::process::exit(report_and_exit_code(&e)),
     };
@@ -105,22 +164,25 @@ fn report_and_exit_code(message: &str) -> i32 {
     1
 }
 
-/// stdio on 0–2, the three pipes on 3–5 (close-on-exec), nothing else open.
-fn place_fds(stdio: InitStdio, pipes: InitPipes) -> io::Result<()> {
-    // Copies above 5 first so the dup2s below cannot clobber a source; the
+/// stdio on 0–2, the three pipes on 3–5 and the control pipe (if any) on 6
+/// (close-on-exec), nothing else open.
+fn place_fds(stdio: InitStdio, pipes: InitPipes, control: Option<OwnedFd>) -> io::Result<()> {
+    // Copies above 6 first so the dup2s below cannot clobber a source; the
     // originals close before their numbers are reused.
     let tty = stdio.tty;
-    let sources = [&stdio.stdin, &stdio.stdout, &stdio.stderr, &pipes.ready, &pipes.start, &pipes.exec_error]
-        .map(|fd| Some(fd.as_raw_fd()));
+    let mut sources = vec![&stdio.stdin, &stdio.stdout, &stdio.stderr, &pipes.ready, &pipes.start, &pipes.exec_error];
+    sources.extend(control.as_ref());
+    let sources: Vec<Option<RawFd>> = sources.into_iter().map(|fd| Some(fd.as_raw_fd())).collect();
+    let last = sources.len() as RawFd - 1;
     let parked = super::process::Parked::new(&sources, 10)?;
-    drop((stdio, pipes));
+    drop((stdio, pipes, control));
     parked.place_from(0)?;
-    for target in READY_FD..=EXEC_ERROR_FD {
+    for target in READY_FD..=last {
         // SAFETY: sets FD_CLOEXEC on a descriptor we just placed.
         unsafe { libc::fcntl(target, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
     drop(parked);
-    super::process::close_fds_from(6)?;
+    super::process::close_fds_from(last as u32 + 1)?;
     if tty {
         nix::unistd::setsid().map_err(io::Error::from)?;
         // SAFETY: TIOCSCTTY on stdin, a terminal we own; arg 0 = do not steal.
@@ -211,15 +273,20 @@ impl Exec {
 }
 
 /// Builds the container around the init; returns what to exec.
-fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
+fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, String> {
     // Nothing outside may read our memory or /proc/self/exe while we hold host state.
     nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
     // Read while the bundle is still in reach (before the mount namespace changes).
     let seccomp = load_seccomp(spec, &plan.bundle)?;
-    for procs in &plan.cgroup_procs {
-        fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
+    let join_cgroup = || {
+        plan.cgroup_procs.iter().try_for_each(|procs| {
+            fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))
+        })
+    };
+    if let CgroupEntry::AtOnce = cgroup {
+        join_cgroup()?;
     }
-    join_namespaces(spec)?;
+    let own_cgroup_namespace = join_namespaces(spec)?;
     let root_path = spec.root().as_ref().map(|r| r.path().clone()).ok_or("the spec has no root")?;
     // Our mounts never propagate back to the node.
     rootfs::mount(None, "/", None, (libc::MS_REC | libc::MS_SLAVE) as libc::c_ulong, None)
@@ -228,9 +295,28 @@ fn build(spec: &Spec, plan: &MonitorPlan) -> Result<Exec, String> {
         .map_err(|e| format!("cannot mount the container's root filesystem: {e}"))?;
     let root = fs::File::open(&root_path).map_err(|e| format!("cannot open {}: {e}", root_path.display()))?;
     let root_fd = root.as_raw_fd();
-    for m in spec.mounts().as_deref().unwrap_or_default() {
-        mount_one(root_fd, m, plan).map_err(|e| format!("mount {}: {e}", m.destination().display()))?;
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    // Up to the first cgroup file system, nothing shows which cgroup we are in.
+    let first_cgroup = mounts.iter().position(|m| m.typ().as_deref() == Some("cgroup")).unwrap_or(mounts.len());
+    let mount_all = |mounts: &[Mount]| {
+        mounts.iter().try_for_each(|m| {
+            mount_one(root_fd, m, plan).map_err(|e| format!("mount {}: {e}", m.destination().display()))
+        })
+    };
+    mount_all(&mounts[..first_cgroup])?;
+    if let CgroupEntry::WhenMade(mut control) = cgroup {
+        let mut word = String::new();
+        let _ = io::BufRead::read_line(&mut control, &mut word);
+        if word.trim_end() != CGROUP_MADE {
+            return Err("the monitor gave up before the container cgroup was made".into());
+        }
+        join_cgroup()?;
     }
+    if own_cgroup_namespace {
+        nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| format!("cannot create a cgroup namespace: {e}"))?;
+    }
+    mount_all(&mounts[first_cgroup..])?;
     make_devices(root_fd, spec).map_err(|e| format!("devices: {e}"))?;
     std::env::set_current_dir(&root_path).map_err(|e| format!("chdir {}: {e}", root_path.display()))?;
     drop(root);
@@ -282,7 +368,11 @@ fn plan_tty(process: &oci_spec::runtime::Process) -> bool {
     process.terminal().unwrap_or(false)
 }
 
-fn join_namespaces(spec: &Spec) -> Result<(), String> {
+/// Joins the spec's namespaces that have a path and makes the others,
+/// except a new cgroup namespace: that comes once the init is in its
+/// cgroup (its root is the cgroup it is made in). Returns whether the spec
+/// asks for one.
+fn join_namespaces(spec: &Spec) -> Result<bool, String> {
     let mut fresh = CloneFlags::empty();
     let mut joins = Vec::new();
     for ns in namespaces(spec) {
@@ -308,7 +398,10 @@ fn join_namespaces(spec: &Spec) -> Result<(), String> {
     for (file, flag, path) in &joins {
         nix::sched::setns(file, *flag).map_err(|e| format!("cannot join namespace {}: {e}", path.display()))?;
     }
-    nix::sched::unshare(fresh).map_err(|e| format!("cannot create namespaces: {e}"))
+    let own_cgroup_namespace = fresh.contains(CloneFlags::CLONE_NEWCGROUP);
+    fresh.remove(CloneFlags::CLONE_NEWCGROUP);
+    nix::sched::unshare(fresh).map_err(|e| format!("cannot create namespaces: {e}"))?;
+    Ok(own_cgroup_namespace)
 }
 
 /// Mount options → (flags, data, propagation, read-only, recursive read-only).

@@ -7,6 +7,7 @@
 pub mod control;
 pub mod log;
 pub mod plan;
+mod prepared;
 mod program;
 mod restore;
 

@@ -45,6 +45,11 @@ pub struct MonitorPlan {
     /// Restore the init from a checkpoint (CRIU) instead of building it.
     #[serde(default)]
     pub restore: Option<RestorePlan>,
+    /// The init the monitor forked ahead may build this container: the
+    /// container has a PID namespace of its own, no terminal, and is not
+    /// restored (that init is its namespace's PID 1, with pipes for stdio).
+    #[serde(default)]
+    pub prepared_init_fits: bool,
 }
 
 /// How the monitor restores a checkpointed container (`criu restore`).

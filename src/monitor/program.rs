@@ -1,6 +1,7 @@
-//! The monitor process itself: set-up (fork the init and wait until it is
-//! built), then the steady state — normally the tiny `monitor_loop` exec'd in
-//! place (linux::tiny_programs), which comes back through `finish` to write
+//! The monitor process itself: set-up (the init forked ahead, or at `go`,
+//! and the wait until it is built), then the steady state — normally the
+//! tiny `monitor_loop` exec'd in place (linux::tiny_programs), which comes
+//! back through `finish` to write
 //! the exit record; where that cannot be exec'd, the same loop in Rust here:
 //! the container's output, the control socket and SIGCHLD, until the init
 //! exits and the exit record is written.
@@ -25,6 +26,7 @@ use super::plan::{
     CgroupJoin, ExitRecord, MonitorAssignment, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON,
     START_ERROR_EXIT_CODE, START_ERROR_REASON,
 };
+use super::prepared::PreparedInit;
 use crate::linux::clone3::{self, CloneIntoCgroupError};
 use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, ProcessIdentity};
@@ -32,24 +34,39 @@ use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
 
 /// `nidus-monitor run DIR`: starts a session of its own and settles in DIR
-/// (diagnostics to monitor.log, its identity and control socket), all
-/// needing no assignment, and prints `settled`. Then it reads its
-/// assignment (`MonitorAssignment`, one JSON line on stdin: started as a
-/// spare, it waits here), by which time the daemon has renamed DIR to the
-/// container's run dir. It reads the OCI spec when the daemon says `spec`
-/// (config.json is written), waits for `go`, joins the pod's cgroup while
-/// the init it forked builds, then prints `created PID STARTTIME JOIN
-/// BUILD_US SETTLE_US GO_WAIT_US` (or `error MESSAGE`) once the container
-/// is built, and serves until the container ends.
+/// (diagnostics to monitor.log, its identity and control socket), forks a
+/// prepared init (`super::prepared`), all needing no assignment, and
+/// prints `settled`. Then it reads its assignment (`MonitorAssignment`, one
+/// JSON line on stdin: started as a spare, it waits here), by which time
+/// the daemon has renamed DIR to the container's run dir. When the daemon
+/// says `plan` (config.json and plan.json are written), it reads the plan
+/// and sets the prepared init building, or, for a container that init does
+/// not fit, reads the spec. At `go` (the cgroup is made too) it tells the
+/// prepared init so (it joins the cgroup), or forks the init; it joins the
+/// pod's cgroup while the init builds, then prints `created PID STARTTIME JOIN BUILD_US
+/// SETTLE_US GO_WAIT_US` (or `error MESSAGE`) once the container is built,
+/// and serves until the container ends.
 pub fn run(dir: &Path) -> i32 {
     // Needs no assignment: done while a spare waits, off CreateContainer's path.
     let settled =
         nix::unistd::setsid().map(drop).map_err(|e| format!("setsid: {e}")).and_then(|()| settle(&RunFiles::new(dir)));
-    let (listener, dir_id) = match settled {
+    let ((listener, dir_id), signals) = match settled.and_then(|settled| Ok((settled, sigchld_fd()?))) {
         Ok(settled) => settled,
         Err(e) => {
             println!("error {e}");
             return 1;
+        }
+    };
+    // Without one, every container's init is forked at `go`.
+    let mut prepared = match PreparedInit::fork() {
+        Ok(init) => {
+            // It waits as we do, in the idle class; and leaves it with us.
+            let _ = init.set_idle(true);
+            Some(init)
+        }
+        Err(e) => {
+            eprintln!("monitor: cannot fork an init ahead ({e}); it is forked when the container is built");
+            None
         }
     };
     if writeln!(io::stdout(), "settled").and_then(|()| io::stdout().flush()).is_err() {
@@ -68,20 +85,27 @@ pub fn run(dir: &Path) -> i32 {
     };
     let files = RunFiles::new(&assignment.run_dir);
     let assigned = Instant::now();
-    let ready = leave_idle_class().and_then(|()| check_run_dir(&files, dir_id));
+    let ready = leave_idle_class(prepared.as_ref()).and_then(|()| check_run_dir(&files, dir_id));
     let settle_us = assigned.elapsed().as_micros();
-    // The daemon says `spec` once config.json is written (it is read here
-    // while the daemon finishes the cgroup), then `go` once plan.json is.
-    // End of input, or anything else, means it gave up.
-    let mut spec = None;
-    let spec = loop {
+    // The daemon says `plan` once config.json and plan.json are written
+    // (the init builds, or the spec is read, while the daemon finishes the
+    // cgroup), then `go` once the cgroup is made. End of input, or
+    // anything else, means it gave up (a prepared init dropped is killed).
+    let mut builder = None;
+    let builder = loop {
         line.clear();
         if io::stdin().read_line(&mut line).is_err() {
             return 1;
         }
-        match (line.trim_end(), spec.take()) {
-            ("spec", None) => spec = Some(read_spec(&assignment.bundle)),
-            ("go", Some(read)) => break read,
+        match (line.trim_end(), builder.take()) {
+            ("plan", None) => {
+                let prepared = prepared.take();
+                builder = Some(match &ready {
+                    Ok(()) => begin_build(&files, &assignment, prepared),
+                    Err(e) => Err(e.clone()),
+                });
+            }
+            ("go", Some(builder)) => break builder,
             _ => return 1,
         }
     };
@@ -91,12 +115,11 @@ pub fn run(dir: &Path) -> i32 {
         return 1;
     }
     let began = Instant::now();
-    match set_up(&files, listener, &assignment.pod_cgroup_procs, spec) {
+    match builder.and_then(|builder| set_up(&files, listener, signals, &assignment.pod_cgroup_procs, builder)) {
         Ok(mut monitor) => {
             // The last fields, for the create timings: how long the build
-            // took here, how long settling took, and how long `go` was then
-            // awaited, the spec's read included (the rest of the daemon's
-            // wait is this program's start).
+            // took here after `go`, how long settling took, and how long
+            // `go` was then awaited, the plan's (or spec's) read included.
             // A daemon that died meanwhile finds the init recorded: no
             // reader is no reason to stop.
             let _ = writeln!(
@@ -124,6 +147,34 @@ pub fn run(dir: &Path) -> i32 {
             1
         }
     }
+}
+
+/// Who builds the container, decided when the plan is written.
+enum Builder {
+    /// The init forked ahead, building already.
+    Prepared { plan: MonitorPlan, init: PreparedInit },
+    /// An init forked at `go`, from this spec.
+    Fork { plan: MonitorPlan, spec: Box<oci_spec::runtime::Spec> },
+}
+
+/// Reads the plan; sets the prepared init building if it fits the
+/// container, else ends it (if any) and reads the spec for a fork at `go`.
+fn begin_build(
+    files: &RunFiles,
+    assignment: &MonitorAssignment,
+    prepared: Option<PreparedInit>,
+) -> Result<Builder, String> {
+    let plan: MonitorPlan = store::read_json(&files.plan())
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
+    if let Some(mut init) = prepared.filter(|_| plan.prepared_init_fits) {
+        match init.build(&files.plan()) {
+            Ok(()) => return Ok(Builder::Prepared { plan, init }),
+            // Killed while it waited (the OOM killer, an operator): one is forked at `go`.
+            Err(e) => eprintln!("monitor: the init forked ahead is gone ({e}); forking one"),
+        }
+    }
+    Ok(Builder::Fork { spec: Box::new(read_spec(&assignment.bundle)?), plan })
 }
 
 struct Monitor {
@@ -190,11 +241,11 @@ fn settle(files: &RunFiles) -> Result<(UnixListener, DirId), String> {
 
 /// A spare waits in the idle class; the daemon puts it back before its
 /// assignment, and the container must never inherit the idle class.
-fn leave_idle_class() -> Result<(), String> {
+fn leave_idle_class(prepared: Option<&PreparedInit>) -> Result<(), String> {
     if process::is_idle_scheduled().map_err(|e| format!("sched_getscheduler: {e}"))? {
         process::set_idle_scheduling(0, false).map_err(|e| format!("leaving SCHED_IDLE: {e}"))?;
     }
-    Ok(())
+    prepared.map_or(Ok(()), |init| init.set_idle(false))
 }
 
 /// The assignment's run dir is the directory this monitor settled in.
@@ -237,39 +288,103 @@ fn read_spec(bundle: &Path) -> Result<oci_spec::runtime::Spec, String> {
     store::read_existing_json(&bundle.join("config.json")).map_err(|e| format!("reading the OCI spec: {e}"))
 }
 
-/// `spec`: the bundle's spec, read when the daemon said `spec`.
+/// Builds the container (see `Builder`) and waits until its init is ready.
 fn set_up(
     files: &RunFiles,
     listener: UnixListener,
+    signals: SignalFd,
     pod_cgroup_procs: &[PathBuf],
-    spec: Result<oci_spec::runtime::Spec, String>,
+    builder: Builder,
 ) -> Result<Monitor, String> {
-    let plan: MonitorPlan = store::read_json(&files.plan())
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{} is missing", files.plan().display()))?;
-    let spec = spec?;
+    let (plan, spec, prepared) = match builder {
+        Builder::Prepared { plan, mut init } => {
+            // First: the init waits for it before it enters its cgroup namespace.
+            init.cgroup_made()?;
+            (plan, None, Some(init))
+        }
+        Builder::Fork { plan, spec } => (plan, Some(spec), None),
+    };
     let log = match &plan.log_path {
         Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),
         None => None,
     };
-    let tty = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
-    if let Some(restore) = plan.restore.clone() {
-        if tty {
-            return Err("a container with a terminal cannot be restored from a checkpoint".into());
+    let forked = match (prepared, spec) {
+        (Some(init), _) => {
+            let (pid, ends) = init.hand_over();
+            let stdin_keep = plan.stdin.then_some(ends.stdin);
+            let outputs = vec![
+                Output { fd: ends.stdout, splitter: LineSplitter::new(Stream::Stdout), open: true },
+                Output { fd: ends.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
+            ];
+            Forked {
+                pid,
+                cgroup_join: CgroupJoin::Procs,
+                ready: ends.ready,
+                outputs,
+                stdin_keep,
+                handshake: (ends.start, ends.exec_error),
+            }
         }
-        join_pod_cgroup(pod_cgroup_procs)?;
-        let signals = sigchld_fd()?;
-        let init = super::restore::restore(&plan, &restore, files)?;
-        let outputs = vec![
-            Output { fd: init.stdout, splitter: LineSplitter::new(Stream::Stdout), open: true },
-            Output { fd: init.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
-        ];
-        let handshake = (init.start, init.exec_error);
-        let identity = record_init(files, init.pid, CgroupJoin::Procs)?;
-        let started = Started { identity, cgroup_join: CgroupJoin::Procs, listener, handshake };
-        return Ok(supervise(plan, files, started, signals, outputs, log, None));
-    }
+        (None, Some(spec)) => {
+            if let Some(restore) = plan.restore.clone() {
+                if spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false) {
+                    return Err("a container with a terminal cannot be restored from a checkpoint".into());
+                }
+                join_pod_cgroup(pod_cgroup_procs)?;
+                let init = super::restore::restore(&plan, &restore, files)?;
+                let outputs = vec![
+                    Output { fd: init.stdout, splitter: LineSplitter::new(Stream::Stdout), open: true },
+                    Output { fd: init.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
+                ];
+                let handshake = (init.start, init.exec_error);
+                let identity = record_init(files, init.pid, CgroupJoin::Procs)?;
+                let started = Started { identity, cgroup_join: CgroupJoin::Procs, listener, handshake };
+                return Ok(supervise(plan, files, started, signals, outputs, log, None));
+            }
+            fork_init(&plan, &spec)?
+        }
+        (None, None) => return Err("no init to build the container".into()),
+    };
+    let Forked { pid: child, cgroup_join, ready: ready_r, outputs, stdin_keep, handshake } = forked;
+    // Both while the init builds, off the path to the reply: into the pod's
+    // cgroup (the init joins its own by itself), and the init recorded.
+    let recorded = join_pod_cgroup(pod_cgroup_procs).and_then(|()| record_init(files, child, cgroup_join));
 
+    let mut ready = String::new();
+    let _ = File::from(ready_r).read_to_string(&mut ready);
+    let identity = match (ready.as_str(), recorded) {
+        ("ok", Ok(identity)) => identity,
+        (ready, recorded) => {
+            forget_init(files);
+            let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(child), None);
+            return Err(match (ready.strip_prefix("error "), recorded) {
+                (_, Err(e)) => e,
+                (Some(why), _) => why.to_string(),
+                (None, _) => "the container's init died while being built".into(),
+            });
+        }
+    };
+    let started = Started { identity, cgroup_join, listener, handshake };
+    Ok(supervise(plan, files, started, signals, outputs, log, stdin_keep))
+}
+
+/// An init being built, and our ends of its pipes.
+struct Forked {
+    pid: i32,
+    cgroup_join: CgroupJoin,
+    /// "ok" once built, or "error MESSAGE".
+    ready: OwnedFd,
+    outputs: Vec<Output>,
+    stdin_keep: Option<OwnedFd>,
+    /// Our ends of the start pipe and of the exec-error pipe.
+    handshake: (OwnedFd, OwnedFd),
+}
+
+/// Forks the init at `go` (the spec read when the plan was written): its
+/// stdio (a terminal, or pipes), then into the container's PID namespace.
+fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forked, String> {
+    let tty = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
     // The container's stdio, and our ends of it.
     let (init_stdio, outputs, stdin_keep) = if tty {
         let pty = nix::pty::openpty(None, None).map_err(|e| format!("openpty: {e}"))?;
@@ -302,16 +417,14 @@ fn set_up(
     let (start_r, start_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
     let (exec_r, exec_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
 
-    let signals = sigchld_fd()?;
-
-    container_init::enter_pid_namespace_for_children(&spec)?;
-    let (forked, cgroup_join) = fork_init(&plan)?;
+    container_init::enter_pid_namespace_for_children(spec)?;
+    let (forked, cgroup_join) = fork_process(plan)?;
     let child = match forked {
         process::Forked::Child => {
-            drop((ready_r, start_w, exec_r, outputs, stdin_keep, log));
+            drop((ready_r, start_w, exec_r, outputs, stdin_keep));
             container_init::run(
-                &spec,
-                &plan,
+                spec,
+                plan,
                 init_stdio,
                 InitPipes { ready: ready_w, start: start_r, exec_error: exec_w },
             )
@@ -319,27 +432,7 @@ fn set_up(
         process::Forked::Parent { child } => child,
     };
     drop((init_stdio, ready_w, start_r, exec_w));
-    // Both while the init builds, off the path to the reply: into the pod's
-    // cgroup (the init joins its own by itself), and the init recorded.
-    let recorded = join_pod_cgroup(pod_cgroup_procs).and_then(|()| record_init(files, child, cgroup_join));
-
-    let mut ready = String::new();
-    let _ = File::from(ready_r).read_to_string(&mut ready);
-    let identity = match (ready.as_str(), recorded) {
-        ("ok", Ok(identity)) => identity,
-        (ready, recorded) => {
-            forget_init(files);
-            let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
-            let _ = waitpid(Pid::from_raw(child), None);
-            return Err(match (ready.strip_prefix("error "), recorded) {
-                (_, Err(e)) => e,
-                (Some(why), _) => why.to_string(),
-                (None, _) => "the container's init died while being built".into(),
-            });
-        }
-    };
-    let started = Started { identity, cgroup_join, listener, handshake: (start_w, exec_r) };
-    Ok(supervise(plan, files, started, signals, outputs, log, stdin_keep))
+    Ok(Forked { pid: child, cgroup_join, ready: ready_r, outputs, stdin_keep, handshake: (start_w, exec_r) })
 }
 
 /// SIGCHLD through a signalfd; blocked before any fork so no exit is missed.
@@ -390,7 +483,7 @@ fn supervise(
 /// Forks the container's init: on cgroup v2 straight into the container
 /// cgroup (clone3), else a plain fork after which the init joins by writing
 /// `cgroup.procs` (as it also does, harmlessly, after clone3).
-fn fork_init(plan: &MonitorPlan) -> Result<(process::Forked, CgroupJoin), String> {
+fn fork_process(plan: &MonitorPlan) -> Result<(process::Forked, CgroupJoin), String> {
     if let Some(dir) = &plan.clone_into_cgroup {
         let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC;
         let cgroup = nix::fcntl::open(dir, flags, nix::sys::stat::Mode::empty())

@@ -261,10 +261,11 @@ impl Containers {
             return Err(e);
         }
         // Three things at once: the monitor starts (it then waits for `go`),
-        // the cgroup is made, and the spec is built once the layers are
-        // leased. The monitor reads the spec as soon as both are there,
-        // while the cgroup is still being made; the plan follows, and the
-        // cgroup's task says `go` once both the plan and the cgroup are done.
+        // the cgroup is made, and the spec and the plan are written once the
+        // layers are leased. The monitor's init starts building as soon as
+        // the monitor and the plan are there, while the cgroup is still
+        // being made; the cgroup's task says `go` once both the plan and the
+        // cgroup are done.
         let EarlyWork { cgroup, go_ahead, layers, devices } = early;
         let planned = async {
             // Owned by this future: dropped unsent when the plan fails, which
@@ -276,8 +277,8 @@ impl Containers {
             );
             let planned = match (&monitor, spec) {
                 (Ok(monitor), Ok(spec)) => {
-                    monitor.spec_written();
                     self.write_plan(record, request, paths, &files, restore, spec).await.and_then(|resources| {
+                        monitor.plan_written();
                         let go = monitor.go_copy().map_err(io_err("cannot copy the monitor's input"))?;
                         // The task is waiting, or ended (its error is awaited below).
                         let _ = go_ahead.send(GoAhead { resources, go });
@@ -344,6 +345,7 @@ impl Containers {
             clone_into_cgroup: (self.cgroups.version == CgroupVersion::V2)
                 .then(|| self.cgroups.dirs(&record.cgroup).into_iter().next())
                 .flatten(),
+            prepared_init_fits: restore.is_none() && prepared_init_fits(&oci),
             restore,
         };
         store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
@@ -706,6 +708,17 @@ impl Containers {
             None => format!("the monitor ended ({status:?}) without a reply; see {}", files.monitor_log().display()),
         }))
     }
+}
+
+/// Whether the init a monitor forks ahead (see `MonitorPlan::prepared_init_fits`)
+/// fits a container of this spec: one with a PID namespace of its own and
+/// no terminal.
+fn prepared_init_fits(spec: &oci_spec::runtime::Spec) -> bool {
+    let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().clone()).unwrap_or_default();
+    let own_pid_namespace =
+        namespaces.iter().any(|ns| ns.typ() == oci_spec::runtime::LinuxNamespaceType::Pid && ns.path().is_none());
+    let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+    own_pid_namespace && !terminal
 }
 
 /// What a container's status reports of its confinement.

@@ -235,13 +235,17 @@ impl Runtime {
         pids
     }
 
-    /// Processes the daemon keeps outside any pod (nidus's spare monitors):
-    /// its own children, still in its own cgroup in every hierarchy.
+    /// Processes the daemon keeps outside any pod (nidus's spare monitors,
+    /// and the init each has forked ahead): its own children and theirs,
+    /// still in its own cgroup in every hierarchy.
     pub fn helpers(&self) -> BTreeSet<i32> {
         let Some(daemon) = self.daemon_pid() else { return BTreeSet::new() };
-        let mut own = self.cgroup.own_processes();
-        own.retain(|&pid| pid != daemon && host::parent_of(pid) == Some(daemon));
-        own
+        let own = self.cgroup.own_processes();
+        let children: BTreeSet<i32> =
+            own.iter().copied().filter(|&pid| pid != daemon && host::parent_of(pid) == Some(daemon)).collect();
+        let grandchildren =
+            own.iter().copied().filter(|&pid| host::parent_of(pid).is_some_and(|parent| children.contains(&parent)));
+        grandchildren.chain(children.iter().copied()).collect()
     }
 
     /// Mounts the runtime's pods left below its directories, seen from the

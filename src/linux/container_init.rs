@@ -124,9 +124,13 @@ fn read_plan_and_spec(line: &str) -> Result<(MonitorPlan, Spec), String> {
     let path: PathBuf = serde_json::from_str(line).map_err(|e| format!("bad plan path from the monitor: {e}"))?;
     let plan: MonitorPlan =
         crate::store::read_existing_json(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let spec_path = plan.bundle.join("config.json");
-    let spec = crate::store::read_existing_json(&spec_path).map_err(|e| format!("reading the OCI spec: {e}"))?;
+    let spec = read_spec(&plan.bundle)?;
     Ok((plan, spec))
+}
+
+/// The OCI spec in `bundle` (its config.json).
+pub fn read_spec(bundle: &Path) -> Result<Spec, String> {
+    crate::store::read_existing_json(&bundle.join("config.json")).map_err(|e| format!("reading the OCI spec: {e}"))
 }
 
 /// Builds the container, reports "ok", waits for StartContainer and execs.

@@ -14,6 +14,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
+use super::program::pipe;
 use crate::linux::clone3;
 use crate::linux::container_init::{self, InitPipes, InitStdio, CGROUP_MADE};
 use crate::linux::process::{self, Forked};
@@ -121,8 +122,4 @@ impl PreparedInit {
     pub fn hand_over(self) -> (i32, InitEnds) {
         (self.child.keep(), self.ends)
     }
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
 }

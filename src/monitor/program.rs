@@ -174,7 +174,7 @@ fn begin_build(
             Err(e) => eprintln!("monitor: the init forked ahead is gone ({e}); forking one"),
         }
     }
-    Ok(Builder::Fork { spec: Box::new(read_spec(&assignment.bundle)?), plan })
+    Ok(Builder::Fork { spec: Box::new(container_init::read_spec(&assignment.bundle)?), plan })
 }
 
 struct Monitor {
@@ -207,8 +207,14 @@ fn open_log(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).mode(0o640).custom_flags(libc::O_CLOEXEC).open(path)
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+/// A close-on-exec pipe (read end, write end); the error names the call.
+pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
+}
+
+/// Whether the spec's process has a terminal.
+fn has_terminal(spec: &oci_spec::runtime::Spec) -> bool {
+    spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false)
 }
 
 /// Which directory a monitor settled in: (device, inode).
@@ -283,11 +289,6 @@ fn join_pod_cgroup(pod_cgroup_procs: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// The OCI spec in `bundle`.
-fn read_spec(bundle: &Path) -> Result<oci_spec::runtime::Spec, String> {
-    store::read_existing_json(&bundle.join("config.json")).map_err(|e| format!("reading the OCI spec: {e}"))
-}
-
 /// Builds the container (see `Builder`) and waits until its init is ready.
 fn set_up(
     files: &RunFiles,
@@ -327,7 +328,7 @@ fn set_up(
         }
         (None, Some(spec)) => {
             if let Some(restore) = plan.restore.clone() {
-                if spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false) {
+                if has_terminal(&spec) {
                     return Err("a container with a terminal cannot be restored from a checkpoint".into());
                 }
                 join_pod_cgroup(pod_cgroup_procs)?;
@@ -384,7 +385,7 @@ struct Forked {
 /// Forks the init at `go` (the spec read when the plan was written): its
 /// stdio (a terminal, or pipes), then into the container's PID namespace.
 fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forked, String> {
-    let tty = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+    let tty = has_terminal(spec);
     // The container's stdio, and our ends of it.
     let (init_stdio, outputs, stdin_keep) = if tty {
         let pty = nix::pty::openpty(None, None).map_err(|e| format!("openpty: {e}"))?;
@@ -393,15 +394,15 @@ fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forke
         let stdin_keep = if plan.stdin { Some(dup(&pty.master)?) } else { None };
         (stdio, vec![Output { fd: pty.master, splitter: LineSplitter::new(Stream::Stdout), open: true }], stdin_keep)
     } else {
-        let (out_r, out_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
-        let (err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
         let (stdin_r, stdin_keep) = if plan.stdin {
-            let (r, w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+            let (r, w) = pipe()?;
             (r, Some(w))
         } else {
             // A pipe nobody writes reads as empty, like /dev/null, but is no
             // file of a host mount (CRIU cannot checkpoint one).
-            let (r, _closed) = pipe().map_err(|e| format!("pipe: {e}"))?;
+            let (r, _closed) = pipe()?;
             (r, None)
         };
         (
@@ -413,9 +414,9 @@ fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forke
             stdin_keep,
         )
     };
-    let (ready_r, ready_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
-    let (start_r, start_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
-    let (exec_r, exec_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let (ready_r, ready_w) = pipe()?;
+    let (start_r, start_w) = pipe()?;
+    let (exec_r, exec_w) = pipe()?;
 
     container_init::enter_pid_namespace_for_children(spec)?;
     let (forked, cgroup_join) = fork_process(plan)?;

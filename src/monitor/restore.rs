@@ -17,6 +17,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
 use super::plan::{MonitorPlan, RestorePlan, RunFiles};
+use super::program::pipe;
 use crate::linux::process::{self, Forked};
 use crate::linux::rootfs;
 
@@ -30,10 +31,6 @@ pub struct RestoredInit {
     /// byte on `start` resumes the tree; `exec_error` then reads EOF.
     pub start: OwnedFd,
     pub exec_error: OwnedFd,
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
 }
 
 /// The `criu restore` command line; `fds` are the inherited descriptors'

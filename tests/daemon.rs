@@ -129,7 +129,7 @@ async fn the_pause_subcommand_of_nidus_works_as_the_pause_program() {
     // `nidus pause` (run through <state>/bin/nidus, a read-only mount of the
     // configured file) built the pod, then exec'd the tiny idle loop from a
     // sealed memfd in place.
-    let cmdline = std::fs::read_to_string(format!("/proc/{pause}/cmdline")).unwrap();
+    let cmdline = host::cmdline_once(pause, "nidus-pause-idle\0");
     assert_eq!(cmdline, "nidus-pause-idle\0");
     let exe = std::fs::read_link(format!("/proc/{pause}/exe")).unwrap();
     assert!(exe.to_string_lossy().starts_with("/memfd:nidus-pause-idle"), "{exe:?}");

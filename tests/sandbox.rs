@@ -38,7 +38,7 @@ async fn a_pod_gets_its_own_namespaces_files_and_cgroup() {
     let info = cri.pod_info(&id).await;
     let pause = info["pid"].as_i64().unwrap() as i32;
     assert!(host::process_running(pause));
-    let cmdline = fs::read_to_string(format!("/proc/{pause}/cmdline")).unwrap();
+    let cmdline = host::cmdline_once(pause, "nidus-pause-idle\0");
     // nidus-pause built the pod, then exec'd the tiny idle loop in place.
     assert_eq!(cmdline, "nidus-pause-idle\0", "the tiny idle loop holds pods: {cmdline:?}");
     for kind in ["net", "ipc", "uts", "pid"] {

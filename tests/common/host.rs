@@ -304,7 +304,21 @@ pub fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The pids of every process on the host.
+/// The raw command line of `pid` once it reads `want`, or the last one
+/// read after 5 s. A process that reported ready and then exec'd (the pause
+/// into its idle loop) is briefly between programs, its command line not yet
+/// the new one.
+pub fn cmdline_once(pid: i32, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let raw = fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if raw == want || Instant::now() > deadline {
+            return raw;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A process's command line, its arguments joined by spaces (empty once it is gone).
 pub fn cmdline(pid: i32) -> String {
     fs::read(format!("/proc/{pid}/cmdline"))
@@ -312,6 +326,7 @@ pub fn cmdline(pid: i32) -> String {
         .unwrap_or_default()
 }
 
+/// The pids of every process on the host.
 pub fn processes() -> Vec<i32> {
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
     entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect()

@@ -308,6 +308,14 @@ async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails(
     let fourth = a_new_spare(daemon, &[first, second, third]).await.expect("a new spare after the kill");
     let fourth_dir = settled_spare_dir(&env, fourth).await.expect("the new spare settles");
     assert_eq!(spare_dirs(&env), vec![fourth_dir], "only the waiting spare's directory is left");
+
+    // A create that is never started (crictl create) gets its replacement too.
+    let config = common::client::container_config("e", &image, &["sleep", "60"]);
+    let id = cri.create_container(&pod_id, &pod, config).await.unwrap();
+    let fifth = a_new_spare(daemon, &[first, second, third, fourth]).await.expect("a new spare after a create alone");
+    assert_eq!(cri.status_of(&id).await.state, ContainerState::ContainerCreated as i32);
+    assert_ne!(host::sched_policy(fourth), Some(5), "the spare {fourth} taken by the create left the idle class");
+    assert!(host::process_running(fifth));
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }

@@ -1,10 +1,13 @@
 //! Spare monitors: `nidus-monitor run` processes started ahead of need, each
 //! waiting on stdin for the container it is to build. CreateContainer takes
-//! a spare (or starts a monitor when none is left) and, once that one builds
-//! (or is dismissed), has a replacement start in the background (`refill`),
-//! so the monitor's own start — an exec of a Rust program, about a
-//! millisecond of CPU here — is off the request's path, and takes CPU the
-//! build leaves rather than the preparation's. Spares start
+//! a spare (or starts a monitor when none is left), and a replacement starts
+//! in the background (`refill`) once that container is started, or a short
+//! while after its build began (`refill_later`) if no start comes first, or
+//! at once when the create failed. So the replacement's own start — an exec
+//! of a Rust program, its settling and the fork of its init ahead, about
+//! two milliseconds of CPU here, some of it in the kernel under locks a
+//! cgroup join waits for — is off the create's path and the start's that
+//! follows it, rather than beside them. Spares start
 //! in the SCHED_IDLE class, so their start takes only CPU nobody else wants,
 //! and go back to the normal class when taken (before they fork any
 //! container). A spare ends at end of input, so it never outlives the daemon.
@@ -19,12 +22,18 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use crate::helper;
 use crate::ids;
 use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
 use crate::store;
+
+/// How long after a spare's build began its replacement starts, if the
+/// container was not started before: a create is usually followed at once by
+/// its start (kubelet, `crictl run`), together a few milliseconds.
+const REFILL_LATER: Duration = Duration::from_millis(20);
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
 pub struct PendingMonitor {
@@ -168,7 +177,8 @@ impl MonitorPool {
     /// A monitor assigned to a container: a spare when one waits, else a new
     /// one (which settles first). Its directory becomes the run dir; it
     /// then waits for `go`, and dropped without `go`, it ends. The caller
-    /// calls `refill` once it has said `go` or dismissed it.
+    /// calls `refill_later` once it has said `go`, `refill` once it has
+    /// dismissed it.
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = serde_json::to_vec(assignment).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -225,6 +235,19 @@ impl MonitorPool {
         }
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.fill());
+    }
+
+    /// `refill` after `REFILL_LATER`, unless it has been done by then: for a
+    /// spare whose build has begun (its container's start refills at once).
+    pub fn refill_later(self: &Arc<Self>) {
+        if self.idle() >= self.size {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(REFILL_LATER).await;
+            this.refill();
+        });
     }
 
     /// Starts spares here until `size` wait.

@@ -299,8 +299,9 @@ impl Containers {
         let failed = match (finished, monitor) {
             (Ok(()), Ok(monitor)) => {
                 tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
-                // `go` is said: a replacement spare starts while this one builds.
-                self.monitors.refill();
+                // `go` is said: a replacement spare starts once this
+                // container is started (or a little later without a start).
+                self.monitors.refill_later();
                 return Ok(Prepared { monitor, files });
             }
             (Err(e), Ok(monitor)) => {

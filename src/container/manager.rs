@@ -253,9 +253,6 @@ impl Containers {
         }
         let files = RunFiles::new(&view.paths.run_dir);
         let result = control::call(&files.socket(), Request::Start, CONTROL_TIMEOUT).await;
-        // Created and started: the spare taken for it (if one was) is
-        // replaced now, off both calls' paths.
-        self.monitors.refill();
         match result {
             Ok(()) => {
                 // The start time stays in the run dir (started.json, the

@@ -1,13 +1,13 @@
 //! Spare monitors: `nidus-monitor run` processes started ahead of need, each
 //! waiting on stdin for the container it is to build. CreateContainer takes
 //! a spare (or starts a monitor when none is left), and a replacement starts
-//! in the background (`refill`) once that container is started, or a short
-//! while after its build began (`refill_later`) if no start comes first, or
-//! at once when the create failed. So the replacement's own start — an exec
-//! of a Rust program, its settling and the fork of its init ahead, about
-//! two milliseconds of CPU here, some of it in the kernel under locks a
-//! cgroup join waits for — is off the create's path and the start's that
-//! follows it, rather than beside them. Spares start
+//! in the background a short while after that container's build began
+//! (`refill_later`), or at once when the create failed (`refill`). So the
+//! replacement's own start — an exec of a Rust program, its settling and the
+//! fork of its init ahead, about two milliseconds of CPU here, some of it in
+//! the kernel under locks a cgroup join waits for — comes after the create
+//! and the start that usually follows it at once, rather than beside them.
+//! Spares start
 //! in the SCHED_IDLE class, so their start takes only CPU nobody else wants,
 //! and go back to the normal class when taken (before they fork any
 //! container). A spare ends at end of input, so it never outlives the daemon.
@@ -30,9 +30,9 @@ use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
 use crate::store;
 
-/// How long after a spare's build began its replacement starts, if the
-/// container was not started before: a create is usually followed at once by
-/// its start (kubelet, `crictl run`), together a few milliseconds.
+/// How long after a spare's build began its replacement starts: a create is
+/// usually followed at once by its start (kubelet, `crictl run`), together a
+/// few milliseconds here, a dozen at the 99th percentile.
 const REFILL_LATER: Duration = Duration::from_millis(20);
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
@@ -237,8 +237,8 @@ impl MonitorPool {
         tokio::task::spawn_blocking(move || this.fill());
     }
 
-    /// `refill` after `REFILL_LATER`, unless it has been done by then: for a
-    /// spare whose build has begun (its container's start refills at once).
+    /// `refill` after `REFILL_LATER` (nothing then if the spares are all
+    /// there): for a spare whose build has begun.
     pub fn refill_later(self: &Arc<Self>) {
         if self.idle() >= self.size {
             return;

@@ -300,7 +300,7 @@ impl Containers {
             (Ok(()), Ok(monitor)) => {
                 tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
                 // `go` is said: a replacement spare starts once this
-                // container is started (or a little later without a start).
+                // container is built and, usually, started.
                 self.monitors.refill_later();
                 return Ok(Prepared { monitor, files });
             }

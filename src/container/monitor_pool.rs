@@ -4,13 +4,11 @@
 //! in the background a short while after that container's build began
 //! (`refill_later`), or at once when the create failed (`refill`). So the
 //! replacement's own start — an exec of a Rust program, its settling and the
-//! fork of its init ahead, about two milliseconds of CPU here, some of it in
-//! the kernel under locks a cgroup join waits for — comes after the create
+//! fork of its init ahead, about two milliseconds of CPU here, most of it
+//! in the idle class yet measurably in the way — comes after the create
 //! and the start that usually follows it at once, rather than beside them.
-//! Spares start
-//! in the SCHED_IDLE class, so their start takes only CPU nobody else wants,
-//! and go back to the normal class when taken (before they fork any
-//! container). A spare ends at end of input, so it never outlives the daemon.
+//! Spares wait in the SCHED_IDLE class (moved there once exec'd) and go
+//! back to the normal class when taken (before they fork any container). A spare ends at end of input, so it never outlives the daemon.
 //!
 //! Each monitor settles (diagnostics, identity, control socket) in a
 //! directory of its own under the spares' directory before it is taken;

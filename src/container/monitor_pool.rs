@@ -8,7 +8,8 @@
 //! in the idle class yet measurably in the way — comes after the create
 //! and the start that usually follows it at once, rather than beside them.
 //! Spares wait in the SCHED_IDLE class (moved there once exec'd) and go
-//! back to the normal class when taken (before they fork any container). A spare ends at end of input, so it never outlives the daemon.
+//! back to the normal class when taken (before they fork any container).
+//! A spare ends at end of input, so it never outlives the daemon.
 //!
 //! Each monitor settles (diagnostics, identity, control socket) in a
 //! directory of its own under the spares' directory before it is taken;

@@ -152,7 +152,7 @@ pub async fn serve(config: Config) -> Result<()> {
         image_source,
     );
     containers.load().await.context("reloading containers")?;
-    containers.start_spare_monitors();
+    containers.refill_spares();
     owned_cgroups.retry_stale();
     owned_cgroups.prune();
     spawn_stale_cgroup_retries(owned_cgroups.clone());

@@ -202,6 +202,80 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     env.assert_no_leftovers();
 }
 
+#[tokio::test]
+async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc() {
+    use common::images::{self, Compression, LayerTar};
+    let mut env = TestEnv::new("spare-dir");
+    let mut cri = env.start().await;
+    // One waits, with the upper and work dirs and the pod files' mount points.
+    let spare = one_spare_container_dir(&env).await.expect("a spare container directory is made");
+    assert!(spare.join("work").is_dir() && spare.join("upper").is_dir());
+    for name in ["hostname", "hosts", "resolv.conf"] {
+        assert!(spare.join("upper/etc").join(name).is_file(), "mount point {name} made ahead");
+    }
+    // Two images over busybox's base layer: one whose /etc has an owner, a
+    // mode and a time of its own, one whose /etc is a symbolic link.
+    let import = |name: &str, top: Vec<u8>| {
+        let def = images::ImageDef {
+            name: Some(format!("docker.io/library/{name}:1")),
+            layers: vec![(images::busybox_base_layer(), Compression::Gzip), (top, Compression::None)],
+            config: serde_json::json!({ "Env": [images::PATH_ENV], "Cmd": ["sh"] }),
+        };
+        let dir = env.base.join(name);
+        images::write_oci_layout(&dir, &def);
+        let out = env.image_import(&dir, None);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    import("own-etc", LayerTar::new().dir_owned("etc", 0o750, 1000, 2000).finish());
+    import(
+        "linked-etc",
+        LayerTar::new().dir("real-etc", 0o755).file("real-etc/from-image", 0o644, b"kept\n").symlink("etc", "real-etc").finish(),
+    );
+
+    let pod = env.pod("spare-dir");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let config = |name: &str, image: &str| common::client::container_config(name, image, &["sleep", "60"]);
+    let id = cri.run_container(&pod_id, &pod, config("own", "own-etc:1")).await;
+    assert!(!spare.exists(), "the spare was taken");
+    let upper_etc = env.root.join("containers").join(&id).join("upper/etc");
+    let meta = std::fs::symlink_metadata(&upper_etc).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.mode() & 0o7777, meta.uid(), meta.gid()), (0o750, 1000, 2000), "the image's /etc, as a copy-up gives it");
+    let image_etc = cri.exec_ok(&id, &["stat", "-c", "%a %u %g %Y", "/etc"]).await;
+    assert_eq!(image_etc, format!("750 1000 2000 {}\n", meta.mtime()));
+    let hostname = cri.exec_ok(&id, &["hostname"]).await;
+    assert_eq!(cri.exec_ok(&id, &["cat", "/etc/hostname"]).await, hostname, "the pod's file is mounted");
+
+    // A replacement is made after the create; one whose /etc is a link
+    // keeps the link, and the pod's files are mounted where it leads.
+    let replacement = one_spare_container_dir(&env).await.expect("a replacement spare directory");
+    let id = cri.run_container(&pod_id, &pod, config("linked", "linked-etc:1")).await;
+    assert!(!replacement.exists(), "the replacement was taken");
+    assert_eq!(cri.exec_ok(&id, &["readlink", "/etc"]).await, "real-etc\n");
+    assert_eq!(cri.exec_ok(&id, &["cat", "/etc/from-image", "/etc/hostname"]).await, format!("kept\n{hostname}"));
+    assert!(!env.root.join("containers").join(&id).join("upper/etc").exists(), "no upper /etc over the link");
+
+    cri.remove_pod(&pod_id).await.unwrap();
+    one_spare_container_dir(&env).await.expect("a spare directory waits again");
+    env.assert_no_leftovers();
+}
+
+/// The one spare container directory, once it is made (within 5 s).
+async fn one_spare_container_dir(env: &TestEnv) -> Option<std::path::PathBuf> {
+    for _ in 0..500 {
+        let dirs: Vec<_> = std::fs::read_dir(env.root.join("spare-containers"))
+            .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        if let [dir] = dirs.as_slice() {
+            if dir.join("upper/etc/resolv.conf").exists() {
+                return Some(dir.clone());
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
+}
+
 /// The init a spare monitor forked ahead (its one nidus-monitor child), within 5 s.
 async fn prepared_init_of(spare: i32) -> Option<i32> {
     for _ in 0..500 {

@@ -12,6 +12,7 @@ pub mod record;
 pub mod resources;
 pub mod security;
 pub mod signal;
+pub mod spare_dirs;
 pub mod spec;
 pub mod user;
 

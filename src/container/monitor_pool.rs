@@ -2,7 +2,8 @@
 //! waiting on stdin for the container it is to build. CreateContainer takes
 //! a spare (or starts a monitor when none is left), and a replacement starts
 //! in the background a short while after that container's build began
-//! (`refill_later`), or at once when the create failed (`refill`). So the
+//! (`Containers::refill_spares_later`), or at once when the create failed
+//! (`refill`). So the
 //! replacement's own start — an exec of a Rust program, its settling and the
 //! fork of its init ahead, about two milliseconds of CPU here, most of it
 //! in the idle class yet measurably in the way — comes after the create
@@ -28,11 +29,6 @@ use crate::ids;
 use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
 use crate::store;
-
-/// How long after a spare's build began its replacement starts: a create is
-/// usually followed at once by its start (kubelet, `crictl run`), together a
-/// few milliseconds here, a dozen at the 99th percentile.
-const REFILL_LATER: Duration = Duration::from_millis(20);
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
 pub struct PendingMonitor {
@@ -86,7 +82,7 @@ impl PendingMonitor {
 }
 
 /// How long `dismiss` waits for a monitor to end.
-const DISMISS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const DISMISS_WAIT: Duration = Duration::from_secs(5);
 
 pub struct MonitorPool {
     binary: PathBuf,
@@ -176,8 +172,8 @@ impl MonitorPool {
     /// A monitor assigned to a container: a spare when one waits, else a new
     /// one (which settles first). Its directory becomes the run dir; it
     /// then waits for `go`, and dropped without `go`, it ends. The caller
-    /// calls `refill_later` once it has said `go`, `refill` once it has
-    /// dismissed it.
+    /// has spares refilled later once it has said `go`, and `refill` once it
+    /// has dismissed it.
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = serde_json::to_vec(assignment).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -229,24 +225,16 @@ impl MonitorPool {
     /// descriptors, and would keep a daemon killed meanwhile from releasing
     /// its socket to the next one.
     pub fn refill(self: &Arc<Self>) {
-        if self.idle() >= self.size {
+        if self.full() {
             return;
         }
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.fill());
     }
 
-    /// `refill` after `REFILL_LATER` (nothing then if the spares are all
-    /// there): for a spare whose build has begun.
-    pub fn refill_later(self: &Arc<Self>) {
-        if self.idle() >= self.size {
-            return;
-        }
-        let this = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(REFILL_LATER).await;
-            this.refill();
-        });
+    /// Whether all the spares wait.
+    pub fn full(&self) -> bool {
+        self.idle() >= self.size
     }
 
     /// Starts spares here until `size` wait.

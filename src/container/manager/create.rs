@@ -19,6 +19,7 @@ use crate::container::confinement::SeccompProgram;
 use crate::container::monitor_pool::PendingMonitor;
 use crate::container::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
 use crate::container::security::{self, HostModules, SeccompReport, SecurityReport};
+use crate::container::spare_dirs::{self, ImageEtc};
 use crate::container::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
 use crate::container::user::{self, UserRequest};
 use crate::container::{caps, signal};
@@ -45,9 +46,9 @@ struct Prepared {
 /// The layers a container leased, with the image's /etc/passwd and /etc/group.
 type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
 
-/// What CreateContainer hands to the blocking pool before it makes its
-/// directories, so that a thread has taken it up by then: the layers leased
-/// (before the first record, too) and the container cgroup with its device
+/// What CreateContainer hands to the blocking pool as soon as the
+/// container's directory is there: the layers leased (before the first
+/// record, too, with the mount points fitted) and the container cgroup with its device
 /// rules (for `devices`; once the record names it). The cgroup's task then
 /// waits for the plan (`go_ahead`), applies the resources and says `go` to
 /// the monitor itself: the last of the two to finish says it, with no trip
@@ -59,14 +60,6 @@ struct EarlyWork {
     go_ahead: mpsc::SyncSender<GoAhead>,
     layers: JoinHandle<Result<LeasedLayers, ContainerError>>,
     devices: Vec<HostDevice>,
-}
-
-impl EarlyWork {
-    /// Waits for both, whatever they gave (a failed create undoes them).
-    async fn finish(self) {
-        drop(self.go_ahead);
-        let _ = tokio::join!(self.cgroup, self.layers);
-    }
 }
 
 /// Sent to the cgroup's task once plan.json is written: the resources to
@@ -189,18 +182,17 @@ impl Containers {
         } else {
             config_devices(&config.devices).map_err(|e| (e, None))?
         };
+        // The container's directory with its upper and work directories (a
+        // spare renamed: see `spare_dirs`). Not fsynced: lost in a power cut,
+        // the directory has no record and is removed at the next start, which
+        // is just as right. The final record is durable.
+        self.dirs.take(&paths.dir).map_err(|e| (io_err(format!("cannot create {}", paths.dir.display()))(e), None))?;
         // A lease whose container never got a record is released at the next start.
-        let layers = self.start_lease(id, &image.id);
-        // Not fsynced: lost in a power cut, the directory has no record and is
-        // removed at the next start, which is just as right. The final record is durable.
-        let recorded = store::create_dir_new(&paths.dir, 0o700)
-            .map_err(io_err(format!("cannot create {}", paths.dir.display())))
-            .and_then(|()| {
-                store::write_json_with(&paths.record(), &record, store::Durability::Volatile).map_err(|e| {
-                    let _ = store::remove_tree(&paths.dir);
-                    e.into()
-                })
-            });
+        let layers = self.start_lease(id, &image.id, paths.upper(), restore.is_some());
+        let recorded = store::write_json_with(&paths.record(), &record, store::Durability::Volatile).map_err(|e| {
+            let _ = store::remove_tree(&paths.dir);
+            e.into()
+        });
         if let Err(e) = recorded {
             // Without a record, the caller releases the lease once it is taken.
             let _ = layers.await;
@@ -252,14 +244,8 @@ impl Containers {
         let sandbox = &request.sandbox;
         let started = std::time::Instant::now();
         let files = RunFiles::new(&paths.run_dir);
-        // The run dir comes with the monitor (see `launch_monitor`).
-        let dirs = [paths.upper(), paths.work()].iter().try_for_each(|dir| {
-            store::create_dir_new(dir, 0o755).map_err(io_err(format!("cannot create {}", dir.display())))
-        });
-        if let Err(e) = dirs {
-            early.finish().await;
-            return Err(e);
-        }
+        // The run dir comes with the monitor (see `launch_monitor`), the
+        // upper and work dirs with the container's directory (see `build`).
         // Three things at once: the monitor starts (it then waits for `go`),
         // the cgroup is made, and the spec and the plan are written once the
         // layers are leased. The monitor's init starts building as soon as
@@ -299,9 +285,9 @@ impl Containers {
         let failed = match (finished, monitor) {
             (Ok(()), Ok(monitor)) => {
                 tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
-                // `go` is said: a replacement spare starts once this
+                // `go` is said: the replacement spares come once this
                 // container is built and, usually, started.
-                self.monitors.refill_later();
+                self.refill_spares_later();
                 return Ok(Prepared { monitor, files });
             }
             (Err(e), Ok(monitor)) => {
@@ -311,8 +297,8 @@ impl Containers {
             }
             (Err(e), Err(_)) | (Ok(()), Err(e)) => e,
         };
-        // No `go` is said here, which is when a replacement spare starts.
-        self.monitors.refill();
+        // No `go` is said here, which is when the replacement spares come.
+        self.refill_spares();
         Err(failed)
     }
 
@@ -552,10 +538,24 @@ impl Containers {
 
     /// Leases the image's layers for container `holder` (and reads the
     /// image's /etc/passwd and /etc/group from them), on the blocking pool.
-    fn start_lease(&self, holder: &str, image_id: &str) -> JoinHandle<Result<LeasedLayers, ContainerError>> {
+    /// The mount points in `upper` then take the image's /etc (see
+    /// `spare_dirs`), or go for a container `restoring` a checkpoint's.
+    fn start_lease(
+        &self,
+        holder: &str,
+        image_id: &str,
+        upper: PathBuf,
+        restoring: bool,
+    ) -> JoinHandle<Result<LeasedLayers, ContainerError>> {
         let (images, holder, image_id) = (self.images.clone(), holder.to_string(), image_id.to_string());
         tokio::task::spawn_blocking(move || {
             let layers = images.lease_layers(&holder, &image_id)?;
+            let fitted = if restoring {
+                spare_dirs::remove_mount_points(&upper)
+            } else {
+                spare_dirs::fit_to_image(&upper, &image_etc(&layers))
+            };
+            fitted.map_err(io_err(format!("cannot prepare the mount points in {}", upper.display())))?;
             let passwd = read_from_layers(&layers, "etc/passwd");
             let group = read_from_layers(&layers, "etc/group");
             Ok((layers, passwd, group))
@@ -742,16 +742,16 @@ fn security_report(
     SecurityReport { seccomp, apparmor, selinux }
 }
 
-/// A file as the image's merged layers show it (top layer first, honouring
-/// whiteouts and opaque directories).
-fn read_from_layers(layers: &[PathBuf], rel: &str) -> Option<String> {
+/// The entry at `rel` as the image's merged layers show it (top layer
+/// first, honouring whiteouts and opaque directories): its path in the
+/// layer that has it, and its metadata; None when the image has none.
+fn find_in_layers(layers: &[PathBuf], rel: &str) -> Option<(PathBuf, std::fs::Metadata)> {
     let parent = Path::new(rel).parent();
     for layer in layers.iter().rev() {
         let path = layer.join(rel);
         match std::fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_char_device() && meta.rdev() == 0 => return None,
-            Ok(meta) if meta.is_file() => return std::fs::read_to_string(&path).ok(),
-            Ok(_) => return None,
+            Ok(meta) => return Some((path, meta)),
             Err(_) => {}
         }
         if parent.is_some_and(|p| is_overlay_opaque(&layer.join(p))) {
@@ -759,6 +759,23 @@ fn read_from_layers(layers: &[PathBuf], rel: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// A file as the image's merged layers show it.
+fn read_from_layers(layers: &[PathBuf], rel: &str) -> Option<String> {
+    match find_in_layers(layers, rel)? {
+        (path, meta) if meta.is_file() => std::fs::read_to_string(path).ok(),
+        _ => None,
+    }
+}
+
+/// What the image has at /etc, for the mount points made ahead.
+fn image_etc(layers: &[PathBuf]) -> ImageEtc {
+    match find_in_layers(layers, "etc") {
+        None => ImageEtc::Missing,
+        Some((_, meta)) if meta.is_dir() => ImageEtc::Directory(meta),
+        Some(_) => ImageEtc::Other,
+    }
 }
 
 /// The devices a CRI config asks for, read from the host.

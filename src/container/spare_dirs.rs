@@ -1,0 +1,274 @@
+//! Spare container directories: `<root>/spare-containers/<random id>`, each
+//! already holding what a container's directory starts with — the empty
+//! `upper` and `work` directories of its root filesystem, and in `upper`
+//! the mount points every container gets (`etc/hostname`, `etc/hosts`,
+//! `etc/resolv.conf`), as the overlay's copy-up of /etc would otherwise
+//! make them while the container's init builds. CreateContainer renames a
+//! spare to the container's directory; a replacement is made in the
+//! background after the create, with the replacement monitor
+//! (`Containers::refill_spares_later`). So these inodes are made
+//! off CreateContainer's path: on ext4 each new inode costs a search of the
+//! inode bitmap, and without a journal a long one (inodes deleted in the
+//! last minutes are skipped), a sizeable part of a create here.
+//!
+//! The mount points' `etc` then takes the owner, mode and times of the
+//! image's /etc (`fit_to_image`), as a copy-up gives them; where the image's
+//! /etc is no directory (a symbolic link, say) it is removed, and the
+//! image's /etc shows through.
+
+use std::fs::{self, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::ids;
+use crate::store;
+
+/// The mount points made ahead, below `upper/etc`: the pod's files, which
+/// every container mounts (from the pod or from kubelet's own mounts).
+pub const MOUNT_POINTS: [&str; 3] = ["hostname", "hosts", "resolv.conf"];
+
+pub struct SpareDirs {
+    /// On the file system of the containers' directories they are renamed to.
+    root: PathBuf,
+    /// How many to keep (0: each container's directory is made on demand).
+    size: usize,
+    spares: Mutex<Vec<PathBuf>>,
+}
+
+impl Drop for SpareDirs {
+    /// The spares go with the pool.
+    fn drop(&mut self) {
+        for dir in self.spares().drain(..) {
+            let _ = store::remove_tree(&dir);
+        }
+    }
+}
+
+impl SpareDirs {
+    /// A pool whose spares are made under `root`. What an earlier daemon
+    /// left there goes (spares are not carried over: they are cheap).
+    pub fn new(root: PathBuf, size: usize) -> Arc<Self> {
+        if let Err(e) = store::remove_tree(&root) {
+            tracing::warn!(dir = %root.display(), error = %e, "cannot remove earlier spare container directories");
+        }
+        Arc::new(Self { root, size, spares: Mutex::new(Vec::new()) })
+    }
+
+    fn spares(&self) -> MutexGuard<'_, Vec<PathBuf>> {
+        self.spares.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many spares wait now.
+    pub fn idle(&self) -> usize {
+        self.spares().len()
+    }
+
+    /// Makes `dest` (which must not exist) a new container directory: a
+    /// spare renamed when one waits, else made here. The caller has spares
+    /// refilled (see `Containers::refill_spares_later`).
+    pub fn take(&self, dest: &Path) -> io::Result<()> {
+        let spare = self.spares().pop();
+        if let Some(spare) = spare {
+            match rename_new(&spare, dest) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(dir = %spare.display(), error = %e, "a spare container directory could not be taken");
+                    let _ = store::remove_tree(&spare);
+                    if e.kind() == io::ErrorKind::AlreadyExists {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        make(dest)
+    }
+
+    /// Whether all the spares wait.
+    pub fn full(&self) -> bool {
+        self.idle() >= self.size
+    }
+
+    /// Makes spares in the background until `size` wait.
+    pub fn refill(self: &Arc<Self>) {
+        if self.full() {
+            return;
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.fill());
+    }
+
+    /// Makes spares here until `size` wait.
+    fn fill(&self) {
+        while !self.full() {
+            let dir = self.root.join(ids::new_id());
+            let made = store::create_dir_all(&self.root, 0o700).and_then(|()| make(&dir));
+            if let Err(e) = made {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot make a spare container directory");
+                let _ = store::remove_tree(&dir);
+                return;
+            }
+            let mut spares = self.spares();
+            if spares.len() >= self.size {
+                // Another refill got there first.
+                drop(spares);
+                let _ = store::remove_tree(&dir);
+                return;
+            }
+            spares.push(dir);
+        }
+    }
+}
+
+/// A new container directory at `dir`: `upper` (with the mount points)
+/// and `work`. Half-made, it is removed.
+fn make(dir: &Path) -> io::Result<()> {
+    store::create_dir_new(dir, 0o700)?;
+    let made = (|| {
+        let upper = dir.join("upper");
+        store::create_dir_new(&upper, 0o755)?;
+        store::create_dir_new(&dir.join("work"), 0o755)?;
+        let etc = upper.join("etc");
+        store::create_dir_new(&etc, 0o755)?;
+        for name in MOUNT_POINTS {
+            OpenOptions::new().write(true).create_new(true).mode(0o644).open(etc.join(name))?;
+        }
+        Ok(())
+    })();
+    if made.is_err() {
+        let _ = store::remove_tree(dir);
+    }
+    made
+}
+
+/// rename(2) that fails when `to` exists (an empty directory would be replaced).
+fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        from,
+        nix::fcntl::AT_FDCWD,
+        to,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    )
+    .map_err(io::Error::from)
+}
+
+/// What the image has at /etc (its top-most layer that has it), for the
+/// mount points' `etc` in the upper directory.
+pub enum ImageEtc {
+    /// A directory: the upper `etc` takes its owner, mode and times.
+    Directory(Metadata),
+    /// Nothing (or a whiteout): the upper `etc` stays as made (root, 0755).
+    Missing,
+    /// Anything else: the upper `etc` goes, so that it shows through.
+    Other,
+}
+
+/// Gives `upper/etc` what the image's /etc has (see `ImageEtc`), as the
+/// overlay's copy-up of /etc would.
+pub fn fit_to_image(upper: &Path, image_etc: &ImageEtc) -> io::Result<()> {
+    let etc = upper.join("etc");
+    match image_etc {
+        ImageEtc::Missing => Ok(()),
+        ImageEtc::Other => remove_mount_points(upper),
+        ImageEtc::Directory(meta) => {
+            std::os::unix::fs::lchown(&etc, Some(meta.uid()), Some(meta.gid()))?;
+            fs::set_permissions(&etc, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+            let time = |seconds: i64, nanos: i64| nix::sys::time::TimeSpec::new(seconds, nanos);
+            nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &etc,
+                &time(meta.atime(), meta.atime_nsec()),
+                &time(meta.mtime(), meta.mtime_nsec()),
+                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+            )
+            .map_err(io::Error::from)
+        }
+    }
+}
+
+/// Removes the mount points made ahead (a container restored from a
+/// checkpoint gets its upper directory from the checkpoint).
+pub fn remove_mount_points(upper: &Path) -> io::Result<()> {
+    store::remove_tree(&upper.join("etc"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("nidus-spare-dirs-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_made_directory_holds_upper_work_and_the_mount_points() {
+        let base = scratch("made");
+        let dir = base.join("c");
+        make(&dir).unwrap();
+        assert!(dir.join("work").is_dir());
+        for name in MOUNT_POINTS {
+            let meta = fs::symlink_metadata(dir.join("upper/etc").join(name)).unwrap();
+            assert!(meta.is_file() && meta.len() == 0, "{name}");
+        }
+        // An existing directory is never replaced.
+        assert_eq!(make(&dir).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_spare_is_renamed_to_the_container_directory_and_never_over_one() {
+        let base = scratch("take");
+        let pool = SpareDirs::new(base.join("spares"), 1);
+        pool.fill();
+        assert_eq!(pool.idle(), 1);
+        pool.take(&base.join("c1")).unwrap();
+        assert_eq!(pool.idle(), 0);
+        assert!(base.join("c1/upper/etc/hosts").is_file());
+        assert_eq!(fs::read_dir(base.join("spares")).unwrap().count(), 0, "the spare was moved, not copied");
+        // None left: made in place.
+        pool.take(&base.join("c2")).unwrap();
+        assert!(base.join("c2/upper/etc/resolv.conf").is_file());
+        // An empty directory in the way is an error, and the spare goes.
+        pool.fill();
+        fs::create_dir(base.join("c3")).unwrap();
+        assert_eq!(pool.take(&base.join("c3")).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read_dir(base.join("spares")).unwrap().count(), 0);
+        drop(pool);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_mount_points_etc_takes_the_images_etc_or_goes() {
+        let base = scratch("fit");
+        let image_etc = base.join("layer/etc");
+        fs::create_dir_all(&image_etc).unwrap();
+        fs::set_permissions(&image_etc, fs::Permissions::from_mode(0o750)).unwrap();
+        std::os::unix::fs::lchown(&image_etc, Some(1000), Some(2000)).unwrap();
+        let when = nix::sys::time::TimeSpec::new(1_000_000_000, 5);
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &image_etc,
+            &when,
+            &when,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+        let dir = base.join("c");
+        make(&dir).unwrap();
+        let upper = dir.join("upper");
+        fit_to_image(&upper, &ImageEtc::Directory(fs::symlink_metadata(&image_etc).unwrap())).unwrap();
+        let meta = fs::symlink_metadata(upper.join("etc")).unwrap();
+        assert_eq!((meta.mode() & 0o7777, meta.uid(), meta.gid()), (0o750, 1000, 2000));
+        assert_eq!((meta.mtime(), meta.mtime_nsec()), (1_000_000_000, 5));
+        fit_to_image(&upper, &ImageEtc::Missing).unwrap();
+        assert!(upper.join("etc/hostname").is_file());
+        fit_to_image(&upper, &ImageEtc::Other).unwrap();
+        assert!(!upper.join("etc").exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
+}

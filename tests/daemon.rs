@@ -229,7 +229,11 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
     import("own-etc", LayerTar::new().dir_owned("etc", 0o750, 1000, 2000).finish());
     import(
         "linked-etc",
-        LayerTar::new().dir("real-etc", 0o755).file("real-etc/from-image", 0o644, b"kept\n").symlink("etc", "real-etc").finish(),
+        LayerTar::new()
+            .dir("real-etc", 0o755)
+            .file("real-etc/from-image", 0o644, b"kept\n")
+            .symlink("etc", "real-etc")
+            .finish(),
     );
 
     let pod = env.pod("spare-dir");
@@ -237,10 +241,20 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
     let config = |name: &str, image: &str| common::client::container_config(name, image, &["sleep", "60"]);
     let id = cri.run_container(&pod_id, &pod, config("own", "own-etc:1")).await;
     assert!(!spare.exists(), "the spare was taken");
-    let upper_etc = env.root.join("containers").join(&id).join("upper/etc");
+    // Both writes of the record went into the empty files made for them.
+    let container_dir = env.root.join("containers").join(&id);
+    let names: Vec<String> =
+        std::fs::read_dir(&container_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    assert!(names.contains(&"container.json".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with(".tmp-")), "no temp file left: {names:?}");
+    let upper_etc = container_dir.join("upper/etc");
     let meta = std::fs::symlink_metadata(&upper_etc).unwrap();
     use std::os::unix::fs::MetadataExt;
-    assert_eq!((meta.mode() & 0o7777, meta.uid(), meta.gid()), (0o750, 1000, 2000), "the image's /etc, as a copy-up gives it");
+    assert_eq!(
+        (meta.mode() & 0o7777, meta.uid(), meta.gid()),
+        (0o750, 1000, 2000),
+        "the image's /etc, as a copy-up gives it"
+    );
     let image_etc = cri.exec_ok(&id, &["stat", "-c", "%a %u %g %Y", "/etc"]).await;
     assert_eq!(image_etc, format!("750 1000 2000 {}\n", meta.mtime()));
     let hostname = cri.exec_ok(&id, &["hostname"]).await;

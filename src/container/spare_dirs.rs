@@ -4,7 +4,8 @@
 //! the mount points every container gets (`etc/hostname`, `etc/hosts`,
 //! `etc/resolv.conf`), as the overlay's copy-up of /etc would otherwise
 //! make them while the container's init builds. CreateContainer renames a
-//! spare to the container's directory; a replacement is made in the
+//! spare to the container's directory (and writes its records into the
+//! empty files made for them); a replacement is made in the
 //! background after the create, with the replacement monitor
 //! (`Containers::refill_spares_later`). So these inodes are made
 //! off CreateContainer's path: on ext4 each new inode costs a search of the
@@ -28,6 +29,11 @@ use crate::store;
 /// The mount points made ahead, below `upper/etc`: the pod's files, which
 /// every container mounts (from the pod or from kubelet's own mounts).
 pub const MOUNT_POINTS: [&str; 3] = ["hostname", "hosts", "resolv.conf"];
+
+/// Empty files made ahead for CreateContainer's two writes of the record
+/// (`store::write_json_into_spare`): the first, and the durable one once
+/// created. Named as temp files: one never used goes with the directory.
+pub const RECORD_SPARES: [&str; 2] = [".tmp-container.json-first", ".tmp-container.json-created"];
 
 pub struct SpareDirs {
     /// On the file system of the containers' directories they are renamed to.
@@ -134,6 +140,9 @@ fn make(dir: &Path) -> io::Result<()> {
         for name in MOUNT_POINTS {
             OpenOptions::new().write(true).create_new(true).mode(0o644).open(etc.join(name))?;
         }
+        for name in RECORD_SPARES {
+            OpenOptions::new().write(true).create_new(true).mode(0o600).open(dir.join(name))?;
+        }
         Ok(())
     })();
     if made.is_err() {
@@ -211,6 +220,9 @@ mod tests {
         let dir = base.join("c");
         make(&dir).unwrap();
         assert!(dir.join("work").is_dir());
+        for name in RECORD_SPARES {
+            assert_eq!(fs::metadata(dir.join(name)).unwrap().len(), 0, "{name}");
+        }
         for name in MOUNT_POINTS {
             let meta = fs::symlink_metadata(dir.join("upper/etc").join(name)).unwrap();
             assert!(meta.is_file() && meta.len() == 0, "{name}");

@@ -8,7 +8,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -64,22 +64,48 @@ impl PreparedWrite {
         let name = path.file_name().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?.to_string_lossy();
         let tmp = dir.join(format!("{TMP_PREFIX}{name}-{:016x}", rand::random::<u64>()));
         let prepared = Self { path: path.to_path_buf(), tmp, durability, committed: false };
-        let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-                .open(&prepared.tmp)?;
-            file.write_all(data)?;
-            if durability == Durability::Durable {
-                file.sync_all()?;
-            }
-            Ok(())
-        })();
+        let created = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&prepared.tmp);
         // On error, dropping `prepared` removes the temp file.
-        written.map_err(err)?;
+        created.and_then(|file| prepared.fill(file, data)).map_err(err)?;
         Ok(prepared)
+    }
+
+    /// Like `new`, with `spare` as the temp file: an empty file made ahead
+    /// beside `path` (see `container::spare_dirs`), so that no inode is
+    /// allocated now (on ext4 the slow part of a small write). As `new`
+    /// when there is no such file (used already, or never made).
+    pub fn into_spare(
+        path: &Path,
+        spare: &Path,
+        data: &[u8],
+        mode: u32,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
+        let opened =
+            OpenOptions::new().write(true).truncate(true).custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW).open(spare);
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Self::new(path, data, mode, durability),
+            Err(source) => return Err(StoreError::Write { path: path.to_path_buf(), source }),
+        };
+        let prepared = Self { path: path.to_path_buf(), tmp: spare.to_path_buf(), durability, committed: false };
+        let filled = file.set_permissions(fs::Permissions::from_mode(mode)).and_then(|()| prepared.fill(file, data));
+        filled.map_err(|source| StoreError::Write { path: path.to_path_buf(), source })?;
+        Ok(prepared)
+    }
+
+    /// Writes `data` to the opened temp file (and fsyncs it when durable).
+    fn fill(&self, mut file: File, data: &[u8]) -> io::Result<()> {
+        file.write_all(data)?;
+        if self.durability == Durability::Durable {
+            file.sync_all()?;
+        }
+        Ok(())
     }
 
     /// A JSON record (mode 0600), as `write_json_with` would write it.
@@ -114,6 +140,16 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     write_json_with(path, value, Durability::Durable)
+}
+
+/// `write_json_with` through a spare temp file (see `PreparedWrite::into_spare`).
+pub fn write_json_into_spare<T: Serialize>(
+    path: &Path,
+    spare: &Path,
+    value: &T,
+    durability: Durability,
+) -> Result<(), StoreError> {
+    PreparedWrite::into_spare(path, spare, &to_json(path, value)?, 0o600, durability)?.commit()
 }
 
 pub fn write_json_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<(), StoreError> {
@@ -257,6 +293,26 @@ mod tests {
         assert_eq!(v["a"], 2, "a dropped write changes nothing");
         let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "no temp file is left: {names:?}");
+        remove_tree(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_write_into_a_spare_uses_its_inode_and_without_one_makes_its_own() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempdir();
+        let (path, spare) = (dir.join("record.json"), dir.join(".tmp-spare"));
+        OpenOptions::new().write(true).create_new(true).mode(0o644).open(&spare).unwrap();
+        let inode = fs::metadata(&spare).unwrap().ino();
+        write_json_into_spare(&path, &spare, &serde_json::json!({"a": 1}), Durability::Durable).unwrap();
+        let meta = fs::metadata(&path).unwrap();
+        assert_eq!(meta.ino(), inode, "the spare became the record");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert!(!spare.exists());
+        // Used up: a temp file of its own, and still nothing left beside.
+        write_json_into_spare(&path, &spare, &serde_json::json!({"a": 2}), Durability::Volatile).unwrap();
+        let v: serde_json::Value = read_json(&path).unwrap().unwrap();
+        assert_eq!(v["a"], 2);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         remove_tree(&dir).unwrap();
     }
 

@@ -189,10 +189,12 @@ impl Containers {
         self.dirs.take(&paths.dir).map_err(|e| (io_err(format!("cannot create {}", paths.dir.display()))(e), None))?;
         // A lease whose container never got a record is released at the next start.
         let layers = self.start_lease(id, &image.id, paths.upper(), restore.is_some());
-        let recorded = store::write_json_with(&paths.record(), &record, store::Durability::Volatile).map_err(|e| {
-            let _ = store::remove_tree(&paths.dir);
-            e.into()
-        });
+        let first = paths.dir.join(spare_dirs::RECORD_SPARES[0]);
+        let recorded = store::write_json_into_spare(&paths.record(), &first, &record, store::Durability::Volatile)
+            .map_err(|e| {
+                let _ = store::remove_tree(&paths.dir);
+                e.into()
+            });
         if let Err(e) = recorded {
             // Without a record, the caller releases the lease once it is taken.
             let _ = layers.await;
@@ -215,9 +217,11 @@ impl Containers {
         let mut created = record.clone();
         created.lifecycle = Lifecycle::Created;
         let (record_path, final_record) = (paths.record(), created.clone());
+        let spare = paths.dir.join(spare_dirs::RECORD_SPARES[1]);
         let write = tokio::task::spawn_blocking(move || {
             let began = std::time::Instant::now();
-            let written = store::write_json(&record_path, &final_record);
+            let durable = store::Durability::Durable;
+            let written = store::write_json_into_spare(&record_path, &spare, &final_record, durable);
             tracing::debug!(record_us = began.elapsed().as_micros() as u64, "durable record written");
             written.map_err(ContainerError::from)
         });

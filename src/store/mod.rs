@@ -78,7 +78,9 @@ impl PreparedWrite {
     /// Like `new`, with `spare` as the temp file: an empty file made ahead
     /// beside `path` (see `container::spare_dirs`), so that no inode is
     /// allocated now (on ext4 the slow part of a small write). As `new`
-    /// when there is no such file (used already, or never made).
+    /// when there is no such empty file (used already, or never made). It
+    /// is never truncated: ext4 writes a truncated file out when it is
+    /// closed (its guard for files replaced by truncation), at once.
     pub fn into_spare(
         path: &Path,
         spare: &Path,
@@ -86,10 +88,10 @@ impl PreparedWrite {
         mode: u32,
         durability: Durability,
     ) -> Result<Self, StoreError> {
-        let opened =
-            OpenOptions::new().write(true).truncate(true).custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW).open(spare);
-        let file = match opened {
-            Ok(file) => file,
+        let opened = OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW).open(spare);
+        let file = match opened.and_then(|file| Ok((file.metadata()?.len(), file))) {
+            Ok((0, file)) => file,
+            Ok(_) => return Self::new(path, data, mode, durability),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Self::new(path, data, mode, durability),
             Err(source) => return Err(StoreError::Write { path: path.to_path_buf(), source }),
         };
@@ -310,8 +312,13 @@ mod tests {
         assert!(!spare.exists());
         // Used up: a temp file of its own, and still nothing left beside.
         write_json_into_spare(&path, &spare, &serde_json::json!({"a": 2}), Durability::Volatile).unwrap();
+        // One that is not empty is never written into (nor truncated).
+        fs::write(&spare, b"other").unwrap();
+        write_json_into_spare(&path, &spare, &serde_json::json!({"a": 3}), Durability::Volatile).unwrap();
+        assert_eq!(fs::read(&spare).unwrap(), b"other");
+        fs::remove_file(&spare).unwrap();
         let v: serde_json::Value = read_json(&path).unwrap().unwrap();
-        assert_eq!(v["a"], 2);
+        assert_eq!(v["a"], 3);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         remove_tree(&dir).unwrap();
     }

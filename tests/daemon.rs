@@ -241,11 +241,11 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
     let config = |name: &str, image: &str| common::client::container_config(name, image, &["sleep", "60"]);
     let id = cri.run_container(&pod_id, &pod, config("own", "own-etc:1")).await;
     assert!(!spare.exists(), "the spare was taken");
-    // Both writes of the record went into the empty files made for them.
+    // The record's two writes and config.json's went into the empty files made for them.
     let container_dir = env.root.join("containers").join(&id);
     let names: Vec<String> =
         std::fs::read_dir(&container_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
-    assert!(names.contains(&"container.json".to_string()), "{names:?}");
+    assert!(names.contains(&"container.json".to_string()) && names.contains(&"config.json".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with(".tmp-")), "no temp file left: {names:?}");
     let upper_etc = container_dir.join("upper/etc");
     let meta = std::fs::symlink_metadata(&upper_etc).unwrap();

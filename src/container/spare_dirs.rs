@@ -4,8 +4,8 @@
 //! the mount points every container gets (`etc/hostname`, `etc/hosts`,
 //! `etc/resolv.conf`), as the overlay's copy-up of /etc would otherwise
 //! make them while the container's init builds. CreateContainer renames a
-//! spare to the container's directory (and writes its records into the
-//! empty files made for them); a replacement is made in the
+//! spare to the container's directory (and writes its records and its
+//! config.json into the empty files made for them); a replacement is made in the
 //! background after the create, with the replacement monitor
 //! (`Containers::refill_spares_later`). So these inodes are made
 //! off CreateContainer's path: on ext4 each new inode costs a search of the
@@ -30,10 +30,14 @@ use crate::store;
 /// every container mounts (from the pod or from kubelet's own mounts).
 pub const MOUNT_POINTS: [&str; 3] = ["hostname", "hosts", "resolv.conf"];
 
-/// Empty files made ahead for CreateContainer's two writes of the record
-/// (`store::write_json_into_spare`): the first, and the durable one once
-/// created. Named as temp files: one never used goes with the directory.
-pub const RECORD_SPARES: [&str; 2] = [".tmp-container.json-first", ".tmp-container.json-created"];
+/// Empty files made ahead for CreateContainer's writes in the directory
+/// (`store::PreparedWrite::into_spare`), so that they allocate no inode:
+/// the first record, the durable record once created, and config.json.
+/// Named as temp files: one never used goes with the directory.
+pub const FIRST_RECORD: &str = ".tmp-container.json-first";
+pub const CREATED_RECORD: &str = ".tmp-container.json-created";
+pub const SPEC: &str = ".tmp-config.json-first";
+const SPARE_FILES: [&str; 3] = [FIRST_RECORD, CREATED_RECORD, SPEC];
 
 pub struct SpareDirs {
     /// On the file system of the containers' directories they are renamed to.
@@ -140,7 +144,7 @@ fn make(dir: &Path) -> io::Result<()> {
         for name in MOUNT_POINTS {
             OpenOptions::new().write(true).create_new(true).mode(0o644).open(etc.join(name))?;
         }
-        for name in RECORD_SPARES {
+        for name in SPARE_FILES {
             OpenOptions::new().write(true).create_new(true).mode(0o600).open(dir.join(name))?;
         }
         Ok(())
@@ -220,7 +224,7 @@ mod tests {
         let dir = base.join("c");
         make(&dir).unwrap();
         assert!(dir.join("work").is_dir());
-        for name in RECORD_SPARES {
+        for name in SPARE_FILES {
             assert_eq!(fs::metadata(dir.join(name)).unwrap().len(), 0, "{name}");
         }
         for name in MOUNT_POINTS {

@@ -189,7 +189,7 @@ impl Containers {
         self.dirs.take(&paths.dir).map_err(|e| (io_err(format!("cannot create {}", paths.dir.display()))(e), None))?;
         // A lease whose container never got a record is released at the next start.
         let layers = self.start_lease(id, &image.id, paths.upper(), restore.is_some());
-        let first = paths.dir.join(spare_dirs::RECORD_SPARES[0]);
+        let first = paths.dir.join(spare_dirs::FIRST_RECORD);
         let recorded = store::write_json_into_spare(&paths.record(), &first, &record, store::Durability::Volatile)
             .map_err(|e| {
                 let _ = store::remove_tree(&paths.dir);
@@ -217,7 +217,7 @@ impl Containers {
         let mut created = record.clone();
         created.lifecycle = Lifecycle::Created;
         let (record_path, final_record) = (paths.record(), created.clone());
-        let spare = paths.dir.join(spare_dirs::RECORD_SPARES[1]);
+        let spare = paths.dir.join(spare_dirs::CREATED_RECORD);
         let write = tokio::task::spawn_blocking(move || {
             let began = std::time::Instant::now();
             let durable = store::Durability::Durable;
@@ -491,7 +491,9 @@ impl Containers {
         // Not fsynced: the bundle serves the container's processes, which a
         // reboot ends (containerd keeps it on tmpfs); readers after a power
         // loss cope with its absence.
-        store::write_atomic_with(&paths.spec(), &spec_json, 0o600, store::Durability::Volatile)?;
+        let spare = paths.dir.join(spare_dirs::SPEC);
+        store::PreparedWrite::into_spare(&paths.spec(), &spare, &spec_json, 0o600, store::Durability::Volatile)?
+            .commit()?;
         lap("spec written");
         Ok((layers, oci, resources))
     }

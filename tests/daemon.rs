@@ -270,7 +270,12 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
     assert!(!env.root.join("containers").join(&id).join("upper/etc").exists(), "no upper /etc over the link");
 
     cri.remove_pod(&pod_id).await.unwrap();
-    one_spare_container_dir(&env).await.expect("a spare directory waits again");
+    let left = one_spare_container_dir(&env).await.expect("a spare directory waits again");
+    // A killed daemon's spare goes when the next daemon starts, which makes its own.
+    env.kill_daemon();
+    let _cri = env.start().await;
+    let new = one_spare_container_dir(&env).await.expect("a spare directory after the restart");
+    assert_ne!(new, left, "the killed daemon's spare was removed, a new one made");
     env.assert_no_leftovers();
 }
 

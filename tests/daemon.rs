@@ -214,7 +214,8 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
         assert!(spare.join("upper/etc").join(name).is_file(), "mount point {name} made ahead");
     }
     // Two images over busybox's base layer: one whose /etc has an owner, a
-    // mode and a time of its own, one whose /etc is a symbolic link.
+    // mode, a time and an extended attribute of its own, one whose /etc is
+    // a symbolic link.
     let import = |name: &str, top: Vec<u8>| {
         let def = images::ImageDef {
             name: Some(format!("docker.io/library/{name}:1")),
@@ -226,7 +227,10 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
         let out = env.image_import(&dir, None);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
-    import("own-etc", LayerTar::new().dir_owned("etc", 0o750, 1000, 2000).finish());
+    import(
+        "own-etc",
+        LayerTar::new().xattrs(&[("user.nidus-test", b"kept")]).dir_owned("etc", 0o750, 1000, 2000).finish(),
+    );
     import(
         "linked-etc",
         LayerTar::new()
@@ -255,6 +259,7 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
         (0o750, 1000, 2000),
         "the image's /etc, as a copy-up gives it"
     );
+    assert_eq!(xattr::get(&upper_etc, "user.nidus-test").unwrap(), Some(b"kept".to_vec()), "its xattrs too");
     let image_etc = cri.exec_ok(&id, &["stat", "-c", "%a %u %g %Y", "/etc"]).await;
     assert_eq!(image_etc, format!("750 1000 2000 {}\n", meta.mtime()));
     let hostname = cri.exec_ok(&id, &["hostname"]).await;

@@ -5,17 +5,17 @@
 //! `etc/resolv.conf`), as the overlay's copy-up of /etc would otherwise
 //! make them while the container's init builds. CreateContainer renames a
 //! spare to the container's directory (and writes its records and its
-//! config.json into the empty files made for them); a replacement is made in the
-//! background after the create, with the replacement monitor
-//! (`Containers::refill_spares_later`). So these inodes are made
-//! off CreateContainer's path: on ext4 each new inode costs a search of the
+//! config.json into the empty files made for them); a replacement is made
+//! in the background after the create, with the replacement monitor
+//! (`Containers::refill_spares_later`). So these inodes are made off
+//! CreateContainer's path: on ext4 each new inode costs a search of the
 //! inode bitmap, and without a journal a long one (inodes deleted in the
 //! last minutes are skipped), a sizeable part of a create here.
 //!
-//! The mount points' `etc` then takes the owner, mode and times of the
-//! image's /etc (`fit_to_image`), as a copy-up gives them; where the image's
-//! /etc is no directory (a symbolic link, say) it is removed, and the
-//! image's /etc shows through.
+//! The mount points' `etc` then takes the owner, mode, times and extended
+//! attributes of the image's /etc (`fit_to_image`), as a copy-up gives
+//! them; where the image's /etc is no directory (a symbolic link, say) it
+//! is removed, and the image's /etc shows through.
 
 use std::fs::{self, Metadata, OpenOptions};
 use std::io;
@@ -170,8 +170,9 @@ fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
 /// What the image has at /etc (its top-most layer that has it), for the
 /// mount points' `etc` in the upper directory.
 pub enum ImageEtc {
-    /// A directory: the upper `etc` takes its owner, mode and times.
-    Directory(Metadata),
+    /// A directory (in a layer, at this path): the upper `etc` takes its
+    /// owner, mode, times and extended attributes.
+    Directory(PathBuf, Metadata),
     /// Nothing (or a whiteout): the upper `etc` stays as made (root, 0755).
     Missing,
     /// Anything else: the upper `etc` goes, so that it shows through.
@@ -185,7 +186,8 @@ pub fn fit_to_image(upper: &Path, image_etc: &ImageEtc) -> io::Result<()> {
     match image_etc {
         ImageEtc::Missing => Ok(()),
         ImageEtc::Other => remove_mount_points(upper),
-        ImageEtc::Directory(meta) => {
+        ImageEtc::Directory(image_etc, meta) => {
+            copy_xattrs(image_etc, &etc)?;
             std::os::unix::fs::lchown(&etc, Some(meta.uid()), Some(meta.gid()))?;
             fs::set_permissions(&etc, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
             let time = |seconds: i64, nanos: i64| nix::sys::time::TimeSpec::new(seconds, nanos);
@@ -199,6 +201,24 @@ pub fn fit_to_image(upper: &Path, image_etc: &ImageEtc) -> io::Result<()> {
             .map_err(io::Error::from)
         }
     }
+}
+
+/// Copies the extended attributes of `from` to `to`, as the overlay's
+/// copy-up does: all but the overlay's own (`trusted.overlay.*`,
+/// `user.overlay.*`), and none the file system of `to` does not support.
+fn copy_xattrs(from: &Path, to: &Path) -> io::Result<()> {
+    for name in xattr::list(from)? {
+        let text = name.to_string_lossy();
+        if text.starts_with("trusted.overlay.") || text.starts_with("user.overlay.") {
+            continue;
+        }
+        let Some(value) = xattr::get(from, &name)? else { continue };
+        match xattr::set(to, &name, &value) {
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            other => other?,
+        }
+    }
+    Ok(())
 }
 
 /// Removes the mount points made ahead (a container restored from a
@@ -263,6 +283,8 @@ mod tests {
         let base = scratch("fit");
         let image_etc = base.join("layer/etc");
         fs::create_dir_all(&image_etc).unwrap();
+        xattr::set(&image_etc, "user.nidus-test", b"kept").unwrap();
+        xattr::set(&image_etc, "trusted.overlay.opaque", b"y").unwrap();
         fs::set_permissions(&image_etc, fs::Permissions::from_mode(0o750)).unwrap();
         std::os::unix::fs::lchown(&image_etc, Some(1000), Some(2000)).unwrap();
         let when = nix::sys::time::TimeSpec::new(1_000_000_000, 5);
@@ -277,10 +299,13 @@ mod tests {
         let dir = base.join("c");
         make(&dir).unwrap();
         let upper = dir.join("upper");
-        fit_to_image(&upper, &ImageEtc::Directory(fs::symlink_metadata(&image_etc).unwrap())).unwrap();
+        let found = ImageEtc::Directory(image_etc.clone(), fs::symlink_metadata(&image_etc).unwrap());
+        fit_to_image(&upper, &found).unwrap();
         let meta = fs::symlink_metadata(upper.join("etc")).unwrap();
         assert_eq!((meta.mode() & 0o7777, meta.uid(), meta.gid()), (0o750, 1000, 2000));
         assert_eq!((meta.mtime(), meta.mtime_nsec()), (1_000_000_000, 5));
+        assert_eq!(xattr::get(upper.join("etc"), "user.nidus-test").unwrap(), Some(b"kept".to_vec()));
+        assert_eq!(xattr::get(upper.join("etc"), "trusted.overlay.opaque").unwrap(), None, "never the overlay's own");
         fit_to_image(&upper, &ImageEtc::Missing).unwrap();
         assert!(upper.join("etc/hostname").is_file());
         fit_to_image(&upper, &ImageEtc::Other).unwrap();

@@ -779,7 +779,7 @@ fn read_from_layers(layers: &[PathBuf], rel: &str) -> Option<String> {
 fn image_etc(layers: &[PathBuf]) -> ImageEtc {
     match find_in_layers(layers, "etc") {
         None => ImageEtc::Missing,
-        Some((_, meta)) if meta.is_dir() => ImageEtc::Directory(meta),
+        Some((path, meta)) if meta.is_dir() => ImageEtc::Directory(path, meta),
         Some(_) => ImageEtc::Other,
     }
 }

@@ -28,7 +28,7 @@ use crate::store;
 
 /// The mount points made ahead, below `upper/etc`: the pod's files, which
 /// every container mounts (from the pod or from kubelet's own mounts).
-pub const MOUNT_POINTS: [&str; 3] = ["hostname", "hosts", "resolv.conf"];
+const MOUNT_POINTS: [&str; 3] = ["hostname", "hosts", "resolv.conf"];
 
 /// Empty files made ahead for CreateContainer's writes in the directory
 /// (`store::PreparedWrite::into_spare`), so that they allocate no inode:
@@ -115,8 +115,8 @@ impl SpareDirs {
             let dir = self.root.join(ids::new_id());
             let made = store::create_dir_all(&self.root, 0o700).and_then(|()| make(&dir));
             if let Err(e) = made {
+                // `make` removed what it had made.
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot make a spare container directory");
-                let _ = store::remove_tree(&dir);
                 return;
             }
             let mut spares = self.spares();

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::api::image_service_server::ImageServiceServer;
 use crate::api::runtime_service_server::RuntimeServiceServer;
@@ -217,7 +216,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .add_service(images)
         .add_optional_service(runtime_v1alpha2)
         .add_optional_service(images_v1alpha2)
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(crate::cri::normalized_connections(listener), async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);
         });

@@ -3,6 +3,7 @@
 //! messages to nidus's domain types and back, and turn domain errors into gRPC
 //! statuses. No lifecycle logic lives here.
 
+mod authority;
 mod convert;
 mod detached;
 mod errors;
@@ -16,7 +17,18 @@ pub use image_service::ImageApi;
 pub use runtime_service::RuntimeApi;
 pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
+pub use authority::{AuthorityNormalizer, NormalizeError, NormalizedStream};
+
 use crate::config::GrpcConfig;
+
+/// The connections accepted on the CRI socket, each read through the layer
+/// that accepts any `:authority` a local client sends (see [`authority`]).
+pub fn normalized_connections(
+    listener: tokio::net::UnixListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<NormalizedStream<tokio::net::UnixStream>>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::UnixListenerStream::new(listener).map(|accepted| accepted.map(NormalizedStream::new))
+}
 
 /// The CRI API version `Version` reports through runtime.v1.
 pub const CRI_API_VERSION: &str = "v1";

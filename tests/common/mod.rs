@@ -10,6 +10,7 @@ pub mod client;
 pub mod host;
 pub mod images;
 pub mod probe;
+pub mod raw_h2;
 pub mod v1alpha2;
 
 use std::fs;

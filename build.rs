@@ -7,7 +7,7 @@
 //!   message types, which only the tests include (`$OUT_DIR/v1alpha2-client`).
 //!
 //! The descriptor sets are written to `$OUT_DIR/*.fds.bin` for the wire-compatibility
-//! test (tests/proto_v1alpha2.rs).
+//! test (tests/proto_wire.rs).
 //!
 //! It also builds the tiny steady-state programs of `src/linux/tiny/` (the
 //! pause's idle loop, the monitor's loop): `no_std`, no libc, statically

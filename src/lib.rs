@@ -1,6 +1,6 @@
 //! nidus: an embedded, minimal Kubernetes container runtime speaking CRI
 //! runtime.v1 (and runtime.v1alpha2 for older kubelets) over a Unix socket.
-//! See DESIGN.md for the process model.
+//! See docs/design.md for the process model.
 
 pub mod api {
     //! The CRI runtime.v1 API, generated from `proto/api.proto`.
@@ -11,7 +11,7 @@ pub mod api {
 pub mod api_v1alpha2 {
     //! The CRI runtime.v1alpha2 services, generated from `proto/v1alpha2/api.proto`
     //! with every message mapped to its runtime.v1 namesake in [`crate::api`]: the
-    //! two share field numbers and wire types (tests/proto_v1alpha2.rs proves it),
+    //! two share field numbers and wire types (tests/proto_wire.rs proves it),
     //! so the runtime.v1 code serves both.
     #![allow(clippy::all)]
     include!(concat!(env!("OUT_DIR"), "/v1alpha2-server/runtime.v1alpha2.rs"));

@@ -39,6 +39,26 @@ pub struct Config {
     pub container: ContainerConfig,
     pub image: ImageStoreConfig,
     pub checkpoint: CheckpointConfig,
+    pub limits: LimitsConfig,
+}
+
+/// Bounds on what a request can make the daemon read: every file a request
+/// names is opened without blocking, must be a regular file, and is refused
+/// above these sizes (see `bounded_file`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest Localhost seccomp profile, in bytes.
+    pub seccomp_profile_bytes: u64,
+    /// Largest checkpoint archive a restore reads, in bytes (it holds the
+    /// container's memory).
+    pub checkpoint_archive_bytes: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self { seccomp_profile_bytes: 1 << 20, checkpoint_archive_bytes: 64 << 30 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -177,6 +197,7 @@ impl Default for Config {
             container: ContainerConfig::default(),
             image: ImageStoreConfig::default(),
             checkpoint: CheckpointConfig::default(),
+            limits: LimitsConfig::default(),
         }
     }
 }

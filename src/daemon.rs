@@ -212,6 +212,7 @@ pub async fn serve(config: Config) -> Result<()> {
     // then stop regardless: kubelet keeps its connection open forever.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(crate::cri::cap_status_message::<tonic::body::Body>))
         .add_service(runtime)
         .add_service(images)
         .add_optional_service(runtime_v1alpha2)

@@ -17,6 +17,7 @@ pub mod api_v1alpha2 {
     include!(concat!(env!("OUT_DIR"), "/v1alpha2-server/runtime.v1alpha2.rs"));
 }
 
+pub mod bounded_file;
 pub mod cgroups;
 pub mod checkpoint;
 pub mod config;
@@ -29,6 +30,7 @@ pub mod image;
 pub mod linux;
 pub mod monitor;
 pub mod pod;
+pub mod quote;
 pub mod runtime;
 pub mod seccomp;
 pub mod stats;

@@ -18,7 +18,11 @@ pub enum PodError {
 /// StopPodSandbox: every container of the pod is killed (kubelet has already
 /// stopped them gracefully), then the sandbox.
 pub async fn stop_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) -> Result<(), PodError> {
-    let id = sandboxes.resolve(id)?;
+    let id = match sandboxes.resolve(id) {
+        Ok(id) => id,
+        Err(SandboxError::NotFound(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     for container in containers.in_sandbox(&id) {
         match containers.stop(&container, Duration::ZERO).await {
             Ok(()) | Err(ContainerError::NotFound(_)) => {}

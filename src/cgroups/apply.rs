@@ -43,7 +43,8 @@ impl Cgroups {
             }
             let controllers = self.hierarchies.first().map(|h| h.controllers.clone()).unwrap_or_default();
             for key in unified.keys() {
-                check_unified_key(key, &controllers).map_err(|why| bad("unified", format!("{key:?}: {why}")))?;
+                check_unified_key(key, &controllers)
+                    .map_err(|why| bad("unified", format!("{}: {why}", crate::quote::quote(key))))?;
             }
         }
         let sizes = node_hugepage_sizes();
@@ -116,7 +117,10 @@ impl Cgroups {
             if !dir.join(key).exists() {
                 return Err(CgroupError::Unenforceable(Unenforceable {
                     field: "unified".into(),
-                    why: format!("{key:?}: the cgroup has no such file (is its controller enabled?)"),
+                    why: format!(
+                        "{}: the cgroup has no such file (is its controller enabled?)",
+                        crate::quote::quote(key)
+                    ),
                 }));
             }
         }

@@ -48,7 +48,7 @@ pub enum CgroupError {
     Detect { what: String, source: io::Error },
     #[error("no cgroup hierarchy found (is /sys/fs/cgroup mounted?)")]
     NoHierarchy,
-    #[error("invalid cgroup path {path:?}: {why}")]
+    #[error("invalid cgroup path {}: {why}", crate::quote::quote(.path))]
     InvalidPath { path: String, why: &'static str },
     #[error("cannot create cgroup {path}: {source}")]
     Create { path: PathBuf, source: io::Error },

@@ -4,6 +4,7 @@
 //! `stats-dump` (CRIU's log and timings), `rootfs-diff.tar`, `deleted.files`
 //! and `container.log`; writing it from a staging directory and unpacking it.
 
+use crate::bounded_file::{self, FinalLink};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
@@ -82,19 +83,23 @@ pub fn write(staging: &Path, out: &mut fs::File) -> io::Result<()> {
 }
 
 /// Unpacks an archive into `dest` (entries cannot escape it).
-pub fn unpack(archive: &Path, dest: &Path) -> io::Result<()> {
-    let mut archive = tar::Archive::new(io::BufReader::new(fs::File::open(archive)?));
+/// `archive` must be a regular file of at most `limit` bytes (opened without
+/// blocking: a FIFO or device is refused, never waited on).
+pub fn unpack(archive: &Path, dest: &Path, limit: u64) -> io::Result<()> {
+    let (file, _) = bounded_file::open_regular(archive, limit, FinalLink::Follow).map_err(io::Error::other)?;
+    let mut archive = tar::Archive::new(io::BufReader::new(file));
     archive.set_preserve_permissions(true);
     archive.unpack(dest)
 }
 
 /// Largest `config.dump` read.
-const MAX_CONFIG_DUMP: u64 = 16 << 20;
+pub const MAX_CONFIG_DUMP: u64 = 16 << 20;
 
-/// Reads `config.dump` out of an archive without unpacking the rest.
-pub fn read_config_dump(path: &Path) -> Result<ConfigDump, String> {
+/// Reads `config.dump` out of an archive (a regular file of at most `limit`
+/// bytes) without unpacking the rest.
+pub fn read_config_dump(path: &Path, limit: u64) -> Result<ConfigDump, String> {
     use std::io::Read;
-    let file = fs::File::open(path).map_err(|e| e.to_string())?;
+    let (file, _) = bounded_file::open_regular(path, limit, FinalLink::Follow).map_err(|e| e.to_string())?;
     let mut tar = tar::Archive::new(io::BufReader::new(file));
     for entry in tar.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;

@@ -49,10 +49,12 @@ pub async fn restore(socket: &Path, archive: &Path, pod: &str, name: Option<&str
     let archive: PathBuf = std::path::absolute(archive).map_err(|e| format!("{}: {e}", archive.display()))?;
     let dump = {
         let path = archive.clone();
-        tokio::task::spawn_blocking(move || super::archive::read_config_dump(&path))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("{}: {e}", archive.display()))?
+        tokio::task::spawn_blocking(move || {
+            super::archive::read_config_dump(&path, crate::config::LimitsConfig::default().checkpoint_archive_bytes)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{}: {e}", archive.display()))?
     };
     let mut client = connect(socket).await?;
     let mut metadata = dump.nidus.config.metadata.clone().unwrap_or_default();

@@ -19,17 +19,37 @@ use nix::unistd::{linkat, unlinkat, UnlinkatFlags};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocationError {
-    #[error("location {0:?} must be an absolute path to a file, without '.' or '..' components")]
+    #[error("location {} must be an absolute path to a file, without '.' or '..' components", crate::quote::quote(.0))]
     Invalid(String),
     #[error("location {path}: {component} is a symlink; checkpoint archives are never written through symlinks")]
     Symlink { path: PathBuf, component: PathBuf },
     #[error("location {path}: {component} is not a directory")]
     NotDirectory { path: PathBuf, component: PathBuf },
+    #[error(
+        "location {path}: {component} is on {filesystem}, a kernel file system; checkpoint archives go on a real one"
+    )]
+    KernelFilesystem { path: PathBuf, component: PathBuf, filesystem: &'static str },
     #[error("location {0} already exists")]
     Exists(PathBuf),
     #[error("location {path}: {what}: {source}")]
     Io { path: PathBuf, what: String, source: std::io::Error },
 }
+
+/// The kernel file systems (statfs magic numbers, linux/magic.h) no archive goes on.
+const KERNEL_FILESYSTEMS: &[(u64, &str)] = &[
+    (0x6265_6572, "sysfs"),
+    (0x9fa0, "procfs"),
+    (0x0027_e0eb, "cgroupfs"),
+    (0x6367_7270, "cgroup2fs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x7363_6673, "securityfs"),
+    (0xcafe_4a11, "bpffs"),
+    (0x6265_6570, "configfs"),
+    (0x6165_676c, "pstorefs"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x1cd1, "devpts"),
+];
 
 /// A checked `location`: its parent directory, held open, and the file name.
 #[derive(Debug)]
@@ -81,6 +101,7 @@ impl Location {
         let mut walked = PathBuf::from("/");
         let parent = path.parent().unwrap_or(Path::new("/"));
         for component in parent.components().filter(|c| matches!(c, Component::Normal(_))) {
+            Self::refuse_kernel_filesystem(path, &dir, &walked)?;
             let part = component.as_os_str();
             walked.push(part);
             let next = match openat(&dir, part, dir_flags, Mode::empty()) {
@@ -99,9 +120,25 @@ impl Location {
                 Err(e) => return Err(io(format!("opening {}", walked.display()))(e)),
             };
         }
+        Self::refuse_kernel_filesystem(path, &dir, &walked)?;
         let location = Location { path: path.to_path_buf(), dir, name };
         location.ensure_absent()?;
         Ok(location)
+    }
+
+    /// Refuses a directory on a kernel file system (sysfs, procfs, cgroupfs, …):
+    /// nothing can be created there, and what is there is not a place for files.
+    fn refuse_kernel_filesystem(path: &Path, dir: &OwnedFd, walked: &Path) -> Result<(), LocationError> {
+        let Ok(fs) = nix::sys::statfs::fstatfs(dir) else { return Ok(()) };
+        let magic = fs.filesystem_type().0 as u64;
+        match KERNEL_FILESYSTEMS.iter().find(|(m, _)| *m == magic) {
+            Some((_, filesystem)) => Err(LocationError::KernelFilesystem {
+                path: path.to_path_buf(),
+                component: walked.to_path_buf(),
+                filesystem,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn not_a_directory(path: &Path, dir: &OwnedFd, part: &OsStr, walked: PathBuf) -> LocationError {

@@ -67,7 +67,7 @@ pub const DEFAULT: &[&str] = &[
 ];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown capability {0:?}")]
+#[error("unknown capability {}", crate::quote::quote(.0))]
 pub struct UnknownCapability(pub String);
 
 /// Normalises `net_admin`, `CAP_NET_ADMIN` and `NET_ADMIN` to `NET_ADMIN`.

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::bounded_file::{self, BoundedReadError, FinalLink};
 use crate::seccomp::cache::ProgramCache;
 use crate::seccomp::{CompiledProfile, Profile, RUNTIME_DEFAULT_JSON};
 
@@ -39,20 +40,17 @@ pub struct SeccompPrograms {
     /// reported to whoever asks for RuntimeDefault.
     runtime_default: Result<Profile, String>,
     cache: ProgramCache,
+    /// Largest Localhost profile read (`[limits] seccomp_profile_bytes`).
+    profile_limit: u64,
 }
 
 const RUNTIME_DEFAULT_NAME: &str = "(embedded RuntimeDefault)";
 
-impl Default for SeccompPrograms {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl SeccompPrograms {
-    pub fn new() -> Self {
+    /// `profile_limit`: the largest Localhost profile read, in bytes.
+    pub fn new(profile_limit: u64) -> Self {
         let runtime_default = Profile::parse(RUNTIME_DEFAULT_JSON.as_bytes()).map_err(|e| e.to_string());
-        Self { runtime_default, cache: ProgramCache::new() }
+        Self { runtime_default, cache: ProgramCache::new(), profile_limit }
     }
 
     pub fn cache_stats(&self) -> crate::seccomp::cache::CacheStats {
@@ -72,7 +70,9 @@ impl SeccompPrograms {
         let (localhost, path) = match choice {
             SeccompChoice::Unconfined => return Ok(None),
             SeccompChoice::RuntimeDefault => (None, RUNTIME_DEFAULT_NAME.to_string()),
-            SeccompChoice::Localhost(path) => (Some(read_profile(path, source_field)?), path.display().to_string()),
+            SeccompChoice::Localhost(path) => {
+                (Some(read_profile(path, source_field, self.profile_limit)?), path.display().to_string())
+            }
         };
         let template = match &localhost {
             Some(profile) => profile,
@@ -95,13 +95,19 @@ impl SeccompPrograms {
     }
 }
 
-fn read_profile(path: &Path, source_field: &str) -> Result<Profile, ConfinementError> {
+/// Reads a Localhost profile: a regular file of at most `limit` bytes,
+/// opened without blocking (a FIFO or device is refused, never waited on).
+fn read_profile(path: &Path, source_field: &str, limit: u64) -> Result<Profile, ConfinementError> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
+    let bytes = bounded_file::read(path, limit, FinalLink::Follow).map_err(|e| match e {
+        BoundedReadError::NotFound(_) => {
             ConfinementError::Missing { path: shown.clone(), source_field: source_field.to_string() }
         }
-        _ => ConfinementError::Invalid { path: shown.clone(), why: format!("cannot read it: {e}") },
+        BoundedReadError::TooLarge { .. } => ConfinementError::Invalid {
+            path: shown.clone(),
+            why: format!("{source_field}: {e} (the config's [limits] seccomp_profile_bytes)"),
+        },
+        _ => ConfinementError::Invalid { path: shown.clone(), why: format!("{source_field}: {e}") },
     })?;
     Profile::parse(&bytes).map_err(|e| ConfinementError::Invalid { path: shown, why: e.to_string() })
 }
@@ -112,7 +118,7 @@ mod tests {
 
     #[test]
     fn localhost_files_are_read_and_their_problems_named() {
-        let programs = SeccompPrograms::new();
+        let programs = SeccompPrograms::new(1 << 20);
         let dir = std::env::temp_dir().join(format!("nidus-confinement-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let good = dir.join("deny-mkdir.json");

@@ -69,11 +69,11 @@ pub struct ContainerCreate {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerError {
-    #[error("container {0:?} not found")]
+    #[error("container {} not found", crate::quote::quote(.0))]
     NotFound(String),
-    #[error("container id prefix {0:?} matches more than one container")]
+    #[error("container id prefix {} matches more than one container", crate::quote::quote(.0))]
     Ambiguous(String),
-    #[error("a container named {name:?} already exists in sandbox {sandbox}: {id}")]
+    #[error("a container named {} already exists in sandbox {sandbox}: {id}", crate::quote::quote(.name))]
     NameInUse { name: String, sandbox: String, id: String },
     #[error("{0}")]
     Invalid(String),
@@ -204,6 +204,7 @@ impl Containers {
         let spare_root = config.state.join("spare-monitors");
         // Beside the containers' directories the spares are renamed to.
         let dirs = SpareDirs::new(config.root.join("spare-containers"), spare_monitors);
+        let seccomp = Arc::new(SeccompPrograms::new(config.limits.seccomp_profile_bytes));
         Self {
             config,
             cgroups,
@@ -214,7 +215,7 @@ impl Containers {
             dirs,
             images,
             index: Mutex::default(),
-            seccomp: Arc::new(SeccompPrograms::new()),
+            seccomp,
         }
     }
 

@@ -38,7 +38,7 @@ pub struct SourceImage {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageSourceError {
-    #[error("image {0:?} not found")]
+    #[error("image {} not found", crate::quote::quote(.0))]
     NotFound(String),
     #[error("{0}")]
     Invalid(String),

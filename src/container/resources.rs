@@ -65,9 +65,25 @@ pub fn validate(r: &LinuxContainerResources) -> Result<(), BadResource> {
     if !(-1000..=1000).contains(&r.oom_score_adj) {
         return Err(bad("oom_score_adj", format!("{} is outside -1000..=1000", r.oom_score_adj)));
     }
-    for (field, list) in [("cpuset_cpus", &r.cpuset_cpus), ("cpuset_mems", &r.cpuset_mems)] {
-        if !list.is_empty() && !is_cpu_list(list) {
-            return Err(bad(field, format!("{list:?} is not a list like 0-3,6")));
+    for (field, list, online) in
+        [("cpuset_cpus", &r.cpuset_cpus, ONLINE_CPUS), ("cpuset_mems", &r.cpuset_mems, ONLINE_MEMORY_NODES)]
+    {
+        if list.is_empty() {
+            continue;
+        }
+        let Some(ranges) = cpu_ranges(list) else {
+            return Err(bad(field, format!("{} is not a list like 0-3,6", crate::quote::quote(list))));
+        };
+        let online_text =
+            crate::bounded_file::read_small_text(std::path::Path::new(online)).unwrap_or_else(|_| "0".into());
+        let online_ranges = cpu_ranges(online_text.trim()).unwrap_or_else(|| vec![(0, 0)]);
+        if let Some((first, last)) =
+            ranges.iter().find(|(first, last)| !online_ranges.iter().any(|(a, b)| a <= first && last <= b))
+        {
+            return Err(bad(
+                field,
+                format!("{first}-{last} is not within this node's online set {}", online_text.trim()),
+            ));
         }
     }
     for (i, limit) in r.hugepage_limits.iter().enumerate() {
@@ -89,14 +105,23 @@ pub fn validate(r: &LinuxContainerResources) -> Result<(), BadResource> {
     Ok(())
 }
 
-/// `0-3,6,8-9`.
-fn is_cpu_list(list: &str) -> bool {
-    list.split(',').all(|part| {
-        let mut ends = part.splitn(2, '-');
-        let first = ends.next().is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        let second = ends.next().is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        first && second
-    })
+/// Where the kernel lists the CPUs and memory nodes that are online.
+const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
+const ONLINE_MEMORY_NODES: &str = "/sys/devices/system/node/online";
+
+/// The ranges a list like `0-3,6,8-9` names, each `(first, last)`; `None`
+/// when it is not such a list or a range runs backwards.
+fn cpu_ranges(list: &str) -> Option<Vec<(u32, u32)>> {
+    let number = |n: &str| if n.bytes().all(|b| b.is_ascii_digit()) { n.parse::<u32>().ok() } else { None };
+    list.split(',')
+        .map(|part| {
+            let (first, last) = match part.split_once('-') {
+                Some((a, b)) => (number(a)?, number(b)?),
+                None => (number(part)?, number(part)?),
+            };
+            (first <= last).then_some((first, last))
+        })
+        .collect()
 }
 
 /// The OCI resources of (validated) CRI resources; `pids_limit` > 0 adds a
@@ -264,7 +289,7 @@ mod tests {
         );
         assert!(validate(&LinuxContainerResources {
             cpu_quota: -1,
-            cpuset_cpus: "0-1,3".into(),
+            cpuset_cpus: "0,0-0".into(),
             ..Default::default()
         })
         .is_ok());

@@ -173,6 +173,17 @@ pub fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
                 MountPropagation::PropagationHostToContainer => "rslave",
                 MountPropagation::PropagationBidirectional => "rshared",
             };
+        if propagation == "rshared" {
+            if let Some((mount_point, false)) = crate::linux::mount::containing_mount(Path::new(&m.host_path)) {
+                return Err(err(format!(
+                    "config.mounts: host_path {} is on the mount {}, which is not shared; Bidirectional \
+                     propagation needs a shared mount (mount --make-shared {})",
+                    crate::quote::quote(&m.host_path),
+                    mount_point.display(),
+                    mount_point.display()
+                )));
+            }
+        }
         let mut options = vec!["rbind", propagation, if m.readonly { "ro" } else { "rw" }];
         if m.recursive_read_only {
             options.push("rro");

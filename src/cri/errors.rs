@@ -69,7 +69,10 @@ fn checkpoint_status(e: CheckpointError, message: String) -> Status {
         CheckpointError::Criu(CriuError::Missing(_) | CriuError::TooOld { .. }) => Status::failed_precondition(message),
         CheckpointError::Location(LocationError::Exists(_)) => Status::already_exists(message),
         CheckpointError::Location(
-            LocationError::Invalid(_) | LocationError::Symlink { .. } | LocationError::NotDirectory { .. },
+            LocationError::Invalid(_)
+            | LocationError::Symlink { .. }
+            | LocationError::NotDirectory { .. }
+            | LocationError::KernelFilesystem { .. },
         ) => Status::invalid_argument(message),
         CheckpointError::Archive { .. } => Status::invalid_argument(message),
         CheckpointError::Location(LocationError::Io { .. })

@@ -5,9 +5,11 @@
 
 mod authority;
 mod convert;
+mod deadline;
 mod detached;
 mod errors;
 mod image_service;
+mod message_cap;
 mod runtime_service;
 mod stats;
 mod v1alpha2;
@@ -18,6 +20,7 @@ pub use runtime_service::RuntimeApi;
 pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
 pub use authority::{AuthorityNormalizer, NormalizeError, NormalizedStream};
+pub use message_cap::{cap_status_message, MAX_STATUS_MESSAGE};
 
 use crate::config::GrpcConfig;
 

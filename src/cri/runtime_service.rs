@@ -7,6 +7,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::runtime_service_server::RuntimeService;
 use crate::api::*;
+use crate::container::ContainerError;
 use crate::daemon::Daemon;
 
 use super::convert;
@@ -92,7 +93,10 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<StopPodSandboxRequest>,
     ) -> Result<Response<StopPodSandboxResponse>, Status> {
-        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?.to_string();
+        let Some(id) = validate::id_to_end("pod_sandbox_id", &request.get_ref().pod_sandbox_id)? else {
+            return Ok(Response::new(StopPodSandboxResponse {}));
+        };
+        let id = id.to_string();
         let daemon = self.daemon.clone();
         detached::to_the_end(async move { crate::runtime::stop_pod(&daemon.sandboxes, &daemon.containers, &id).await })
             .await??;
@@ -103,7 +107,10 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<RemovePodSandboxRequest>,
     ) -> Result<Response<RemovePodSandboxResponse>, Status> {
-        let id = validate::id("pod_sandbox_id", &request.get_ref().pod_sandbox_id)?.to_string();
+        let Some(id) = validate::id_to_end("pod_sandbox_id", &request.get_ref().pod_sandbox_id)? else {
+            return Ok(Response::new(RemovePodSandboxResponse {}));
+        };
+        let id = id.to_string();
         let daemon = self.daemon.clone();
         detached::to_the_end(
             async move { crate::runtime::remove_pod(&daemon.sandboxes, &daemon.containers, &id).await },
@@ -188,10 +195,19 @@ impl RuntimeService for RuntimeApi {
         request: Request<StopContainerRequest>,
     ) -> Result<Response<StopContainerResponse>, Status> {
         let request = request.get_ref();
-        let id = validate::id("container_id", &request.container_id)?.to_string();
+        let Some(id) = validate::id_to_end("container_id", &request.container_id)? else {
+            return Ok(Response::new(StopContainerResponse {}));
+        };
+        let id = id.to_string();
         let timeout = std::time::Duration::from_secs(request.timeout.max(0) as u64);
         let daemon = self.daemon.clone();
-        detached::to_the_end(async move { daemon.containers.stop(&id, timeout).await }).await??;
+        detached::to_the_end(async move {
+            match daemon.containers.stop(&id, timeout).await {
+                Err(ContainerError::NotFound(_)) => Ok(()),
+                other => other,
+            }
+        })
+        .await??;
         Ok(Response::new(StopContainerResponse {}))
     }
 
@@ -199,7 +215,10 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<RemoveContainerRequest>,
     ) -> Result<Response<RemoveContainerResponse>, Status> {
-        let id = validate::id("container_id", &request.get_ref().container_id)?.to_string();
+        let Some(id) = validate::id_to_end("container_id", &request.get_ref().container_id)? else {
+            return Ok(Response::new(RemoveContainerResponse {}));
+        };
+        let id = id.to_string();
         let daemon = self.daemon.clone();
         detached::to_the_end(async move { daemon.containers.remove(&id).await }).await??;
         Ok(Response::new(RemoveContainerResponse {}))
@@ -260,6 +279,7 @@ impl RuntimeService for RuntimeApi {
     }
 
     async fn exec_sync(&self, request: Request<ExecSyncRequest>) -> Result<Response<ExecSyncResponse>, Status> {
+        let client_deadline = super::deadline::client_deadline(request.metadata());
         let request = request.into_inner();
         let id = validate::id("container_id", &request.container_id)?;
         if request.cmd.is_empty() || request.cmd[0].is_empty() {
@@ -269,6 +289,9 @@ impl RuntimeService for RuntimeApi {
             return Err(super::errors::invalid("cmd", "must not contain a NUL byte"));
         }
         let timeout = (request.timeout > 0).then(|| std::time::Duration::from_secs(request.timeout as u64));
+        // The client's deadline ends the command too, just before tonic would
+        // answer Cancelled for it: a deadline is always DeadlineExceeded.
+        let timeout = super::deadline::earliest(timeout, client_deadline);
         let out = self.daemon.containers.exec_sync(id, request.cmd, timeout).await?;
         Ok(Response::new(ExecSyncResponse { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code }))
     }

@@ -15,6 +15,7 @@ use crate::pod::manager::pod_hostname;
 use crate::pod::{sysctl, SandboxSpec};
 
 use super::errors::invalid;
+use crate::quote::quote;
 
 const MAX_NAME: usize = 253;
 const MAX_UID: usize = 256;
@@ -27,9 +28,19 @@ pub fn id<'a>(field: &str, value: &'a str) -> Result<&'a str, Status> {
         return Err(invalid(field, "must not be empty"));
     }
     if !crate::ids::looks_like_id(value) {
-        return Err(invalid(field, format!("{value:?} is not an id (1 to 64 hexadecimal digits)")));
+        return Err(invalid(field, format!("{} is not an id (1 to 64 hexadecimal digits)", quote(value))));
     }
     Ok(value)
+}
+
+/// The id of a Stop or Remove call. These are idempotent: a string that
+/// cannot be an id of ours (a UUID, say) names nothing, so `None` (done);
+/// an empty one is still refused.
+pub fn id_to_end<'a>(field: &str, value: &'a str) -> Result<Option<&'a str>, Status> {
+    if value.is_empty() {
+        return Err(invalid(field, "must not be empty"));
+    }
+    Ok(crate::ids::looks_like_id(value).then_some(value))
 }
 
 fn name(field: &str, value: &str, max: usize) -> Result<(), Status> {
@@ -67,10 +78,10 @@ pub fn absolute_path(field: &str, value: &str) -> Result<(), Status> {
     }
     let path = Path::new(value);
     if !path.is_absolute() {
-        return Err(invalid(field, format!("{value:?} must be an absolute path")));
+        return Err(invalid(field, format!("{} must be an absolute path", quote(value))));
     }
     if has_dot_dot(path) || value.contains('\0') {
-        return Err(invalid(field, format!("{value:?} must not contain '..'")));
+        return Err(invalid(field, format!("{} must not contain '..'", quote(value))));
     }
     Ok(())
 }
@@ -85,7 +96,7 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
     if !runtime_handler.is_empty() {
         return Err(invalid(
             "runtime_handler",
-            format!("{runtime_handler:?} is not configured; nidus has only the default handler \"\""),
+            format!("{} is not configured; nidus has only the default handler \"\"", quote(runtime_handler)),
         ));
     }
     let meta = config.metadata.as_ref().ok_or_else(|| invalid("config.metadata", "is required"))?;
@@ -115,7 +126,7 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
             return Err(invalid(&field, format!("unknown protocol {}", pm.protocol)));
         }
         if !pm.host_ip.is_empty() && pm.host_ip.parse::<std::net::IpAddr>().is_err() {
-            return Err(invalid(&field, format!("host_ip {:?} is not an IP address", pm.host_ip)));
+            return Err(invalid(&field, format!("host_ip {} is not an IP address", quote(&pm.host_ip))));
         }
     }
 
@@ -158,7 +169,10 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
     let sysctls = sysctl::validate(&linux.sysctls, namespaces).map_err(|e| invalid("config.linux.sysctls", e))?;
     for s in &sysctls {
         if !Path::new("/proc/sys").join(&s.proc_path).exists() {
-            return Err(invalid("config.linux.sysctls", format!("sysctl {:?} does not exist on this node", s.key)));
+            return Err(invalid(
+                "config.linux.sysctls",
+                format!("sysctl {} does not exist on this node", quote(&s.key)),
+            ));
         }
     }
     let cgroup_parent = if linux.cgroup_parent.is_empty() {
@@ -195,7 +209,7 @@ fn relative_path(field: &str, value: &str) -> Result<(), Status> {
     }
     let path = Path::new(value);
     if path.is_absolute() || has_dot_dot(path) || value.contains('\0') {
-        return Err(invalid(field, format!("{value:?} must be a relative path without '..'")));
+        return Err(invalid(field, format!("{} must be a relative path without '..'", quote(value))));
     }
     Ok(())
 }
@@ -280,6 +294,12 @@ pub fn container_create(
                 ));
             }
         }
+    }
+    if sc.run_as_group.is_some() && sc.run_as_user.is_none() && sc.run_as_username.is_empty() {
+        return Err(invalid(
+            "config.linux.security_context.run_as_group",
+            "is set without run_as_user or run_as_username (Kubernetes refuses it too)",
+        ));
     }
     for g in &sc.supplemental_groups {
         if u32::try_from(*g).is_err() {

@@ -15,7 +15,7 @@ pub struct Digest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{value:?} is not a digest: {why}")]
+#[error("{} is not a digest: {why}", crate::quote::quote(.value))]
 pub struct DigestError {
     pub value: String,
     pub why: &'static str,

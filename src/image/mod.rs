@@ -29,13 +29,13 @@ pub use store::{GcReport, ImageStore, ImportedImage, StoreUsage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error("image {0:?} not found")]
+    #[error("image {} not found", crate::quote::quote(.0))]
     NotFound(String),
     #[error("{0}")]
     InvalidReference(#[from] reference::ReferenceError),
-    #[error("{0:?} matches more than one image id; give more of it")]
+    #[error("{} matches more than one image id; give more of it", crate::quote::quote(.0))]
     Ambiguous(String),
-    #[error("lease holder {0:?} is invalid: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'")]
+    #[error("lease holder {} is invalid: use 1 to 128 letters, digits, '_', '-' or '.', not starting with '.'", crate::quote::quote(.0))]
     InvalidHolder(String),
     /// Blobs, manifests or configs that are malformed or do not match their digests.
     #[error("{0}")]

@@ -27,7 +27,7 @@ pub struct Reference {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reference:?} is not a valid image reference: {why}")]
+#[error("{} is not a valid image reference: {why}", crate::quote::quote(.reference))]
 pub struct ReferenceError {
     pub reference: String,
     pub why: String,
@@ -125,11 +125,13 @@ fn validate_tag(tag: &str) -> Result<(), String> {
     let mut chars = tag.chars();
     match chars.next() {
         None => return Err("the tag after ':' is empty".into()),
-        Some(c) if !word(c) => return Err(format!("the tag {tag:?} must start with a letter, digit or '_'")),
+        Some(c) if !word(c) => {
+            return Err(format!("the tag {} must start with a letter, digit or '_'", crate::quote::quote(tag)))
+        }
         _ => {}
     }
     if !chars.all(|c| word(c) || c == '.' || c == '-') {
-        return Err(format!("the tag {tag:?} may only contain letters, digits, '_', '.' and '-'"));
+        return Err(format!("the tag {} may only contain letters, digits, '_', '.' and '-'", crate::quote::quote(tag)));
     }
     if tag.len() > MAX_TAG {
         return Err(format!("the tag is longer than {MAX_TAG} characters"));
@@ -138,7 +140,7 @@ fn validate_tag(tag: &str) -> Result<(), String> {
 }
 
 fn validate_domain(domain: &str) -> Result<(), String> {
-    let bad = || Err(format!("{domain:?} is not a registry host[:port]"));
+    let bad = || Err(format!("{} is not a registry host[:port]", crate::quote::quote(domain)));
     let (host, port) = if let Some(rest) = domain.strip_prefix('[') {
         // [IPv6]:port
         let Some((ip, after)) = rest.split_once(']') else { return bad() };
@@ -184,7 +186,8 @@ fn validate_path(path: &str) -> Result<(), String> {
         return Err("the repository name is empty".into());
     }
     for component in path.split('/') {
-        validate_path_component(component).map_err(|why| format!("repository path component {component:?} {why}"))?;
+        validate_path_component(component)
+            .map_err(|why| format!("repository path component {} {why}", crate::quote::quote(component)))?;
     }
     Ok(())
 }

@@ -292,22 +292,26 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     }
     let own_cgroup_namespace = join_namespaces(spec)?;
     let root_path = spec.root().as_ref().map(|r| r.path().clone()).ok_or("the spec has no root")?;
-    // Our mounts never propagate back to the node.
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    // Bidirectional binds are cloned while this namespace's mounts are still
+    // peers of the node's; every other mount never propagates back to it.
+    let shared_trees = mounts.iter().map(shared_tree).collect::<Result<Vec<_>, String>>()?;
     rootfs::mount(None, "/", None, (libc::MS_REC | libc::MS_SLAVE) as libc::c_ulong, None)
         .map_err(|e| format!("cannot make / a slave mount: {e}"))?;
     rootfs::mount_overlay(&plan.rootfs.lower, &plan.rootfs.upper, &plan.rootfs.work, &root_path)
         .map_err(|e| format!("cannot mount the container's root filesystem: {e}"))?;
     let root = fs::File::open(&root_path).map_err(|e| format!("cannot open {}: {e}", root_path.display()))?;
     let root_fd = root.as_raw_fd();
-    let mounts = spec.mounts().as_deref().unwrap_or_default();
     // Up to the first cgroup file system, nothing shows which cgroup we are in.
     let first_cgroup = mounts.iter().position(|m| m.typ().as_deref() == Some("cgroup")).unwrap_or(mounts.len());
-    let mount_all = |mounts: &[Mount]| {
-        mounts.iter().try_for_each(|m| {
-            mount_one(root_fd, m, plan).map_err(|e| format!("mount {}: {e}", m.destination().display()))
+    let mount_all = |range: std::ops::Range<usize>| {
+        range.into_iter().try_for_each(|i| {
+            let m = &mounts[i];
+            mount_one(root_fd, m, shared_trees[i].as_ref(), plan)
+                .map_err(|e| format!("mount {}: {e}", m.destination().display()))
         })
     };
-    mount_all(&mounts[..first_cgroup])?;
+    mount_all(0..first_cgroup)?;
     if let CgroupEntry::WhenMade(mut control) = cgroup {
         let mut word = String::new();
         let _ = io::BufRead::read_line(&mut control, &mut word);
@@ -320,7 +324,7 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
         nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP)
             .map_err(|e| format!("cannot create a cgroup namespace: {e}"))?;
     }
-    mount_all(&mounts[first_cgroup..])?;
+    mount_all(first_cgroup..mounts.len())?;
     make_devices(root_fd, spec).map_err(|e| format!("devices: {e}"))?;
     std::env::set_current_dir(&root_path).map_err(|e| format!("chdir {}: {e}", root_path.display()))?;
     drop(root);
@@ -466,7 +470,28 @@ fn parse_options(options: &[String]) -> Options {
     o
 }
 
-fn mount_one(root: RawFd, m: &Mount, plan: &MonitorPlan) -> io::Result<()> {
+/// For a bind mount with shared propagation (CRI Bidirectional), a detached
+/// clone of its source's mount tree; `None` for every other mount.
+fn shared_tree(m: &Mount) -> Result<Option<OwnedFd>, String> {
+    let opts = parse_options(m.options().as_deref().unwrap_or_default());
+    let shared = opts.propagation & libc::MS_SHARED as libc::c_ulong != 0;
+    let is_bind = opts.bind || m.typ().as_deref() == Some("bind");
+    if !(shared && is_bind) {
+        return Ok(None);
+    }
+    let source = m.source().clone().unwrap_or_default();
+    if !source.exists() {
+        fs::create_dir_all(&source).map_err(|e| format!("cannot create {}: {e}", source.display()))?;
+    }
+    let recursive = opts.flags & libc::MS_REC as libc::c_ulong != 0;
+    rootfs::clone_tree(&source, recursive)
+        .map(Some)
+        .map_err(|e| format!("mount {}: cannot clone {}: {e}", m.destination().display(), source.display()))
+}
+
+/// Mounts `m` inside the root; `tree`: its source's tree cloned ahead (see
+/// [`shared_tree`]), attached instead of a fresh bind.
+fn mount_one(root: RawFd, m: &Mount, tree: Option<&OwnedFd>, plan: &MonitorPlan) -> io::Result<()> {
     let dest = m.destination();
     let typ = m.typ().clone().unwrap_or_default();
     let opts = parse_options(m.options().as_deref().unwrap_or_default());
@@ -488,7 +513,10 @@ fn mount_one(root: RawFd, m: &Mount, plan: &MonitorPlan) -> io::Result<()> {
     let fstype = if is_bind { None } else { Some(typ.as_str()) };
     let first_flags = if opts.bind { opts.flags & !(libc::MS_RDONLY as libc::c_ulong) } else { opts.flags };
     let data = opts.data.join(",");
-    rootfs::mount(Some(&source.to_string_lossy()), &fd_path(&target), fstype, first_flags, Some(&data))?;
+    match tree {
+        Some(tree) => rootfs::attach_tree(tree, &fd_path(&target))?,
+        None => rootfs::mount(Some(&source.to_string_lossy()), &fd_path(&target), fstype, first_flags, Some(&data))?,
+    }
     // From here on, name the new mount itself, not the directory beneath it.
     let mounted = open_in_root(root, dest, libc::O_PATH, 0)?;
     let mounted_path = fd_path(&mounted);

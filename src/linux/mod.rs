@@ -8,6 +8,7 @@ pub mod clone3;
 pub mod container_init;
 pub mod device_filter;
 pub mod lock;
+pub mod log_file;
 pub mod mount;
 pub mod namespaces;
 pub mod net;

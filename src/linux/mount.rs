@@ -41,6 +41,33 @@ pub fn is_mountpoint(path: &Path) -> bool {
     text.lines().any(|line| line.split(' ').nth(4).is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want))
 }
 
+/// The mount `path` lives on (its mount point) and whether that mount is
+/// shared (has a peer group); `None` when mountinfo cannot be read.
+pub fn containing_mount(path: &Path) -> Option<(std::path::PathBuf, bool)> {
+    let text =
+        crate::bounded_file::read(Path::new("/proc/self/mountinfo"), 64 << 20, crate::bounded_file::FinalLink::Follow)
+            .ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let path = std::fs::canonicalize(path).ok()?;
+    let mut best: Option<(std::path::PathBuf, bool)> = None;
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(mount_point) = fields.get(4).map(|mp| std::path::PathBuf::from(unescape_mountinfo(mp))) else {
+            continue;
+        };
+        if !path.starts_with(&mount_point) {
+            continue;
+        }
+        let optional = fields.iter().skip(6).take_while(|f| **f != "-");
+        let shared = optional.clone().any(|f| f.starts_with("shared:"));
+        // The last listed of equal mount points is the one on top.
+        if best.as_ref().is_none_or(|(b, _)| mount_point.components().count() >= b.components().count()) {
+            best = Some((mount_point, shared));
+        }
+    }
+    best
+}
+
 /// Mount points of every mount under `prefix` (inclusive), deepest first.
 pub fn mounts_under(prefix: &Path) -> Vec<std::path::PathBuf> {
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {

@@ -234,6 +234,41 @@ fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path
     Ok(())
 }
 
+/// A detached copy of the mount tree at `source` (open_tree with
+/// OPEN_TREE_CLONE): taken while the mount namespace still shares `source`'s
+/// peer group, the copy stays in it, so mounts made below it later reach
+/// the node: Bidirectional propagation.
+pub fn clone_tree(source: &Path, recursive: bool) -> io::Result<OwnedFd> {
+    let source = cpath(source)?;
+    let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: source is a valid C string; returns a new mount fd or -1.
+    let fd = check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, source.as_ptr(), flags) })?;
+    // SAFETY: fd was just returned by open_tree and is ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Attaches the detached mount `tree` at `target` (followed when it is a
+/// link, such as a `/proc/self/fd/N` naming the directory).
+pub fn attach_tree(tree: &OwnedFd, target: &str) -> io::Result<()> {
+    let empty = c"";
+    let target = cpath(Path::new(target))?;
+    // SAFETY: tree is a detached mount fd; empty and target are valid C strings.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_SYMLINKS,
+        )
+    })
+    .map(drop)
+}
+
 /// pivot_root into the current directory and detach the old root.
 /// Moves the calling process into a mount namespace of its own whose root is
 /// an empty, read-only tmpfs: nothing of the node's filesystem stays

@@ -17,6 +17,15 @@ pub struct MonitorAssignment {
     pub pod_cgroup_procs: Vec<PathBuf>,
 }
 
+impl MonitorPlan {
+    /// Where the log file goes, confined to the pod's log directory.
+    pub fn log_location(&self) -> Option<crate::linux::log_file::LogLocation<'_>> {
+        let file = self.log_path.as_deref()?;
+        let directory = self.log_directory.as_deref().or_else(|| file.parent())?;
+        crate::linux::log_file::LogLocation::split(directory, file)
+    }
+}
+
 /// The monitor's instructions besides the OCI spec (`bundle/config.json`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MonitorPlan {
@@ -27,6 +36,10 @@ pub struct MonitorPlan {
     pub run_dir: PathBuf,
     /// The CRI log file; None: output is read and dropped.
     pub log_path: Option<PathBuf>,
+    /// The pod's log directory (kubelet's `log_directory`), which the log
+    /// file must stay in; plans written before it existed use the file's parent.
+    #[serde(default)]
+    pub log_directory: Option<PathBuf>,
     pub rootfs: RootfsPlan,
     /// `cgroup.procs` of the container cgroup in every hierarchy.
     pub cgroup_procs: Vec<PathBuf>,

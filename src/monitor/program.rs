@@ -200,13 +200,6 @@ struct Output {
     open: bool,
 }
 
-fn open_log(path: &Path) -> io::Result<File> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new().create(true).append(true).mode(0o640).custom_flags(libc::O_CLOEXEC).open(path)
-}
-
 /// A close-on-exec pipe (read end, write end); the error names the call.
 pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))
@@ -305,8 +298,10 @@ fn set_up(
         }
         Builder::Fork { plan, spec } => (plan, Some(spec), None),
     };
-    let log = match &plan.log_path {
-        Some(path) => Some(open_log(path).map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?),
+    let log = match plan.log_location() {
+        Some(location) => {
+            Some(crate::linux::log_file::open(location).map_err(|e| format!("cannot open the log: {e}"))?)
+        }
         None => None,
     };
     let forked = match (prepared, spec) {
@@ -618,10 +613,10 @@ impl Monitor {
     }
 
     fn reopen_log(&mut self) -> Result<(), String> {
-        let Some(path) = &self.plan.log_path else {
+        let Some(location) = self.plan.log_location() else {
             return Ok(());
         };
-        let file = open_log(path).map_err(|e| format!("cannot reopen the log file {}: {e}", path.display()))?;
+        let file = crate::linux::log_file::open(location).map_err(|e| format!("cannot reopen the log: {e}"))?;
         self.log = Some(file);
         Ok(())
     }
@@ -699,14 +694,17 @@ impl Monitor {
             Some(this_program.as_raw_fd()),
             raw(self.stdin.as_ref()),
         ];
-        let log_path = self.plan.log_path.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
+        let location = self.plan.log_location();
+        let log_directory = location.and_then(|l| l.directory.to_str()).unwrap_or("-");
+        let log_relative = location.and_then(|l| l.relative.to_str()).unwrap_or("-");
         let init_pid = self.init.pid.to_string();
         let Some(run_dir_path) = self.files.dir.to_str() else {
             let error = io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
             return ExecFailure { error, descriptors_changed: false };
         };
         let memory_cgroup = self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
-        crate::linux::tiny_programs::MONITOR_LOOP.exec(&fds, &[&init_pid, log_path, run_dir_path, memory_cgroup])
+        crate::linux::tiny_programs::MONITOR_LOOP
+            .exec(&fds, &[&init_pid, log_directory, run_dir_path, memory_cgroup, log_relative])
     }
 }
 

@@ -42,11 +42,11 @@ pub struct SandboxSpec {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("sandbox {0:?} not found")]
+    #[error("sandbox {} not found", crate::quote::quote(.0))]
     NotFound(String),
-    #[error("sandbox id prefix {0:?} matches more than one sandbox")]
+    #[error("sandbox id prefix {} matches more than one sandbox", crate::quote::quote(.0))]
     Ambiguous(String),
-    #[error("a sandbox named {name:?} already exists: {id}")]
+    #[error("a sandbox named {} already exists: {id}", crate::quote::quote(.name))]
     NameInUse { name: String, id: String },
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },

@@ -18,7 +18,7 @@ const IPC_SYSCTLS: &[&str] = &[
 const UTS_SYSCTLS: &[&str] = &["kernel.domainname"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("sysctl {key:?}: {why}")]
+#[error("sysctl {}: {why}", crate::quote::quote(.key))]
 pub struct SysctlError {
     pub key: String,
     pub why: String,

@@ -189,7 +189,10 @@ impl Profile {
         check_errno("defaultErrnoRet", self.default_errno_ret)?;
         for arch in &self.architectures {
             if !ARCHITECTURES.contains(&arch.as_str()) {
-                return Err(ProfileError::Invalid(format!("architectures: unknown architecture {arch:?}")));
+                return Err(ProfileError::Invalid(format!(
+                    "architectures: unknown architecture {}",
+                    crate::quote::quote(arch)
+                )));
             }
         }
         for flag in &self.flags {
@@ -197,7 +200,7 @@ impl Profile {
                 return Err(ProfileError::Unsupported(format!("flags: {flag} (a user-space seccomp agent)")));
             }
             if !SUPPORTED_FLAGS.iter().any(|(name, _)| name == flag) {
-                return Err(ProfileError::Invalid(format!("flags: unknown flag {flag:?}")));
+                return Err(ProfileError::Invalid(format!("flags: unknown flag {}", crate::quote::quote(flag))));
             }
         }
         if self.listener_path.as_deref().is_some_and(|p| !p.is_empty()) {

@@ -328,6 +328,7 @@ impl Containers {
             bundle: paths.dir.clone(),
             run_dir: paths.run_dir.clone(),
             log_path: record.log_path.clone(),
+            log_directory: record.log_path.as_ref().map(|_| PathBuf::from(&sandbox.record.config.log_directory)),
             rootfs: RootfsPlan { lower: layers, upper: paths.upper(), work: paths.work() },
             cgroup_procs: self.cgroups.procs_files(&record.cgroup),
             cgroup_mounts: self.cgroup_mounts(),
@@ -340,11 +341,16 @@ impl Containers {
             restore,
         };
         store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
-        if let Some(log) = &record.log_path {
-            if let Some(dir) = log.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(io_err(format!("cannot create the log directory {}", dir.display())))?;
-            }
+        if let Some(location) = plan.log_location() {
+            crate::linux::log_file::prepare(location).map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidInput => ContainerError::Invalid(format!("config.log_path: {e}")),
+                _ => io_err("cannot prepare the log directory".to_string())(e),
+            })?;
+        } else if let Some(log) = &record.log_path {
+            return Err(ContainerError::Invalid(format!(
+                "config.log_path: {} is not below the pod's log directory",
+                crate::quote::quote(&log.display().to_string())
+            )));
         }
         Ok(resources)
     }

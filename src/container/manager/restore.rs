@@ -86,11 +86,14 @@ impl Containers {
             }
         };
         let reading = contents.clone();
+        let limit = self.config.limits.checkpoint_archive_bytes;
         let dump = tokio::task::spawn_blocking(move || match &reading {
-            RestoreContents::Archive(path) => archive::read_config_dump(path).map_err(|e| bad_archive(path, e)),
+            RestoreContents::Archive(path) => archive::read_config_dump(path, limit).map_err(|e| bad_archive(path, e)),
             RestoreContents::Unpacked(dir) => {
                 let path = dir.join(archive::CONFIG_DUMP);
-                let text = std::fs::read(&path).map_err(|e| bad_archive(&path, e))?;
+                let text =
+                    crate::bounded_file::read(&path, archive::MAX_CONFIG_DUMP, crate::bounded_file::FinalLink::Refuse)
+                        .map_err(|e| bad_archive(&path, e))?;
                 serde_json::from_slice(&text).map_err(|e| bad_archive(&path, format!("not nidus's: {e}")))
             }
         })
@@ -132,10 +135,11 @@ impl Containers {
         let work_dir = paths.dir.join("restore");
         store::create_dir_new(&work_dir, 0o700).map_err(io_err(format!("cannot create {}", work_dir.display())))?;
         let (contents, dest, upper) = (source.contents.clone(), work_dir.clone(), paths.upper());
+        let limit = self.config.limits.checkpoint_archive_bytes;
         let unpacked = tokio::task::spawn_blocking(move || -> Result<PathBuf, ContainerError> {
             let unpacked = match contents {
                 RestoreContents::Archive(path) => {
-                    archive::unpack(&path, &dest).map_err(|e| bad_archive(&path, e))?;
+                    archive::unpack(&path, &dest, limit).map_err(|e| bad_archive(&path, e))?;
                     dest
                 }
                 RestoreContents::Unpacked(dir) => dir,

@@ -44,6 +44,21 @@ const O_TRUNC: usize = 0o1000;
 const O_APPEND: usize = 0o2000;
 const O_NONBLOCK: usize = 0o4000;
 const O_CLOEXEC: usize = 0o2000000;
+const O_DIRECTORY: usize = 0o200000;
+const O_NOFOLLOW: usize = 0o400000;
+const O_PATH: usize = 0o10000000;
+const AT_FDCWD: isize = -100;
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// The argument of openat2 (struct open_how).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
 const F_GETFD: usize = 1;
 const F_SETFL: usize = 4;
 const AT_EMPTY_PATH: usize = 0x1000;
@@ -89,7 +104,9 @@ fn is_open(fd: i32) -> bool {
 
 struct Monitor<'a> {
     init_pid: i32,
-    log_path: &'a [u8],
+    /// The pod's log directory and the log file's path below it; empty: no log.
+    log_directory: &'a [u8],
+    log_relative: &'a [u8],
     log_open: bool,
     outputs: [Output; 2],
     started: bool,
@@ -201,25 +218,13 @@ impl Monitor<'_> {
     }
 
     fn reopen_log(&mut self, conn: i32) {
-        if self.log_path.is_empty() {
+        if self.log_directory.is_empty() || self.log_relative.is_empty() {
             sys::write_all(conn, b"ok\n");
             return;
         }
-        let mut path = Text::<4097>::new();
-        path.push(self.log_path);
-        path.push(b"\0");
-        // SAFETY: path is NUL-terminated.
-        let fd = unsafe {
-            sys::syscall(
-                sys::OPEN,
-                path.as_bytes().as_ptr() as usize,
-                O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                0o640,
-                0,
-            )
-        };
+        let fd = self.open_log_beneath();
         if fd < 0 {
-            sys::write_all(conn, b"error cannot reopen the log file\n");
+            sys::write_all(conn, b"error cannot reopen the log file (missing, or behind a symbolic link)\n");
             return;
         }
         // SAFETY: dup3 onto our log descriptor number, then drop the original.
@@ -227,6 +232,49 @@ impl Monitor<'_> {
         sys::close(fd as i32);
         self.log_open = true;
         sys::write_all(conn, b"ok\n");
+    }
+
+    /// Opens the log file as the monitor first did (see linux/log_file.rs):
+    /// the log directory without following a final symlink, then the file
+    /// below it with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS); a
+    /// negative errno on failure.
+    fn open_log_beneath(&self) -> isize {
+        let mut dir_path = Text::<4097>::new();
+        dir_path.push(self.log_directory);
+        dir_path.push(b"\0");
+        // SAFETY: dir_path is NUL-terminated; integer flags only.
+        let dir = unsafe {
+            sys::syscall(
+                sys::OPENAT,
+                AT_FDCWD as usize,
+                dir_path.as_bytes().as_ptr() as usize,
+                O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                0,
+            )
+        };
+        if dir < 0 {
+            return dir;
+        }
+        let mut relative = Text::<4097>::new();
+        relative.push(self.log_relative);
+        relative.push(b"\0");
+        let how = OpenHow {
+            flags: (O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC) as u64,
+            mode: 0o640,
+            resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: relative is NUL-terminated; how is a valid open_how of the size passed.
+        let fd = unsafe {
+            sys::syscall(
+                sys::OPENAT2,
+                dir as usize,
+                relative.as_bytes().as_ptr() as usize,
+                &how as *const OpenHow as usize,
+                core::mem::size_of::<OpenHow>(),
+            )
+        };
+        sys::close(dir as i32);
+        fd
     }
 
     /// The init's wait status once it has exited.
@@ -285,19 +333,21 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
     // made it dumpable again).
     // SAFETY: prctl with integer arguments only.
     unsafe { sys::syscall(sys::PRCTL, PR_SET_DUMPABLE, 0, 0, 0) };
-    if argc < 5 {
+    if argc < 6 {
         sys::exit(2);
     }
     // SAFETY: argv holds argc NUL-terminated strings.
     let arg = |i: usize| unsafe { sys::cstr(*argv.add(i)) };
     let Some(init_pid) = sys::parse_decimal(arg(1)) else { sys::exit(2) };
-    let log_path = if arg(2) == b"-" { &[][..] } else { arg(2) };
+    let log_directory = if arg(2) == b"-" { &[][..] } else { arg(2) };
+    let log_relative = if arg(5) == b"-" { &[][..] } else { arg(5) };
     let run_dir = arg(3);
     let memory_cgroup = if arg(4) == b"-" { &[][..] } else { arg(4) };
 
     let mut monitor = Monitor {
         init_pid: init_pid as i32,
-        log_path,
+        log_directory,
+        log_relative,
         log_open: is_open(LOG),
         outputs: [
             Output { fd: OUT, open: is_open(OUT), splitter: LineSplitter::new(Stream::Stdout) },

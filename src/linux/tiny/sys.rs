@@ -18,6 +18,7 @@ pub const EXIT_GROUP: usize = 231;
 pub const WAIT4: usize = 61;
 pub const DUP3: usize = 292;
 pub const OPENAT: usize = 257;
+pub const OPENAT2: usize = 437;
 pub const RENAMEAT: usize = 264;
 pub const CLOCK_GETTIME: usize = 228;
 pub const RT_SIGSUSPEND: usize = 130;

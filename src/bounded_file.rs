@@ -1,0 +1,121 @@
+//! Reading a file because a request (or an operator's directory) names it:
+//! opened without blocking (a FIFO or a device never holds a thread), never
+//! through a final symbolic link when the caller says so, accepted only as a
+//! regular file, refused above a size limit, and read with a cap, so no path
+//! can make the daemon wait forever or allocate without bound.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::quote::quote;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BoundedReadError {
+    #[error("{} does not exist", quote(&.0.display().to_string()))]
+    NotFound(PathBuf),
+    #[error("{} is {kind}, not a regular file", quote(&.path.display().to_string()))]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{} is {size} bytes, over the limit of {limit} bytes", quote(&.path.display().to_string()))]
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
+    #[error("cannot read {}: {source}", quote(&.path.display().to_string()))]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Whether a symbolic link as the path's last component is followed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum FinalLink {
+    Follow,
+    Refuse,
+}
+
+/// Opens `path` for reading as a regular file of at most `limit` bytes.
+pub fn open_regular(path: &Path, limit: u64, link: FinalLink) -> Result<(File, u64), BoundedReadError> {
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+    if link == FinalLink::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => BoundedReadError::NotFound(path.to_path_buf()),
+        _ if e.raw_os_error() == Some(libc::ELOOP) => {
+            BoundedReadError::NotRegular { path: path.to_path_buf(), kind: "a symbolic link" }
+        }
+        _ => BoundedReadError::Io { path: path.to_path_buf(), source: e },
+    })?;
+    let meta = file.metadata().map_err(|e| BoundedReadError::Io { path: path.to_path_buf(), source: e })?;
+    if !meta.is_file() {
+        return Err(BoundedReadError::NotRegular { path: path.to_path_buf(), kind: kind_of(&meta) });
+    }
+    if meta.len() > limit {
+        return Err(BoundedReadError::TooLarge { path: path.to_path_buf(), size: meta.len(), limit });
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads the whole of `path`, a regular file of at most `limit` bytes (a
+/// file that grows while read is cut at `limit + 1` and refused).
+pub fn read(path: &Path, limit: u64, link: FinalLink) -> Result<Vec<u8>, BoundedReadError> {
+    let (file, size) = open_regular(path, limit, link)?;
+    let mut data = Vec::with_capacity(size as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| BoundedReadError::Io { path: path.to_path_buf(), source: e })?;
+    if data.len() as u64 > limit {
+        return Err(BoundedReadError::TooLarge { path: path.to_path_buf(), size: data.len() as u64, limit });
+    }
+    Ok(data)
+}
+
+/// A small kernel or configuration file as text (at most 64 KiB).
+pub fn read_small_text(path: &Path) -> Result<String, BoundedReadError> {
+    let data = read(path, 64 * 1024, FinalLink::Follow)?;
+    String::from_utf8(data).map_err(|e| BoundedReadError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, e),
+    })
+}
+
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bounded_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("nidus-bounded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(read(&file, 5, FinalLink::Refuse).unwrap(), b"12345");
+        assert!(matches!(read(&file, 4, FinalLink::Refuse), Err(BoundedReadError::TooLarge { size: 5, .. })));
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(matches!(read(&link, 9, FinalLink::Refuse), Err(BoundedReadError::NotRegular { .. })));
+        assert_eq!(read(&link, 9, FinalLink::Follow).unwrap(), b"12345");
+        assert!(matches!(read(Path::new("/dev/zero"), 9, FinalLink::Follow), Err(BoundedReadError::NotRegular { .. })));
+        let fifo = dir.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = read(&fifo, 9, FinalLink::Follow).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO, not a regular file"), "{err}");
+        assert!(matches!(read(&dir.join("none"), 9, FinalLink::Follow), Err(BoundedReadError::NotFound(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,8 +1,10 @@
 //! CheckpointContainer and restore through CreateContainer, with the real
 //! CRIU (scripts/install-criu): the archive's mode and layout, a counter that
 //! continues its count in a new sandbox, rootfs changes carried over, the
-//! refusals (stopped container, bad locations, timeout) and a daemon killed
-//! mid-checkpoint.
+//! refusals (stopped container, bad locations, timeout), and a daemon killed
+//! mid-checkpoint, while CRIU dumps, while CRIU restores, or leaving a
+//! checkpoint's debris behind: nothing stays seized or half-written, and
+//! both calls can be made again.
 
 mod common;
 
@@ -378,17 +380,107 @@ async fn a_criu_too_old_for_the_kernel_is_named_with_the_version_needed() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// The CRIU processes (found by their command line) working in `base`.
-fn criu_working_in(base: &Path) -> Vec<i32> {
+/// The running CRIU processes (by program and command line) doing `action`
+/// (`dump`, `restore`) on files in `base`.
+fn criu_working_in(base: &Path, action: &str) -> Vec<i32> {
     let base = base.display().to_string();
     host::processes()
         .into_iter()
-        .filter(|pid| {
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            cmdline.contains("dump") && cmdline.contains(&base) && cmdline.contains("checkpoint-staging")
+        .filter(|&pid| {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let cmdline = host::cmdline(pid);
+            comm.trim() == "criu"
+                && cmdline.split(' ').nth(1) == Some(action)
+                && cmdline.contains(&base)
+                && host::process_running(pid)
         })
         .collect()
+}
+
+/// Whether `ancestor` is `pid`'s parent, or its parent's, and so on.
+fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut pid = pid;
+    for _ in 0..64 {
+        match host::stat_field(pid, 4).and_then(|p| p.parse::<i32>().ok()) {
+            Some(parent) if parent == ancestor => return true,
+            Some(parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The CRIU doing `action` for this test's daemon (its child or grandchild), once one runs.
+async fn criu_of_daemon(env: &TestEnv, action: &str, request: &tokio::task::JoinHandle<impl Send>) -> i32 {
+    let daemon = env.daemon_pid().expect("the daemon runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(&criu) = criu_working_in(&env.base, action).iter().find(|&&p| descends_from(p, daemon)) {
+            return criu;
+        }
+        assert!(!request.is_finished(), "the request ended before its CRIU {action} was seen");
+        assert!(Instant::now() < deadline, "no CRIU {action} of the daemon within 60 s");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The processes of the container whose init is `init` (its cgroup's).
+fn container_processes(init: i32) -> Vec<i32> {
+    let dir = host::cgroup_dir(init, "memory");
+    host::read_cgroup_file(&dir, "cgroup.procs").lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// `/proc/PID/status` field `key` (`State`, `TracerPid`), or None once the process is gone.
+fn status_field(pid: i32, key: &str) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(|v| v.trim().to_string()))
+}
+
+/// The processes among `pids` that are traced, stopped or in a tracing stop.
+fn seized(pids: &[i32]) -> Vec<String> {
+    pids.iter()
+        .filter_map(|&pid| {
+            let (state, tracer) = (status_field(pid, "State")?, status_field(pid, "TracerPid")?);
+            (tracer != "0" || state.starts_with('t') || state.starts_with('T'))
+                .then(|| format!("{pid}: State {state}, TracerPid {tracer}"))
+        })
+        .collect()
+}
+
+/// Waits up to 10 s until no process of the container is traced or stopped
+/// (a tracer's end detaches its tracees at once; a SIGCONT takes a moment);
+/// returns those that still are.
+async fn settled_unseized(init: i32) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = seized(&container_processes(init));
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The freezer state of the container whose init is `init`, when frozen
+/// (v1: `freezer.state` not THAWED; v2: `cgroup.freeze` 1).
+fn frozen(init: i32) -> Option<String> {
+    let (dir, file, thawed) = if host::unified() {
+        (host::cgroup_dir(init, ""), "cgroup.freeze", "0")
+    } else {
+        host::cgroup_of(init, "freezer")?;
+        (host::cgroup_dir(init, "freezer"), "freezer.state", "THAWED")
+    };
+    let state = fs::read_to_string(dir.join(file)).ok()?;
+    (state.trim() != thawed).then(|| format!("{}: {}", dir.join(file).display(), state.trim()))
+}
+
+/// The container's processes all there, none traced, stopped or frozen.
+async fn assert_running_free(init: i32, at_least: usize, what: &str) {
+    let seized = settled_unseized(init).await;
+    assert!(seized.is_empty(), "{what}: processes traced or stopped: {seized:?}");
+    assert_eq!(frozen(init), None, "{what}: the container's cgroup is frozen");
+    let processes = container_processes(init).len();
+    assert!(processes >= at_least, "{what}: {processes} processes, at least {at_least} expected");
 }
 
 // Two threads: the test watches the archive's directory while the request runs.
@@ -439,7 +531,7 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
         // CRIU is not the daemon's to take down: it finishes its dump (and
         // resumes the container) on its own.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !criu_working_in(&env.base).is_empty() {
+        while !criu_working_in(&env.base, "dump").is_empty() {
             assert!(Instant::now() < deadline, "round {round}: CRIU still runs 30 s after the kill");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -463,7 +555,8 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
                 "round {round}: CRIU images in {entries:?}"
             );
         }
-        assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning, "round {round}");
+        let status = cri.status_of(&id).await;
+        assert_eq!(status.state(), ContainerState::ContainerRunning, "round {round}: {status:?}");
         let last = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
         wait_for_count(&mut cri, &id, last + 2).await;
     }
@@ -495,7 +588,7 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
         checkpoint(&mut cri, &target, &location, 0).await
     });
     let deadline = Instant::now() + Duration::from_secs(20);
-    while criu_working_in(&env.base).is_empty() {
+    while criu_working_in(&env.base, "dump").is_empty() {
         assert!(Instant::now() < deadline, "CRIU did not start");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -504,9 +597,9 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
     cri = env.start().await;
 
     // The first daemon's CRIU still dumps: a second one on the same tree is refused.
-    let busy_before = !criu_working_in(&env.base).is_empty();
+    let busy_before = !criu_working_in(&env.base, "dump").is_empty();
     let second = checkpoint(&mut cri, &id, &env.base.join("second/ckpt.tar"), 0).await;
-    let busy_after = !criu_working_in(&env.base).is_empty();
+    let busy_after = !criu_working_in(&env.base, "dump").is_empty();
     eprintln!("CRIU running before the request {busy_before}, after {busy_after}: {second:?}");
     assert!(busy_before && busy_after, "the first CRIU ended before the test could ask; it must outlast a restart");
     let refused = second.expect_err("a second checkpoint while the first CRIU runs");
@@ -516,7 +609,7 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
 
     // Once it has ended (it resumes the tree it froze), checkpoints work again.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !criu_working_in(&env.base).is_empty() {
+    while !criu_working_in(&env.base, "dump").is_empty() {
         assert!(Instant::now() < deadline, "CRIU still runs after 60 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -526,6 +619,391 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
     let third = env.base.join("third/ckpt.tar");
     checkpoint(&mut cri, &id, &third, 0).await.expect("a checkpoint once the first CRIU has ended");
     assert!(tar_list(&third).iter().any(|e| e == "config.dump"));
+    cri.stop_container(&id, 0).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+// Two threads: the test watches CRIU while the request runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_while_criu_dumps_leaves_nothing_seized_or_half_written_and_the_checkpoint_is_retried() {
+    let mut env = TestEnv::new("ckptcriu");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("dumped");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
+    cri.wait_for_line(&id, "ready", 60).await;
+    let init = cri.container_pid(&id).await;
+    let before = container_processes(init).len();
+    assert!(before > 1000, "{before} processes");
+
+    let location = env.base.join("checkpoints/many.tar");
+    let container_dir = env.root.join("containers").join(&id);
+    let images = container_dir.join("checkpoint-staging/checkpoint");
+    // Killed while CRIU seizes the processes, then again while it dumps
+    // them one by one (a parasite in each), each time followed by a restart.
+    for moment in ["seizing", "dumping"] {
+        let (socket, target, at) = (env.socket.clone(), id.clone(), location.clone());
+        let request = tokio::spawn(async move {
+            let mut cri = common::Cri::connect(&socket).await.expect("second connection");
+            checkpoint(&mut cri, &target, &at, 0).await
+        });
+        let criu = criu_of_daemon(&env, "dump", &request).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut traced, mut dumped) = (0, 0);
+        while traced == 0 || (moment == "dumping" && dumped < 100) {
+            assert!(Instant::now() < deadline && host::process_running(criu), "{moment}: CRIU {criu} ended first");
+            let pids = container_processes(init);
+            traced = pids.iter().filter(|&&p| status_field(p, "TracerPid") == Some(criu.to_string())).count();
+            dumped = host::names_in(&images).iter().filter(|n| n.starts_with("core-")).count();
+        }
+        env.kill_daemon();
+        let answered = request.await.unwrap();
+        assert!(answered.is_err(), "{moment}: the killed daemon answered: {answered:?}");
+        eprintln!("{moment}: killed while CRIU {criu} traced {traced} of {before} processes, {dumped} dumped");
+
+        cri = env.start().await;
+        // CRIU, which cannot be stopped half-way without harm, finishes its
+        // dump (resuming the container), watched by the restarted daemon;
+        // nothing of it is left then: no process, images or records.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !criu_working_in(&env.base, "dump").is_empty() {
+            assert!(Instant::now() < deadline, "{moment}: CRIU still runs 60 s after the restart");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let debris = loop {
+            let debris: Vec<String> =
+                host::names_in(&container_dir).into_iter().filter(|n| n.starts_with("checkpoint-")).collect();
+            if debris.is_empty() || Instant::now() > deadline {
+                break debris;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(debris.is_empty(), "{moment}: the interrupted dump's images and records stay: {debris:?}");
+        let beside = host::names_in(location.parent().unwrap());
+        assert!(beside.is_empty(), "{moment}: nothing at or beside the location: {beside:?}");
+        let status = cri.status_of(&id).await;
+        assert_eq!(status.state(), ContainerState::ContainerRunning, "{moment}: {status:?}");
+        assert_eq!(cri.container_pid(&id).await, init, "{moment}: the same init");
+        assert_running_free(init, before - 2, moment).await;
+        let last = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
+        wait_for_count(&mut cri, &id, last + 3).await;
+    }
+
+    // The same call again, to the same location: it works, and the archive restores.
+    checkpoint(&mut cri, &id, &location, 0).await.expect("the checkpoint retried");
+    assert_eq!(host::names_in(location.parent().unwrap()), ["many.tar"]);
+    let entries = tar_list(&location);
+    assert!(entries.iter().any(|e| e == "config.dump"), "config.dump in {entries:?}");
+    assert_running_free(init, before - 2, "after the retried dump").await;
+    let checkpointed_at = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
+    cri.stop_container(&id, 0).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    let pod2 = env.pod("restored");
+    let pod2_id = cri.run_pod(pod2.clone()).await.unwrap();
+    let restored =
+        cri.run_container(&pod2_id, &pod2, container_config("restored", &location.display().to_string(), &[])).await;
+    let first = first_count(&mut cri, &restored).await;
+    assert!(first <= checkpointed_at + 1, "restored count starts at {first}, checkpointed at {checkpointed_at}");
+    wait_for_count(&mut cri, &restored, first + 2).await;
+    assert_running_free(cri.container_pid(&restored).await, before - 2, "the restored container").await;
+    cri.stop_container(&restored, 0).await.unwrap();
+    cri.remove_container(&restored).await.unwrap();
+    for pod in [&pod_id, &pod2_id] {
+        cri.stop_pod(pod).await.unwrap();
+        cri.remove_pod(pod).await.unwrap();
+    }
+    env.assert_no_leftovers();
+}
+
+/// The processes in this test's cgroups running `sleep 1000` (MANY's).
+fn sleepers(env: &TestEnv) -> usize {
+    env.cgroup_processes().into_iter().filter(|&p| host::cmdline(p) == "sleep 1000").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_while_criu_restores_leaves_nothing_behind_and_the_restore_is_retried() {
+    let mut env = TestEnv::new("rstcriu");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("original");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
+    cri.wait_for_line(&id, "ready", 60).await;
+    let archive = env.base.join("checkpoints/many.tar");
+    checkpoint(&mut cri, &id, &archive, 0).await.expect("CheckpointContainer");
+    let checkpointed_at = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
+    cri.stop_container(&id, 0).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    assert_eq!(sleepers(&env), 0);
+
+    // CreateContainer from the archive: the monitor's CRIU restores the
+    // processes. Killed early in the restore, then once all are forked.
+    let pod2 = env.pod("restored");
+    let pod2_id = cri.run_pod(pod2.clone()).await.unwrap();
+    let config = container_config("restored", &archive.display().to_string(), &[]);
+    for back in [50, 1000] {
+        let (socket, sandbox, pod_config, request_config) =
+            (env.socket.clone(), pod2_id.clone(), pod2.clone(), config.clone());
+        let request = tokio::spawn(async move {
+            let mut cri = common::Cri::connect(&socket).await.expect("second connection");
+            cri.create_container(&sandbox, &pod_config, request_config).await
+        });
+        let criu = criu_of_daemon(&env, "restore", &request).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while env.cgroup_processes().len() < back && host::process_running(criu) {
+            assert!(Instant::now() < deadline, "CRIU {criu} restores nothing");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let restoring = env.cgroup_processes().len();
+        env.kill_daemon();
+        let answered = request.await.unwrap();
+        assert!(answered.is_err(), "the killed daemon answered: {answered:?}");
+        let what = format!("killed while CRIU {criu} restored ({restoring} processes in the test's cgroups)");
+        eprintln!("{what}");
+
+        cri = env.start().await;
+        let criu_left = criu_working_in(&env.base, "restore");
+        assert!(criu_left.is_empty(), "{what}: CRIU still runs after the restart: {criu_left:?}");
+        let listed = cri.list_containers(None).await;
+        match listed.as_slice() {
+            // Undone: nothing of it runs or stays on disk.
+            [] => {
+                assert_eq!(sleepers(&env), 0, "{what}: processes of the interrupted restore are left");
+                let pause = cri.pause_pid(&pod2_id).await;
+                let others: Vec<String> = env
+                    .cgroup_processes()
+                    .into_iter()
+                    .filter(|&p| p != pause)
+                    .map(|p| format!("{p}: {}", host::cmdline(p)))
+                    .collect();
+                assert!(others.is_empty(), "{what}: processes beside the pod's pause: {others:?}");
+                let dirs = env.leftover_sandbox_dirs();
+                let containers: Vec<_> = dirs.iter().filter(|d| d.parent().unwrap().ends_with("containers")).collect();
+                assert!(containers.is_empty(), "{what}: directories of the interrupted restore: {containers:?}");
+            }
+            // Or, had it ended before the restart, created: the call was not
+            // lost (and it goes, for the next round).
+            [one] => {
+                assert_eq!(one.state(), ContainerState::ContainerCreated, "{what}: {one:?}");
+                cri.remove_container(&one.id).await.unwrap();
+            }
+            more => panic!("{what}: one restore asked for, {} containers listed", more.len()),
+        }
+    }
+    let restored = cri.create_container(&pod2_id, &pod2, config).await.expect("the restore retried, same name");
+    assert_eq!(cri.status_of(&restored).await.state(), ContainerState::ContainerCreated);
+
+    // Created, not started, across another crash: StartContainer resumes it then.
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    assert_eq!(cri.status_of(&restored).await.state(), ContainerState::ContainerCreated);
+    cri.start_container(&restored).await.expect("StartContainer after the restart");
+    assert_eq!(cri.status_of(&restored).await.state(), ContainerState::ContainerRunning);
+    let first = first_count(&mut cri, &restored).await;
+    assert!(first <= checkpointed_at + 1, "restored count starts at {first}, checkpointed at {checkpointed_at}");
+    wait_for_count(&mut cri, &restored, first + 3).await;
+    assert_running_free(cri.container_pid(&restored).await, 1000, "the restored container").await;
+    assert!(criu_working_in(&env.base, "restore").is_empty());
+    cri.stop_container(&restored, 0).await.unwrap();
+    cri.remove_container(&restored).await.unwrap();
+    cri.stop_pod(&pod2_id).await.unwrap();
+    cri.remove_pod(&pod2_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+/// A process this test started, killed (and reaped) when the test ends, also on failure.
+struct Stray(std::process::Child);
+
+impl Drop for Stray {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A process the daemon started for this test, killed when the test ends
+/// (also on failure) if it still runs.
+struct StrayPid {
+    pid: i32,
+    start_time: Option<String>,
+}
+
+impl StrayPid {
+    fn new(pid: i32) -> Self {
+        Self { pid, start_time: host::stat_field(pid, 22) }
+    }
+}
+
+impl Drop for StrayPid {
+    fn drop(&mut self) {
+        if self.start_time.is_some() && host::stat_field(self.pid, 22) == self.start_time {
+            host::signal(self.pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// `checkpoint-criu.json` as the daemon writes it, for process `pid`.
+fn criu_record(pid: i32) -> serde_json::Value {
+    let start_time: u64 = host::stat_field(pid, 22).unwrap().parse().unwrap();
+    let boot_id = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_string();
+    serde_json::json!({"pid": pid, "start_time": start_time, "boot_id": boot_id})
+}
+
+/// Nanoseconds since the epoch, `secs` from now.
+fn epoch_ns_in(secs: i64) -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    now + secs * 1_000_000_000
+}
+
+/// The names in the container's directory that a checkpoint makes.
+fn checkpoint_debris(container_dir: &Path) -> Vec<String> {
+    host::names_in(container_dir).into_iter().filter(|n| n.starts_with("checkpoint-")).collect()
+}
+
+/// A stand-in for a CRIU an earlier daemon left (`fake`, a copy of sleep
+/// named criu), leading its process group, and a helper it forked left
+/// stopped in that group (as CRIU's start-up leaves one when CRIU is killed).
+fn stand_in_criu(fake: &Path) -> (Stray, Stray) {
+    use std::os::unix::process::CommandExt;
+    let criu = Stray(std::process::Command::new(fake).arg("1000").process_group(0).spawn().expect("criu"));
+    let leader = criu.0.id() as i32;
+    let helper = Stray(std::process::Command::new(fake).arg("1000").process_group(leader).spawn().expect("its helper"));
+    host::signal(helper.0.id() as i32, libc::SIGSTOP);
+    (criu, helper)
+}
+
+#[tokio::test]
+async fn what_a_crash_left_of_a_checkpoint_is_cleaned_up_at_restart() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut env = TestEnv::new("ckptdebris");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("debris");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let mut ids = Vec::new();
+    for name in ["past-deadline", "criu-gone"] {
+        ids.push(cri.run_container(&pod_id, &pod, container_config(name, &image, &["sleep", "1000"])).await);
+    }
+    env.kill_daemon();
+
+    // The disk as a daemon killed mid-checkpoint leaves it (fault
+    // injection), for two containers: CRIU's images, the archive's
+    // temporary file under its hidden name (as on a file system without
+    // O_TMPFILE), and CRIU, with the helper it left, stood in for: the
+    // first's still running past its deadline, the second's gone (killed),
+    // its helper not.
+    let fake = env.base.join("fake/criu");
+    fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    fs::copy("/bin/sleep", &fake).unwrap();
+    let dir = env.base.join("checkpoints");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(".other.tar.tmp-0123456789abcdef"), b"someone else's").unwrap();
+    let mut stand_ins = Vec::new();
+    for (n, id) in ids.iter().enumerate() {
+        let container_dir = env.root.join("containers").join(id);
+        let (mut criu, helper) = stand_in_criu(&fake);
+        let leader = criu.0.id() as i32;
+        fs::write(container_dir.join("checkpoint-criu.json"), criu_record(leader).to_string()).unwrap();
+        if n == 1 {
+            let _ = criu.0.kill();
+            let _ = criu.0.wait();
+        }
+        fs::create_dir_all(container_dir.join("checkpoint-staging/checkpoint")).unwrap();
+        fs::write(container_dir.join("checkpoint-staging/checkpoint/pages-1.img"), b"memory").unwrap();
+        let (location, temp) = (dir.join(format!("{n}.tar")), dir.join(format!(".{n}.tar.tmp-0123456789abcdef")));
+        fs::write(&temp, b"half an archive").unwrap();
+        let record = serde_json::json!({"location": location, "temp": temp, "criuDeadlineNs": epoch_ns_in(-1)});
+        fs::write(container_dir.join("checkpoint-in-progress.json"), record.to_string()).unwrap();
+        stand_ins.push((criu, helper));
+    }
+
+    let mut cri = env.start().await;
+    let ended = host::wait_or_kill(&mut stand_ins[0].0 .0, Duration::from_secs(10));
+    assert_eq!(ended.and_then(|s| s.signal()), Some(libc::SIGTERM), "CRIU past its deadline is stopped");
+    for (n, (_, helper)) in stand_ins.iter_mut().enumerate() {
+        let ended = host::wait_or_kill(&mut helper.0, Duration::from_secs(10));
+        assert_eq!(ended.and_then(|s| s.signal()), Some(libc::SIGKILL), "{n}: what CRIU left is ended");
+    }
+    assert_eq!(host::names_in(&dir), [".other.tar.tmp-0123456789abcdef"], "only the recorded temporary files go");
+    for id in &ids {
+        let debris = checkpoint_debris(&env.root.join("containers").join(id));
+        assert!(debris.is_empty(), "the interrupted checkpoint's images and records stay: {debris:?}");
+        assert_eq!(cri.status_of(id).await.state(), ContainerState::ContainerRunning);
+    }
+    let location = dir.join("0.tar");
+    checkpoint(&mut cri, &ids[0], &location, 0).await.expect("a checkpoint to the same location");
+    assert!(tar_list(&location).iter().any(|e| e == "config.dump"));
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+// Two threads: the test watches the container's directory while the request runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_deadline_outlives_a_daemon_crash() {
+    // A CRIU that never ends its dump.
+    let env = TestEnv::new("ckptdeadline");
+    let fake = env.base.join("fake/criu");
+    fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    fs::write(&fake, "#!/bin/sh\n[ \"$1\" = --version ] && exec echo 'Version: 4.1.1'\nexec sleep 1000\n").unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let config = env.base.join("config.toml");
+    fs::write(&config, format!("[checkpoint]\ncriu_binary = {:?}\n", fake.display().to_string())).unwrap();
+    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("deadline");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("sleeper", &image, &["sleep", "1000"])).await;
+    let container_dir = env.root.join("containers").join(&id);
+
+    let location = env.base.join("checkpoints/ckpt.tar");
+    let (socket, target, at) = (env.socket.clone(), id.clone(), location.clone());
+    let started = Instant::now();
+    let request = tokio::spawn(async move {
+        let mut cri = common::Cri::connect(&socket).await.expect("second connection");
+        checkpoint(&mut cri, &target, &at, 4).await
+    });
+    let recorded = container_dir.join("checkpoint-criu.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let criu = loop {
+        let record = fs::read(&recorded).ok().and_then(|r| serde_json::from_slice::<serde_json::Value>(&r).ok());
+        if let Some(pid) = record.and_then(|r| r["pid"].as_i64()) {
+            break pid as i32;
+        }
+        assert!(!request.is_finished() && Instant::now() < deadline, "CRIU did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let _stray = StrayPid::new(criu);
+    env.kill_daemon();
+    assert!(request.await.unwrap().is_err(), "the killed daemon answered");
+    assert!(host::process_running(criu), "the CRIU outlives the daemon");
+
+    // The restarted daemon stops it when the request's 4 s are up, as the
+    // killed one would have, and then nothing of the checkpoint is left.
+    let mut cri = env.start().await;
+    while host::process_running(criu) {
+        if started.elapsed() > Duration::from_secs(20) {
+            panic!("CRIU {criu} still runs {:?} after a checkpoint of 4 s began", started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ended = started.elapsed();
+    assert!(ended >= Duration::from_secs(4), "CRIU was stopped before its deadline, after {ended:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !checkpoint_debris(&container_dir).is_empty() {
+        assert!(Instant::now() < deadline, "left: {:?}", checkpoint_debris(&container_dir));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(host::names_in(location.parent().unwrap()).is_empty(), "nothing at or beside the location");
+    assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
     cri.stop_container(&id, 0).await.unwrap();
     cri.remove_container(&id).await.unwrap();
     cri.stop_pod(&pod_id).await.unwrap();

@@ -1,12 +1,14 @@
 //! The CRIU binary: where it is, whether it is new enough for this kernel,
-//! and running it with a deadline (stopped when the deadline passes). The
-//! daemon's reaper waits for it, as for every child of the daemon.
+//! and running it with a deadline (stopped when the deadline passes, also
+//! by the next daemon when this one ends first). The daemon's reaper waits
+//! for it, as for every child of the daemon.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::linux::process::ProcessIdentity;
+use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::store;
 
@@ -104,12 +106,13 @@ impl Criu {
 
     /// Runs `criu ARGS` inside the namespaces `enter` names (`--uts=PATH`,
     /// through nsenter, which execs CRIU in place), logging to `log`,
-    /// stopping it when `deadline` passes:
-    /// SIGTERM first, which CRIU answers by undoing what it did (a dump
-    /// thaws the tree it froze), SIGKILL a moment later. While it runs, its
-    /// identity is in `running` (see [`still_running`]): CRIU outlives a
-    /// daemon killed meanwhile, and the next daemon must not start another
-    /// on the same tree.
+    /// stopping it when `deadline` passes (see [`stop`]). CRIU leads a
+    /// process group of its own, so that what it forks is ended with it.
+    /// While it runs, its identity is in `running`: CRIU outlives a daemon
+    /// killed meanwhile (ending a dump half-way is not safe for the
+    /// processes it holds, see [`stop`]), and the next daemon sees it to its
+    /// end with the same deadline ([`supervise_orphan`]), starting no other
+    /// on the same tree meanwhile ([`still_running`]).
     #[allow(clippy::too_many_arguments)]
     pub async fn run(
         &self,
@@ -129,6 +132,7 @@ impl Criu {
             nsenter
         };
         let child = command
+            .process_group(0)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -160,12 +164,121 @@ impl Criu {
 /// The CRIU that [`Criu::run`] recorded in `running`, when it still runs
 /// (an earlier daemon's, left working when that daemon died).
 pub fn still_running(running: &Path) -> Option<ProcessIdentity> {
-    let identity = store::read_existing_json::<ProcessIdentity>(running).ok()?;
+    let identity = recorded(running)?;
     if identity.is_running() {
         return Some(identity);
     }
     let _ = std::fs::remove_file(running);
     None
+}
+
+/// The CRIU recorded in `running`, running or not.
+pub fn recorded(running: &Path) -> Option<ProcessIdentity> {
+    store::read_existing_json::<ProcessIdentity>(running).ok()
+}
+
+/// Removes the record in `running` if it is still `criu`'s (a later CRIU
+/// run may have recorded itself there meanwhile).
+fn forget(running: &Path, criu: &ProcessIdentity) {
+    if recorded(running).as_ref() == Some(criu) {
+        let _ = std::fs::remove_file(running);
+    }
+}
+
+/// How long what an earlier daemon's CRIU left is given to end once killed.
+const ORPHAN_WAIT: Duration = Duration::from_secs(5);
+
+/// How a CRIU run an earlier daemon left ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrphanEnd {
+    /// It had ended before the restart.
+    Before,
+    /// It finished on its own, before its deadline.
+    Finished,
+    /// It was stopped once its deadline passed.
+    Stopped,
+}
+
+/// What a CRIU run an earlier daemon left came to.
+#[derive(Debug)]
+pub struct Orphan {
+    pub criu: ProcessIdentity,
+    pub end: OrphanEnd,
+    /// The processes it forked and left in its process group, ended.
+    pub left: usize,
+    /// Those, or CRIU, still there after being killed.
+    pub lingering: usize,
+}
+
+/// Sees the CRIU run recorded in `running` (the daemon that started it
+/// ended first) to its end, as that daemon would have: it finishes on its
+/// own, or is stopped (see [`stop`]) once `deadline` passes. Then what it
+/// forked and left in its process group is ended (a helper of CRIU's
+/// start-up stops itself until CRIU ends it: forever, once CRIU is
+/// killed). The record goes once CRIU has ended. None when nothing of this
+/// boot is recorded.
+pub async fn supervise_orphan(running: &Path, deadline: SystemTime) -> Option<Orphan> {
+    let criu = recorded(running)?;
+    if crate::linux::process::boot_id().ok().as_deref() != Some(criu.boot_id.as_str()) {
+        forget(running, &criu);
+        return None;
+    }
+    let end = match criu.open_pidfd() {
+        None => OrphanEnd::Before,
+        Some(pidfd) => {
+            let remaining = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+            if tokio::time::timeout(remaining, pidfd.exited()).await.is_ok() {
+                OrphanEnd::Finished
+            } else {
+                stop_orphan(&criu, &pidfd).await;
+                OrphanEnd::Stopped
+            }
+        }
+    };
+    // CRIU leads its group: what is in it, started after CRIU and running
+    // CRIU's program, CRIU forked. (A group's id, its leader's pid, is not
+    // reused while the group has members.)
+    let left: Vec<Pidfd> = crate::linux::process::group_members(criu.pid)
+        .into_iter()
+        .filter(|(pid, stat)| {
+            *pid != criu.pid
+                && stat.start_time >= criu.start_time
+                && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "criu")
+        })
+        .filter_map(|(pid, stat)| {
+            ProcessIdentity { pid, start_time: stat.start_time, boot_id: criu.boot_id.clone() }.open_pidfd()
+        })
+        .collect();
+    for pidfd in &left {
+        let _ = pidfd.send_signal(libc::SIGKILL);
+    }
+    let mut lingering = usize::from(criu.is_running());
+    for pidfd in &left {
+        if tokio::time::timeout(ORPHAN_WAIT, pidfd.exited()).await.is_err() {
+            lingering += 1;
+        }
+    }
+    if !criu.is_running() {
+        forget(running, &criu);
+    }
+    Some(Orphan { criu, end, left: left.len(), lingering })
+}
+
+/// [`stop`] for a CRIU that is not the daemon's child: its pidfd is
+/// signalled, and its group, while it leads one.
+async fn stop_orphan(criu: &ProcessIdentity, pidfd: &Pidfd) {
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        if pidfd.has_exited() {
+            return;
+        }
+        let _ = pidfd.send_signal(signal);
+        if crate::linux::process::read_stat(criu.pid).is_ok_and(|stat| stat.pgrp == criu.pid) && criu.is_running() {
+            if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(criu.pid), signal);
+            }
+        }
+        let _ = tokio::time::timeout(ORPHAN_WAIT, pidfd.exited()).await;
+    }
 }
 
 /// `criu --version`'s output.
@@ -196,15 +309,21 @@ async fn version_output(path: &Path, reaper: &Reaper) -> std::io::Result<String>
     Ok(text)
 }
 
-/// SIGTERM, a grace period for CRIU to undo what it did (a dump thaws the
-/// tree and takes its parasites out), then SIGKILL.
+/// SIGTERM, a grace period, then SIGKILL, to CRIU's process group (what it
+/// forked goes too; sent before CRIU is seen to end, while the group's id
+/// is still its own). CRIU catches neither, so a dump ends where it is:
+/// the kernel detaches it from the processes it seized, which run on, and
+/// a parasite left in one returns it to its own code when CRIU's socket
+/// closes; but a process CRIU was making run an injected system call
+/// meets the trap that follows it untraced, and dies of SIGTRAP. No safe
+/// way to end a dump half-way exists: only its deadline does.
 async fn stop(pid: i32, reaper: &Reaper) {
-    let target = nix::unistd::Pid::from_raw(pid);
-    let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM);
+    let group = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
     if tokio::time::timeout(Duration::from_secs(5), reaper.wait(pid)).await.is_ok() {
         return;
     }
-    let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     let _ = tokio::time::timeout(Duration::from_secs(5), reaper.wait(pid)).await;
 }
 

@@ -5,7 +5,10 @@
 //! linked into place only when complete (never over an existing file or
 //! planted symlink): a daemon killed while writing leaves nothing behind.
 //! Where the file system has no O_TMPFILE, an O_EXCL temporary file beside
-//! the location is renamed into place instead.
+//! the location is renamed into place instead; its name is chosen up front
+//! ([`Location::temp_path`]) so that it can be recorded before it exists,
+//! and a daemon killed meanwhile removes it at its next start
+//! ([`remove_abandoned`]).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -51,13 +54,18 @@ const KERNEL_FILESYSTEMS: &[(u64, &str)] = &[
     (0x1cd1, "devpts"),
 ];
 
-/// A checked `location`: its parent directory, held open, and the file name.
+/// A checked `location`: its parent directory, held open, the file name,
+/// and the hidden name the archive has meanwhile where there is no O_TMPFILE.
 #[derive(Debug)]
 pub struct Location {
     pub path: PathBuf,
     dir: OwnedFd,
     name: OsString,
+    temp_name: OsString,
 }
+
+/// What every temporary archive's name has after the location's name.
+const TEMP_INFIX: &str = ".tmp-";
 
 /// The archive being written, not yet at `location`.
 pub struct PendingArchive {
@@ -91,64 +99,21 @@ impl Location {
     /// Opens (making when missing, 0700) every parent directory of `path`
     /// from `/` without following symlinks, and checks nothing is at `path`.
     pub fn open(path: &Path) -> Result<Location, LocationError> {
-        let io = |what: String| {
-            let path = path.to_path_buf();
-            move |e: Errno| LocationError::Io { path, what, source: e.into() }
-        };
         let name = path.file_name().ok_or_else(|| LocationError::Invalid(path.display().to_string()))?.to_owned();
-        let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let mut dir = openat(AT_FDCWD, "/", dir_flags, Mode::empty()).map_err(io("opening /".into()))?;
-        let mut walked = PathBuf::from("/");
-        let parent = path.parent().unwrap_or(Path::new("/"));
-        for component in parent.components().filter(|c| matches!(c, Component::Normal(_))) {
-            Self::refuse_kernel_filesystem(path, &dir, &walked)?;
-            let part = component.as_os_str();
-            walked.push(part);
-            let next = match openat(&dir, part, dir_flags, Mode::empty()) {
-                Err(Errno::ENOENT) => {
-                    match mkdirat(&dir, part, Mode::from_bits_truncate(0o700)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(io(format!("creating {}", walked.display()))(e)),
-                    }
-                    openat(&dir, part, dir_flags, Mode::empty())
-                }
-                other => other,
-            };
-            dir = match next {
-                Ok(fd) => fd,
-                Err(Errno::ENOTDIR) | Err(Errno::ELOOP) => return Err(Self::not_a_directory(path, &dir, part, walked)),
-                Err(e) => return Err(io(format!("opening {}", walked.display()))(e)),
-            };
-        }
-        Self::refuse_kernel_filesystem(path, &dir, &walked)?;
-        let location = Location { path: path.to_path_buf(), dir, name };
+        let dir = open_parent(path, true)?
+            .ok_or_else(|| LocationError::NotDirectory { path: path.to_path_buf(), component: path.to_path_buf() })?;
+        let mut temp_name = OsString::from(".");
+        temp_name.push(&name);
+        temp_name.push(format!("{TEMP_INFIX}{:016x}", rand::random::<u64>()));
+        let location = Location { path: path.to_path_buf(), dir, name, temp_name };
         location.ensure_absent()?;
         Ok(location)
     }
 
-    /// Refuses a directory on a kernel file system (sysfs, procfs, cgroupfs, …):
-    /// nothing can be created there, and what is there is not a place for files.
-    fn refuse_kernel_filesystem(path: &Path, dir: &OwnedFd, walked: &Path) -> Result<(), LocationError> {
-        let Ok(fs) = nix::sys::statfs::fstatfs(dir) else { return Ok(()) };
-        let magic = fs.filesystem_type().0 as u64;
-        match KERNEL_FILESYSTEMS.iter().find(|(m, _)| *m == magic) {
-            Some((_, filesystem)) => Err(LocationError::KernelFilesystem {
-                path: path.to_path_buf(),
-                component: walked.to_path_buf(),
-                filesystem,
-            }),
-            None => Ok(()),
-        }
-    }
-
-    fn not_a_directory(path: &Path, dir: &OwnedFd, part: &OsStr, walked: PathBuf) -> LocationError {
-        let is_link = fstatat(dir, part, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK);
-        if is_link {
-            LocationError::Symlink { path: path.to_path_buf(), component: walked }
-        } else {
-            LocationError::NotDirectory { path: path.to_path_buf(), component: walked }
-        }
+    /// Where the archive is while it is written when the file system has
+    /// no O_TMPFILE (a hidden name beside the location; nothing is there yet).
+    pub fn temp_path(&self) -> PathBuf {
+        self.path.with_file_name(&self.temp_name)
     }
 
     fn ensure_absent(&self) -> Result<(), LocationError> {
@@ -190,14 +155,11 @@ impl Location {
         Ok(pending)
     }
 
-    /// A new file under a hidden temporary name beside the location.
+    /// A new file under the hidden temporary name beside the location.
     fn create_named(&self, mode: Mode) -> Result<(OwnedFd, OsString), Errno> {
-        let mut temp_name = OsString::from(".");
-        temp_name.push(&self.name);
-        temp_name.push(format!(".tmp-{:016x}", rand::random::<u64>()));
         let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = openat(&self.dir, temp_name.as_os_str(), flags, mode)?;
-        Ok((fd, temp_name))
+        let fd = openat(&self.dir, self.temp_name.as_os_str(), flags, mode)?;
+        Ok((fd, self.temp_name.clone()))
     }
 
     /// Flushes the archive to disk and moves it to `location` (failing if
@@ -258,6 +220,101 @@ impl Location {
     /// The parent directory opened for reading (an O_PATH fd cannot be fsynced).
     fn dir_for_sync(&self) -> Option<OwnedFd> {
         openat(&self.dir, ".", OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()
+    }
+}
+
+/// `path`'s parent directory, opened from `/` one component at a time
+/// without following symlinks; a missing directory is made (0700) when
+/// `create`, else the answer is None. Kernel file systems are refused.
+fn open_parent(path: &Path, create: bool) -> Result<Option<OwnedFd>, LocationError> {
+    let io = |what: String| {
+        let path = path.to_path_buf();
+        move |e: Errno| LocationError::Io { path, what, source: e.into() }
+    };
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = openat(AT_FDCWD, "/", dir_flags, Mode::empty()).map_err(io("opening /".into()))?;
+    let mut walked = PathBuf::from("/");
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    for component in parent.components().filter(|c| matches!(c, Component::Normal(_))) {
+        refuse_kernel_filesystem(path, &dir, &walked)?;
+        let part = component.as_os_str();
+        walked.push(part);
+        let next = match openat(&dir, part, dir_flags, Mode::empty()) {
+            Err(Errno::ENOENT) if !create => return Ok(None),
+            Err(Errno::ENOENT) => {
+                match mkdirat(&dir, part, Mode::from_bits_truncate(0o700)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(io(format!("creating {}", walked.display()))(e)),
+                }
+                openat(&dir, part, dir_flags, Mode::empty())
+            }
+            other => other,
+        };
+        dir = match next {
+            Ok(fd) => fd,
+            Err(Errno::ENOTDIR) | Err(Errno::ELOOP) => return Err(not_a_directory(path, &dir, part, walked)),
+            Err(e) => return Err(io(format!("opening {}", walked.display()))(e)),
+        };
+    }
+    refuse_kernel_filesystem(path, &dir, &walked)?;
+    Ok(Some(dir))
+}
+
+/// Refuses a directory on a kernel file system (sysfs, procfs, cgroupfs, …):
+/// nothing can be created there, and what is there is not a place for files.
+fn refuse_kernel_filesystem(path: &Path, dir: &OwnedFd, walked: &Path) -> Result<(), LocationError> {
+    let Ok(fs) = nix::sys::statfs::fstatfs(dir) else { return Ok(()) };
+    let magic = fs.filesystem_type().0 as u64;
+    match KERNEL_FILESYSTEMS.iter().find(|(m, _)| *m == magic) {
+        Some((_, filesystem)) => Err(LocationError::KernelFilesystem {
+            path: path.to_path_buf(),
+            component: walked.to_path_buf(),
+            filesystem,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn not_a_directory(path: &Path, dir: &OwnedFd, part: &OsStr, walked: PathBuf) -> LocationError {
+    let is_link = fstatat(dir, part, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK);
+    if is_link {
+        LocationError::Symlink { path: path.to_path_buf(), component: walked }
+    } else {
+        LocationError::NotDirectory { path: path.to_path_buf(), component: walked }
+    }
+}
+
+/// Whether `name` is one [`Location::open`] chooses for a temporary archive.
+fn is_temp_name(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with('.') && name.rsplit_once(TEMP_INFIX).is_some_and(|(_, hex)| hex.len() == 16)
+}
+
+/// Removes the temporary archive a checkpoint interrupted by a crash left at
+/// `temp` (its [`Location::temp_path`]), reached as `open` reaches a
+/// location (no symlink followed), and only if it is a regular file with
+/// such a name. True when there was one; nothing there is no error.
+pub fn remove_abandoned(temp: &Path) -> Result<bool, LocationError> {
+    let name = match temp.file_name() {
+        Some(name) if temp.is_absolute() && is_temp_name(name) => name,
+        _ => return Err(LocationError::Invalid(temp.display().to_string())),
+    };
+    let Some(dir) = open_parent(temp, false)? else { return Ok(false) };
+    let io = |what: &str| {
+        let (path, what) = (temp.to_path_buf(), what.to_string());
+        move |e: Errno| LocationError::Io { path, what, source: e.into() }
+    };
+    match fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => Ok(false),
+        Err(e) => Err(io("stat")(e)),
+        // Not an archive of ours: left alone.
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG => Ok(false),
+        Ok(_) => match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(e) => Err(io("removing the abandoned temporary archive")(e)),
+        },
     }
 }
 
@@ -339,6 +396,37 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"data");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the archive");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_temporary_archive_a_crash_left_is_removed_by_its_recorded_name_only() {
+        use std::io::Write;
+        let dir = scratch("abandoned");
+        let path = dir.join("ckpt.tar");
+        let location = Location::open(&path).unwrap();
+        let temp = location.temp_path();
+        assert_eq!(temp.parent(), Some(dir.as_path()));
+        assert!(!temp.exists(), "chosen, not made, at open");
+        // A daemon killed while writing: the file stays under its hidden name.
+        let (fd, _) = location.create_named(Mode::from_bits_truncate(0o600)).unwrap();
+        File::from(fd).write_all(b"half").unwrap();
+        drop(location);
+        std::fs::write(dir.join("other.tar"), b"kept").unwrap();
+        assert!(remove_abandoned(&temp).unwrap(), "the abandoned archive is removed");
+        assert!(!temp.exists());
+        assert!(!remove_abandoned(&temp).unwrap(), "nothing left to remove");
+        assert_eq!(std::fs::read(dir.join("other.tar")).unwrap(), b"kept");
+        // Only a regular file of such a name, reached without symlinks.
+        std::os::unix::fs::symlink(dir.join("other.tar"), &temp).unwrap();
+        assert!(!remove_abandoned(&temp).unwrap(), "a symlink is left alone");
+        assert!(dir.join("other.tar").exists() && temp.symlink_metadata().is_ok());
+        std::os::unix::fs::symlink(&dir, dir.join("link")).unwrap();
+        let through = dir.join("link").join(temp.file_name().unwrap());
+        assert!(matches!(remove_abandoned(&through), Err(LocationError::Symlink { .. })));
+        assert!(remove_abandoned(&dir.join("other.tar")).is_err(), "not a temporary archive's name");
+        assert!(!remove_abandoned(&dir.join("gone/.x.tar.tmp-0123456789abcdef")).unwrap(), "a missing directory");
+        assert!(!dir.join("gone").exists(), "is not made");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,12 +1,15 @@
 //! Checkpoints: CRIU dump and restore (`criu`), the archive's location and
-//! its root-only, all-or-nothing writing (`location`), the archive's layout
-//! and metadata (`archive`), the container's rootfs changes (`rootfs_diff`),
-//! and the operator CLI (`cli`). The lifecycle side is in
-//! container::manager::{checkpoint, restore} and monitor::restore.
+//! its root-only, all-or-nothing writing (`location`), the record of a
+//! checkpoint under way that a restarted daemon cleans up after
+//! (`in_progress`), the archive's layout and metadata (`archive`), the
+//! container's rootfs changes (`rootfs_diff`), and the operator CLI (`cli`).
+//! The lifecycle side is in container::manager::{checkpoint, restore} and
+//! monitor::restore.
 
 pub mod archive;
 pub mod cli;
 pub mod criu;
+pub mod in_progress;
 pub mod location;
 pub mod rootfs_diff;
 

@@ -646,7 +646,8 @@ impl Containers {
 
     /// Reloads persisted containers: a live init (same pid, start time, boot)
     /// keeps its container CREATED or RUNNING; a dead one is EXITED with the
-    /// exit its monitor recorded. Interrupted creations are undone.
+    /// exit its monitor recorded. Interrupted creations are undone, and
+    /// interrupted checkpoints cleaned up after.
     pub async fn load(&self) -> Result<(), ContainerError> {
         let base = self.config.root.join("containers");
         let run_base = self.config.state.join("containers");
@@ -693,6 +694,7 @@ impl Containers {
                 index.names.insert(name_slot(&record.sandbox_id, &record.name_key), id.clone());
                 index.by_id.insert(id.clone(), entry.clone());
             }
+            self.clean_up_interrupted_checkpoint(id, &paths, &entry).await;
             if running {
                 self.watch(id.clone(), entry);
             } else if record.exit.is_none() {

@@ -24,6 +24,8 @@ pub struct ProcessIdentity {
 pub struct ProcStat {
     pub state: char,
     pub ppid: i32,
+    /// The process group.
+    pub pgrp: i32,
     pub start_time: u64,
 }
 
@@ -53,8 +55,20 @@ pub fn parse_stat(text: &str) -> io::Result<ProcStat> {
     Ok(ProcStat {
         state: fields.first().and_then(|s| s.chars().next()).ok_or_else(bad)?,
         ppid: fields.get(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+        pgrp: fields.get(2).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
         start_time: fields.get(19).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
     })
+}
+
+/// The running processes of process group `pgid`, with their stat.
+pub fn group_members(pgid: i32) -> Vec<(i32, ProcStat)> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, read_stat(pid).ok()?)))
+        .filter(|(_, stat)| stat.pgrp == pgid && stat.is_running())
+        .collect()
 }
 
 impl ProcessIdentity {
@@ -452,10 +466,11 @@ mod tests {
 
     #[test]
     fn parses_stat_with_awkward_command_names() {
-        let text = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
+        let text = "1234 (a) b (c)) S 1 1230 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
         let stat = parse_stat(text).unwrap();
         assert_eq!(stat.state, 'S');
         assert_eq!(stat.ppid, 1);
+        assert_eq!(stat.pgrp, 1230);
         assert_eq!(stat.start_time, 987654);
     }
 

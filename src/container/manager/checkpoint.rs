@@ -1,22 +1,32 @@
 //! CheckpointContainer: CRIU dumps a running container's processes (leaving
 //! them running), then its CRI config, OCI spec, rootfs changes and log go
-//! with the images into a root-only archive at the requested location.
+//! with the images into a root-only archive at the requested location. A
+//! checkpoint a daemon crash interrupted is finished with at the next
+//! start: its CRIU seen to its end (or deadline), what CRIU left ended,
+//! its staging directory and the archive's temporary file removed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::checkpoint::archive::{self, ConfigDump, RestoreFacts};
-use crate::checkpoint::{rootfs_diff, CheckpointError, Criu, Location};
+use crate::checkpoint::criu;
+use crate::checkpoint::in_progress::{self, InProgress};
+use crate::checkpoint::{location, rootfs_diff, CheckpointError, Criu, Location};
+use crate::container::record::ContainerPaths;
 use crate::store;
 
-use super::{io_err, ContainerError, ContainerState, Containers};
+use super::{io_err, ContainerError, ContainerState, Containers, Entry};
 
 /// Beside the staging directory: the identity of the CRIU dumping the
 /// container, while it runs.
 const CRIU_RUNNING: &str = "checkpoint-criu.json";
+/// In the container's directory: CRIU's images and the archive's other
+/// entries while a checkpoint runs.
+const STAGING: &str = "checkpoint-staging";
 
 /// What a checkpoint produced.
 #[derive(Debug, Clone)]
@@ -98,7 +108,7 @@ impl Containers {
             }
         };
         let criu_running = view.paths.dir.join(CRIU_RUNNING);
-        if let Some(criu) = crate::checkpoint::criu::still_running(&criu_running) {
+        if let Some(criu) = criu::still_running(&criu_running) {
             return Err(ContainerError::Precondition(format!(
                 "container {id}: a checkpoint begun before nidus restarted is still under way \
                  (CRIU pid {}); try again once it has ended",
@@ -119,14 +129,27 @@ impl Containers {
             .map_err(|e| ContainerError::Build(e.to_string()))?
             .map_err(CheckpointError::from)?;
 
-        let staging = view.paths.dir.join("checkpoint-staging");
+        let staging = view.paths.dir.join(STAGING);
         let _ = store::remove_tree(&staging);
         let images = staging.join(archive::IMAGES_DIR);
         store::create_dir_all(&images, 0o700).map_err(io_err(format!("cannot create {}", images.display())))?;
+        // Before CRIU runs and the archive's temporary file can exist: a
+        // crash from here on leaves a record the next start cleans up after.
+        let criu_deadline = std::time::SystemTime::now() + timeout.saturating_sub(started.elapsed());
+        let recorded = InProgress {
+            location: location.path.clone(),
+            temp: location.temp_path(),
+            criu_deadline_ns: in_progress::epoch_ns(criu_deadline),
+        };
+        if let Err(e) = in_progress::record(&view.paths.dir, &recorded) {
+            let _ = store::remove_tree(&staging);
+            return Err(e.into());
+        }
         let result = self
             .dump_and_archive(&id, &view, &spec, &criu, init.pid, &staging, &criu_running, &location, started, timeout)
             .await;
         let _ = store::remove_tree(&staging);
+        in_progress::clear(&view.paths.dir);
         let report = result?;
         tracing::info!(
             container_id = %id,
@@ -137,6 +160,45 @@ impl Containers {
             "container checkpointed"
         );
         Ok(report)
+    }
+
+    /// At start, for a reloaded container (indexed as `entry`): a
+    /// checkpoint the previous daemon's end interrupted is finished with.
+    /// Its CRIU, if it still runs, is seen to its end in the background
+    /// with its deadline (meanwhile a new checkpoint of the container is
+    /// refused); then what CRIU left, the archive's temporary file if the
+    /// file system gave it a name (nothing was ever at the location itself)
+    /// and the staging directory (CRIU's images: the container's memory)
+    /// go.
+    pub(super) async fn clean_up_interrupted_checkpoint(&self, id: &str, paths: &ContainerPaths, entry: &Arc<Entry>) {
+        let interrupted = match in_progress::read(&paths.dir) {
+            Ok(interrupted) => interrupted,
+            Err(e) => {
+                tracing::warn!(container_id = %id, error = %e, "unreadable record of an interrupted checkpoint");
+                None
+            }
+        };
+        let criu_running = paths.dir.join(CRIU_RUNNING);
+        if interrupted.is_none() && !criu_running.exists() && !paths.dir.join(STAGING).exists() {
+            return;
+        }
+        // A record of an older nidus may not say: the default deadline from now.
+        let default_timeout = Duration::from_secs(self.config.checkpoint.default_timeout_secs);
+        let deadline = interrupted
+            .as_ref()
+            .map_or_else(|| std::time::SystemTime::now() + default_timeout, InProgress::criu_deadline);
+        let finish = finish_interrupted(id.to_string(), paths.clone(), entry.clone(), interrupted, deadline);
+        match criu::recorded(&criu_running).filter(|criu| criu.is_running()) {
+            Some(criu) => {
+                tracing::warn!(
+                    container_id = %id,
+                    criu_pid = criu.pid,
+                    "a CRIU dump begun before the restart still runs; it is seen to its end (or deadline)"
+                );
+                tokio::spawn(finish);
+            }
+            None => finish.await,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -258,6 +320,54 @@ impl Containers {
             total_ms: started.elapsed().as_millis() as u64,
         })
     }
+}
+
+/// See `clean_up_interrupted_checkpoint`.
+async fn finish_interrupted(
+    id: String,
+    paths: ContainerPaths,
+    entry: Arc<Entry>,
+    interrupted: Option<InProgress>,
+    deadline: std::time::SystemTime,
+) {
+    if let Some(orphan) = criu::supervise_orphan(&paths.dir.join(CRIU_RUNNING), deadline).await {
+        tracing::warn!(
+            container_id = %id,
+            criu_pid = orphan.criu.pid,
+            end = ?orphan.end,
+            processes_it_left = orphan.left,
+            "a CRIU dump begun before the restart has ended"
+        );
+        if orphan.lingering > 0 {
+            tracing::error!(
+                container_id = %id,
+                lingering = orphan.lingering,
+                "processes of a CRIU dump begun before the restart do not end"
+            );
+        }
+    }
+    if let Some(interrupted) = &interrupted {
+        match location::remove_abandoned(&interrupted.temp) {
+            Ok(removed) => tracing::info!(
+                container_id = %id,
+                location = %interrupted.location.display(),
+                temporary_archive_removed = removed,
+                "a checkpoint interrupted by the restart is abandoned"
+            ),
+            Err(e) => tracing::warn!(
+                container_id = %id,
+                error = %e,
+                "cannot remove the temporary archive of a checkpoint interrupted by the restart"
+            ),
+        }
+    }
+    // Under the lifecycle lock no checkpoint runs: whatever staging
+    // directory and record there are, the interrupted one left.
+    let _op = entry.op.lock().await;
+    if let Err(e) = store::remove_tree(&paths.dir.join(STAGING)) {
+        tracing::warn!(container_id = %id, error = %e, "cannot remove an interrupted checkpoint's staging directory");
+    }
+    in_progress::clear(&paths.dir);
 }
 
 #[cfg(test)]

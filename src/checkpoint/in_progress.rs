@@ -1,0 +1,55 @@
+//! The record of a checkpoint under way, beside the container's record: it
+//! is written before CRIU runs and the archive's temporary file can exist,
+//! and removed once the archive is in place or discarded. A daemon killed
+//! meanwhile leaves it, and the next start finishes that checkpoint's
+//! business from it (see container::manager::checkpoint): CRIU's deadline,
+//! and where its temporary archive is.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{self, StoreError};
+
+/// Its file, in the container's directory.
+pub const FILE: &str = "checkpoint-in-progress.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InProgress {
+    /// The requested location.
+    pub location: PathBuf,
+    /// The archive's hidden temporary name beside it (used where the file
+    /// system has no O_TMPFILE; see location::Location::temp_path).
+    pub temp: PathBuf,
+    /// When CRIU is to be stopped (nanoseconds since the epoch).
+    pub criu_deadline_ns: i64,
+}
+
+impl InProgress {
+    pub fn criu_deadline(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.criu_deadline_ns.max(0) as u64)
+    }
+}
+
+/// `at` as nanoseconds since the epoch, for `criu_deadline_ns`.
+pub fn epoch_ns(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// Records a checkpoint under way in container directory `dir`, durably:
+/// its temporary archive would outlive a power cut too.
+pub fn record(dir: &Path, in_progress: &InProgress) -> Result<(), StoreError> {
+    store::write_json_with(&dir.join(FILE), in_progress, store::Durability::Durable)
+}
+
+/// The checkpoint recorded in `dir`, if any.
+pub fn read(dir: &Path) -> Result<Option<InProgress>, StoreError> {
+    store::read_json(&dir.join(FILE))
+}
+
+/// Forgets the checkpoint recorded in `dir` (it ended, well or not).
+pub fn clear(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(FILE));
+}

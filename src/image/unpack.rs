@@ -230,7 +230,12 @@ impl Unpacker<'_> {
         let number = |v: io::Result<Option<u32>>| -> Result<u64, UnpackError> {
             Ok(v.map_err(|e| refused(at.shown, format!("bad device number: {e}")))?.unwrap_or(0) as u64)
         };
-        let (major, minor) = (number(header.device_major())?, number(header.device_minor())?);
+        // A FIFO has no device number: GNU tar and Python's tarfile leave
+        // the fields blank, which is no number at all.
+        let (major, minor) = match node {
+            NodeKind::Fifo => (0, 0),
+            _ => (number(header.device_major())?, number(header.device_minor())?),
+        };
         let write = |e| at.write_error(e);
         clear(at.dir, at.name, existing).map_err(write)?;
         at.dir.mknod(at.name, node, 0o600, major, minor).map_err(write)?;
@@ -412,4 +417,64 @@ fn apply_meta(at: &Target<'_>, meta: &Meta, has_mode: bool) -> Result<(), Unpack
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new() -> Self {
+            let dir = std::env::temp_dir().join(format!("nidus-unpack-{:016x}", rand::random::<u64>()));
+            std::fs::create_dir_all(dir.join("layer")).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A ustar header of the running user (so the test needs no root).
+    fn header(path: &str, kind: EntryType, size: u64) -> tar::Header {
+        let mut header = tar::Header::new_ustar();
+        header.set_path(path).unwrap();
+        header.set_entry_type(kind);
+        header.set_mode(0o644);
+        header.set_uid(nix::unistd::getuid().as_raw().into());
+        header.set_gid(nix::unistd::getgid().as_raw().into());
+        header.set_mtime(1_700_000_000);
+        header.set_size(size);
+        header
+    }
+
+    // Found by the fuzz seeds (fuzz/, layer_unpack): GNU tar and Python's
+    // tarfile write a FIFO's device fields blank, and such a layer was refused
+    // ("bad device number: numeric field was not a number").
+    #[test]
+    fn a_fifo_without_device_numbers_is_unpacked() {
+        let mut fifo = header("run/fifo", EntryType::Fifo, 0);
+        let ustar = fifo.as_ustar_mut().unwrap();
+        ustar.dev_major = [0; 8];
+        ustar.dev_minor = [0; 8];
+        fifo.set_cksum();
+        let mut builder = tar::Builder::new(Vec::new());
+        builder.append(&fifo, io::empty()).unwrap();
+        let mut file = header("run/file", EntryType::Regular, 2);
+        file.set_cksum();
+        builder.append(&file, &b"ok"[..]).unwrap();
+        let layer = builder.into_inner().unwrap();
+
+        let scratch = Scratch::new();
+        let target = scratch.0.join("layer");
+        unpack(&layer[..], &target).unwrap();
+        let meta = std::fs::symlink_metadata(target.join("run/fifo")).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));
+        assert_eq!(std::fs::read(target.join("run/file")).unwrap(), b"ok");
+    }
 }

@@ -1,7 +1,8 @@
 # nidus: `make run` builds and starts the runtime with embedded defaults;
 # `make test` installs what the tests need and runs the whole suite (as root),
 # on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone);
-# `make bench` compares nidus with containerd + runc (bench/, as root).
+# `make bench` compares nidus with containerd + runc (bench/, as root);
+# `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
 
 CARGO ?= cargo
 # Integration tests each start a daemon; a few at a time suits a 2-core machine.
@@ -9,7 +10,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-v2 test-deps bench lint clean
+.PHONY: all build run test test-v2 test-deps bench lint fuzz clean
 
 all: build
 
@@ -39,6 +40,36 @@ bench:
 	$(CARGO) build --release --bins
 	$(CARGO) build --release -p nidus-bench
 	./target/release/nidus-bench
+
+# cargo-fuzz targets (fuzz/, its own workspace), built together then run one
+# after another in one process each, FUZZ_SECONDS (default 60) apiece;
+# FUZZ_TARGETS picks some. cargo-fuzz passes nightly-only flags to rustc
+# (-Z sanitizer, -C passes=sancov-module): RUSTC_BOOTSTRAP=1 lets the stable
+# toolchain take them. FUZZ_SANITIZER=none builds without AddressSanitizer.
+# New inputs go to fuzz/corpus/<target> (seeded from fuzz/seeds/<target>),
+# crashes to fuzz/artifacts/<target>; neither is kept in git: a finding
+# becomes a unit test in the module it is about.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= cri_requests seccomp_profile image_metadata layer_unpack checkpoint_archive authority_frames
+FUZZ_SANITIZER ?= address
+FUZZ_MAX_LEN ?= 65536
+# Scratch space of the targets that write files (tmpfs: the image store fsyncs).
+FUZZ_TMP ?= /dev/shm/nidus-fuzz
+FUZZ_ENV = RUSTC_BOOTSTRAP=1 NIDUS_FUZZ_TMP=$(FUZZ_TMP)
+
+fuzz:
+	@$(CARGO) fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@command -v c++ >/dev/null 2>&1 || { apt-get update && apt-get install -y g++; }
+	cd fuzz && $(FUZZ_ENV) $(CARGO) fuzz build -s $(FUZZ_SANITIZER)
+	@set -e; cd fuzz; for target in $(FUZZ_TARGETS); do \
+		dict=dicts/$$target.dict; [ -f $$dict ] || dict=dicts/tar.dict; \
+		mkdir -p corpus/$$target $(FUZZ_TMP); \
+		echo "== $$target: $(FUZZ_SECONDS) s"; \
+		$(FUZZ_ENV) $(CARGO) fuzz run -s $(FUZZ_SANITIZER) $$target corpus/$$target seeds/$$target -- \
+			-max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) -timeout=30 -rss_limit_mb=4096 \
+			-dict=$$dict -print_final_stats=1; \
+		rm -rf $(FUZZ_TMP); \
+	done
 
 lint:
 	$(CARGO) fmt --all --check

@@ -24,6 +24,8 @@ pub mod config;
 pub mod container;
 pub mod cri;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod helper;
 pub mod ids;
 pub mod image;

@@ -4,7 +4,7 @@
 //! statuses. No lifecycle logic lives here.
 
 mod authority;
-mod convert;
+pub(crate) mod convert;
 mod deadline;
 mod detached;
 mod errors;
@@ -13,7 +13,7 @@ mod message_cap;
 mod runtime_service;
 mod stats;
 mod v1alpha2;
-mod validate;
+pub(crate) mod validate;
 
 pub use image_service::ImageApi;
 pub use runtime_service::RuntimeApi;

@@ -145,24 +145,7 @@ fn runtime_spec(create: &ContainerCreate) {
     };
     let root_entry = user::parse_passwd("root:x:0:0:root:/root:/bin/sh\n");
     let Ok(user) = user::resolve(&request, &root_entry, &user::parse_group("root:x:0:\n")) else { return };
-    let meta = sandbox.record.config.metadata.clone().unwrap_or_default();
-    let ns = |own: bool, kind: &str| own.then(|| PathBuf::from(format!("/proc/1/ns/{kind}")));
-    let own = sandbox.record.namespaces;
-    let pod = PodFacts {
-        sandbox_id: sandbox.record.id.clone(),
-        name: meta.name,
-        namespace: meta.namespace,
-        uid: meta.uid,
-        hostname: sandbox.record.hostname.clone(),
-        hostname_file: sandbox.paths.hostname(),
-        hosts_file: sandbox.paths.hosts(),
-        resolv_conf_file: sandbox.paths.resolv_conf(),
-        shm: sandbox.record.own_shm.then(|| sandbox.paths.shm()),
-        net_ns: ns(own.net, "net"),
-        ipc_ns: ns(own.ipc, "ipc"),
-        uts_ns: ns(own.uts, "uts"),
-        pid_ns: ns(own.pid, "pid"),
-    };
+    let pod = PodFacts::of(&sandbox, 1);
     let pid = match &create.pid {
         PidMode::Own => PidNamespace::Own,
         PidMode::Node => PidNamespace::Node,

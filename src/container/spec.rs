@@ -53,6 +53,30 @@ pub struct PodFacts {
     pub pid_ns: Option<PathBuf>,
 }
 
+impl PodFacts {
+    /// The facts of `sandbox`, whose pause process is `pause_pid`.
+    pub fn of(sandbox: &crate::pod::SandboxView, pause_pid: i32) -> Self {
+        let ns = |own: bool, kind: &str| own.then(|| PathBuf::from(format!("/proc/{pause_pid}/ns/{kind}")));
+        let own = sandbox.record.namespaces;
+        let meta = sandbox.record.config.metadata.clone().unwrap_or_default();
+        PodFacts {
+            sandbox_id: sandbox.record.id.clone(),
+            name: meta.name,
+            namespace: meta.namespace,
+            uid: meta.uid,
+            hostname: sandbox.record.hostname.clone(),
+            hostname_file: sandbox.paths.hostname(),
+            hosts_file: sandbox.paths.hosts(),
+            resolv_conf_file: sandbox.paths.resolv_conf(),
+            shm: sandbox.record.own_shm.then(|| sandbox.paths.shm()),
+            net_ns: ns(own.net, "net"),
+            ipc_ns: ns(own.ipc, "ipc"),
+            uts_ns: ns(own.uts, "uts"),
+            pid_ns: ns(own.pid, "pid"),
+        }
+    }
+}
+
 /// How the container's PID namespace is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PidNamespace {

@@ -421,23 +421,7 @@ impl Containers {
         let pause = sandbox.pause.as_ref().map(|p| p.pid).ok_or_else(|| {
             ContainerError::Precondition(format!("sandbox {} has no pause process", sandbox.record.id))
         })?;
-        let ns = |own: bool, kind: &str| own.then(|| PathBuf::from(format!("/proc/{pause}/ns/{kind}")));
-        let own = sandbox.record.namespaces;
-        let pod = PodFacts {
-            sandbox_id: sandbox.record.id.clone(),
-            name: sandbox.record.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
-            namespace: sandbox.record.config.metadata.as_ref().map(|m| m.namespace.clone()).unwrap_or_default(),
-            uid: sandbox.record.config.metadata.as_ref().map(|m| m.uid.clone()).unwrap_or_default(),
-            hostname: sandbox.record.hostname.clone(),
-            hostname_file: sandbox.paths.hostname(),
-            hosts_file: sandbox.paths.hosts(),
-            resolv_conf_file: sandbox.paths.resolv_conf(),
-            shm: sandbox.record.own_shm.then(|| sandbox.paths.shm()),
-            net_ns: ns(own.net, "net"),
-            ipc_ns: ns(own.ipc, "ipc"),
-            uts_ns: ns(own.uts, "uts"),
-            pid_ns: ns(own.pid, "pid"),
-        };
+        let pod = PodFacts::of(sandbox, pause);
         let pid = match &request.pid {
             PidMode::Own => PidNamespace::Own,
             PidMode::Node => PidNamespace::Node,

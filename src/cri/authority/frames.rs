@@ -8,7 +8,9 @@
 //! client's. The first block that needs a rewrite, and every block after it
 //! on that connection, is re-encoded as literals that never touch the dynamic
 //! table: the server's table then simply stops changing, and no later index
-//! of the client's can be misread. Any other frame passes through as it
+//! of the client's can be misread. A client names one authority for all of a
+//! connection, so once a block names a valid host before any rewrite, the
+//! rest of the connection is handed on untouched, undecoded. Any other frame passes through as it
 //! arrives, unbuffered. Input this layer cannot follow (a bad preface, a
 //! frame out of order, an undecodable block) before any rewrite is handed on
 //! untouched, and the HTTP/2 server answers it as it always did; after a
@@ -245,10 +247,15 @@ impl AuthorityNormalizer {
             return self.give_up("a header block that does not decode", None, out);
         }
         let mut rewrite = false;
+        let mut valid_authority = false;
         for (name, value) in &mut fields {
-            if name.as_slice() == b":authority" && http::uri::Authority::try_from(value.as_slice()).is_err() {
-                *value = REPLACEMENT_AUTHORITY.to_vec();
-                rewrite = true;
+            if name.as_slice() == b":authority" {
+                if http::uri::Authority::try_from(value.as_slice()).is_ok() {
+                    valid_authority = true;
+                } else {
+                    *value = REPLACEMENT_AUTHORITY.to_vec();
+                    rewrite = true;
+                }
             }
         }
         if rewrite && self.mode == Mode::Verbatim {
@@ -258,6 +265,11 @@ impl AuthorityNormalizer {
         match self.mode {
             Mode::Verbatim => out.extend_from_slice(&block.raw),
             Mode::Reencoding => write_block(&block, &encode_literals(&fields), out),
+        }
+        // A client names one authority per connection (gRPC: per channel):
+        // once its first request names a valid host, the layer steps aside.
+        if self.mode == Mode::Verbatim && valid_authority {
+            self.phase = Phase::Transparent;
         }
         Ok(())
     }
@@ -449,6 +461,14 @@ mod tests {
             assert_eq!(normalized(&bytes, bytes.len()), bytes, "authority {authority:?}");
             assert_eq!(normalized(&bytes, 1), bytes, "authority {authority:?}, one byte at a time");
         }
+    }
+
+    #[test]
+    fn after_a_valid_authority_the_connection_is_handed_on_undecoded() {
+        let mut bytes = client_bytes(&[request(b"localhost", "/runtime.v1.RuntimeService/Version")]);
+        // Not HPACK the layer could decode: it is no longer looked at.
+        bytes.extend(frame(TYPE_HEADERS, FLAG_END_HEADERS, 3, b"\xbf"));
+        assert_eq!(normalized(&bytes, 5), bytes);
     }
 
     #[test]

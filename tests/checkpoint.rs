@@ -22,6 +22,23 @@ const COUNTER: &str = "i=0; while true; do echo count $i; i=$((i+1)); sleep 0.2;
 const MANY: &str =
     "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
 
+/// A pod running MANY, ready: what the tests of slow CRIU runs start from.
+struct ManyRunning {
+    cri: Cri,
+    pod_id: String,
+    id: String,
+}
+
+async fn many_running(env: &mut TestEnv, pod_name: &str) -> ManyRunning {
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod(pod_name);
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
+    cri.wait_for_line(&id, "ready", 60).await;
+    ManyRunning { cri, pod_id, id }
+}
+
 async fn checkpoint(cri: &mut Cri, id: &str, location: &Path, timeout: i64) -> Result<(), tonic::Status> {
     cri.runtime
         .checkpoint_container(CheckpointContainerRequest {
@@ -309,12 +326,7 @@ async fn checkpoints_are_refused_for_stopped_containers_and_bad_locations() {
 #[tokio::test]
 async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_running() {
     let mut env = TestEnv::new("ckptslow");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("slow");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
-    cri.wait_for_line(&id, "ready", 60).await;
+    let ManyRunning { mut cri, pod_id, id } = many_running(&mut env, "slow").await;
     let processes = |text: String| text.split_whitespace().count();
     let before = processes(cri.exec_ok(&id, &["sh", "-c", "echo /proc/[0-9]*"]).await);
     assert!(before > 1000, "{before} processes");
@@ -575,12 +587,7 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
 #[tokio::test]
 async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() {
     let mut env = TestEnv::new("ckptorphan");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("orphan");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
-    cri.wait_for_line(&id, "ready", 60).await;
+    let ManyRunning { pod_id, id, .. } = many_running(&mut env, "orphan").await;
 
     let (socket, target, location) = (env.socket.clone(), id.clone(), env.base.join("first/ckpt.tar"));
     let request = tokio::spawn(async move {
@@ -594,7 +601,7 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
     }
     env.kill_daemon();
     assert!(request.await.unwrap().is_err(), "the killed daemon answered");
-    cri = env.start().await;
+    let mut cri = env.start().await;
 
     // The first daemon's CRIU still dumps: a second one on the same tree is refused.
     let busy_before = !criu_working_in(&env.base, "dump").is_empty();
@@ -630,12 +637,7 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_while_criu_dumps_leaves_nothing_seized_or_half_written_and_the_checkpoint_is_retried() {
     let mut env = TestEnv::new("ckptcriu");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("dumped");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
-    cri.wait_for_line(&id, "ready", 60).await;
+    let ManyRunning { mut cri, pod_id, id } = many_running(&mut env, "dumped").await;
     let init = cri.container_pid(&id).await;
     let before = container_processes(init).len();
     assert!(before > 1000, "{before} processes");
@@ -728,12 +730,7 @@ fn sleepers(env: &TestEnv) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_while_criu_restores_leaves_nothing_behind_and_the_restore_is_retried() {
     let mut env = TestEnv::new("rstcriu");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("original");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
-    cri.wait_for_line(&id, "ready", 60).await;
+    let ManyRunning { mut cri, pod_id, id } = many_running(&mut env, "original").await;
     let archive = env.base.join("checkpoints/many.tar");
     checkpoint(&mut cri, &id, &archive, 0).await.expect("CheckpointContainer");
     let checkpointed_at = counts(&mut cri, &id).await.last().copied().unwrap_or(0);

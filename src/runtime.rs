@@ -24,10 +24,7 @@ pub async fn stop_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) 
         Err(e) => return Err(e.into()),
     };
     for container in containers.in_sandbox(&id) {
-        match containers.stop(&container, Duration::ZERO).await {
-            Ok(()) | Err(ContainerError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        containers.stop(&container, Duration::ZERO).await?;
     }
     Ok(sandboxes.stop(&id).await?)
 }

@@ -305,10 +305,19 @@ impl Containers {
 
     /// Sends the stop signal, waits `timeout`, then kills everything in the
     /// container; returns once it is dead and its exit is recorded.
+    /// Idempotent, as the CRI has it: a container that is unknown, or
+    /// removed meanwhile, is already stopped.
     pub async fn stop(&self, id: &str, timeout: Duration) -> Result<(), ContainerError> {
-        let (id, entry) = self.entry(id)?;
+        let (id, entry) = match self.entry(id) {
+            Ok(found) => found,
+            Err(ContainerError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
         let _op = entry.op.lock().await;
-        self.stop_locked(&id, &entry, timeout).await
+        match self.stop_locked(&id, &entry, timeout).await {
+            Err(ContainerError::NotFound(_)) => Ok(()),
+            other => other,
+        }
     }
 
     async fn stop_locked(&self, id: &str, entry: &Entry, timeout: Duration) -> Result<(), ContainerError> {

@@ -7,7 +7,6 @@ use tonic::{Request, Response, Status};
 
 use crate::api::runtime_service_server::RuntimeService;
 use crate::api::*;
-use crate::container::ContainerError;
 use crate::daemon::Daemon;
 
 use super::convert;
@@ -201,13 +200,7 @@ impl RuntimeService for RuntimeApi {
         let id = id.to_string();
         let timeout = std::time::Duration::from_secs(request.timeout.max(0) as u64);
         let daemon = self.daemon.clone();
-        detached::to_the_end(async move {
-            match daemon.containers.stop(&id, timeout).await {
-                Err(ContainerError::NotFound(_)) => Ok(()),
-                other => other,
-            }
-        })
-        .await??;
+        detached::to_the_end(async move { daemon.containers.stop(&id, timeout).await }).await??;
         Ok(Response::new(StopContainerResponse {}))
     }
 

@@ -40,6 +40,7 @@ pub struct Config {
     pub image: ImageStoreConfig,
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
+    pub hooks: HooksConfig,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -183,6 +184,27 @@ impl Default for CheckpointConfig {
     }
 }
 
+/// OCI hooks (`hooks.d` definitions, schema 1.0.0).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksConfig {
+    /// The directories read, in order: a later one's file overrides an
+    /// earlier one's of the same name. Missing directories are skipped;
+    /// `dirs = []` runs no hook.
+    pub dirs: Vec<PathBuf>,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            dirs: vec![
+                PathBuf::from("/usr/share/containers/oci/hooks.d"),
+                PathBuf::from("/etc/containers/oci/hooks.d"),
+            ],
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -198,6 +220,7 @@ impl Default for Config {
             image: ImageStoreConfig::default(),
             checkpoint: CheckpointConfig::default(),
             limits: LimitsConfig::default(),
+            hooks: HooksConfig::default(),
         }
     }
 }
@@ -307,6 +330,12 @@ impl Config {
                     dir.display()
                 )));
             }
+        }
+        if let Some(dir) = self.hooks.dirs.iter().find(|d| !d.is_absolute() || has_dot_dot(d)) {
+            return Err(ConfigError::Invalid(format!(
+                "hooks.dirs must hold absolute paths without '..', got {}",
+                dir.display()
+            )));
         }
         for limit in &self.container.rlimits {
             if !RLIMITS.contains(&limit.kind.as_str()) {

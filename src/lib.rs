@@ -27,6 +27,7 @@ pub mod daemon;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod helper;
+pub mod hooks;
 pub mod ids;
 pub mod image;
 pub mod linux;

@@ -108,6 +108,7 @@ pub fn container_view(id: &str, create: &ContainerCreate) -> Result<ContainerVie
         started_at_ns: Some(2),
         exit: None,
         security: Default::default(),
+        hooks: None,
         resources: config.linux.as_ref().and_then(|l| l.resources.clone()),
     };
     Ok(ContainerView {

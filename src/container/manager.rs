@@ -32,6 +32,7 @@ use super::{ImageSource, ImageSourceError};
 
 mod checkpoint;
 mod create;
+mod hooks;
 mod restore;
 pub use checkpoint::CheckpointReport;
 
@@ -183,6 +184,8 @@ pub struct Containers {
     index: Mutex<Index>,
     /// The RuntimeDefault profile and compiled seccomp programs, by content.
     seccomp: Arc<SeccompPrograms>,
+    /// The OCI hook definitions of the `[hooks] dirs`.
+    hooks: crate::hooks::HookRegistry,
 }
 
 fn name_slot(sandbox_id: &str, name_key: &str) -> String {
@@ -205,6 +208,7 @@ impl Containers {
         // Beside the containers' directories the spares are renamed to.
         let dirs = SpareDirs::new(config.root.join("spare-containers"), spare_monitors);
         let seccomp = Arc::new(SeccompPrograms::new(config.limits.seccomp_profile_bytes));
+        let hooks = crate::hooks::HookRegistry::new(config.hooks.dirs.clone());
         Self {
             config,
             cgroups,
@@ -216,6 +220,7 @@ impl Containers {
             images,
             index: Mutex::default(),
             seccomp,
+            hooks,
         }
     }
 
@@ -289,6 +294,7 @@ impl Containers {
                 // of this boot, folded into the durable record with the exit.
                 entry.live().record.started_at_ns = Some(recorded_start(&files).unwrap_or_else(now_ns));
                 tracing::info!(container_id = %id, "container started");
+                self.run_poststart(&view.record, view.init.as_ref().map(|i| i.pid)).await;
                 Ok(())
             }
             Err(ControlError::Refused(why)) => {
@@ -392,18 +398,19 @@ impl Containers {
                 live.exit.is_some() && live.record.exit.is_some(),
             )
         };
-        if already {
-            return;
+        if !already {
+            let exit = recorded_exit(&run_dir).await;
+            {
+                let mut live = entry.live();
+                live.exit = Some(exit.clone());
+                live.init = None;
+            }
+            if let Err(e) = self.update_record(&id, entry, |r| r.exit = Some(exit)) {
+                tracing::warn!(container_id = %id, error = %e, "cannot record the container's exit");
+            }
         }
-        let exit = recorded_exit(&run_dir).await;
-        {
-            let mut live = entry.live();
-            live.exit = Some(exit.clone());
-            live.init = None;
-        }
-        if let Err(e) = self.update_record(&id, entry, |r| r.exit = Some(exit)) {
-            tracing::warn!(container_id = %id, error = %e, "cannot record the container's exit");
-        }
+        let record = entry.live().record.clone();
+        hooks::poststop_if_pending(&record, &self.paths(&id)).await;
     }
 
     /// Keeps the exit of a container that ends on its own.
@@ -411,7 +418,8 @@ impl Containers {
         let waiter = self.init_exit_waiter(&entry);
         let this = WatchHandle { entry, id };
         let run_dir = self.paths(&this.id).run_dir;
-        let record_path = self.paths(&this.id).record();
+        let paths = self.paths(&this.id);
+        let record_path = paths.record();
         tokio::spawn(async move {
             waiter.await;
             // Let an operation that already handles the exit finish first.
@@ -433,6 +441,7 @@ impl Containers {
                 tracing::warn!(container_id = %this.id, error = %e, "cannot record the container's exit");
             }
             tracing::info!(container_id = %this.id, exit_code = record.exit.as_ref().map(|e| e.exit_code), "container exited");
+            hooks::poststop_if_pending(&record, &paths).await;
         });
     }
 
@@ -708,6 +717,9 @@ impl Containers {
                 self.watch(id.clone(), entry);
             } else if record.exit.is_none() {
                 self.await_exit(&entry).await;
+            } else {
+                // Exited before the restart, maybe before its poststop hooks ran.
+                hooks::poststop_if_pending(&record, &paths).await;
             }
             tracing::info!(container_id = %id, running, "container reloaded");
         }

@@ -58,6 +58,9 @@ pub struct ContainerRecord {
     /// Seccomp profile, AppArmor and SELinux requests (for status).
     #[serde(default)]
     pub security: crate::container::security::SecurityReport,
+    /// The OCI hooks that applied to it at create (None: none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<crate::hooks::ContainerHooks>,
     /// The CRI resources in force (set at create, changed by
     /// UpdateContainerResources); None: none asked for.
     #[serde(default)]

@@ -29,3 +29,32 @@ pub fn of_stage(hooks: &oci_spec::runtime::Hooks, stage: Stage) -> &[oci_spec::r
     };
     list.as_deref().unwrap_or_default()
 }
+
+/// The hooks a container got at create (the definitions that matched it),
+/// with the annotations its state shows: kept in its record and its
+/// monitor's plan, and put in its OCI spec.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ContainerHooks {
+    pub hooks: oci_spec::runtime::Hooks,
+    pub annotations: std::collections::HashMap<String, String>,
+}
+
+impl ContainerHooks {
+    /// Whether any hook runs at `stage` (no work at all when none does).
+    pub fn has(&self, stage: Stage) -> bool {
+        !of_stage(&self.hooks, stage).is_empty()
+    }
+
+    /// Runs the hooks of `stage` with the container's state.
+    pub fn run(
+        &self,
+        stage: Stage,
+        id: &str,
+        status: &str,
+        pid: Option<i32>,
+        bundle: &std::path::Path,
+    ) -> Result<(), HookError> {
+        let state = State { oci_version: OCI_VERSION, id, status, pid, bundle, annotations: &self.annotations };
+        run_stage(stage, of_stage(&self.hooks, stage), &state)
+    }
+}

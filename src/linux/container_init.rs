@@ -15,7 +15,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::sched::CloneFlags;
@@ -53,6 +53,10 @@ const CONTROL_FD: RawFd = 6;
 
 /// The word on a prepared init's control pipe that its container cgroup is made.
 pub const CGROUP_MADE: &str = "cgroup";
+
+/// What the init says on its ready pipe when the runtime's hooks (prestart,
+/// createRuntime) are to run; it then waits for one byte on its start pipe.
+pub const RUNTIME_HOOKS: &str = "hooks\n";
 
 /// When the init writes itself into the plan's `cgroup.procs` files (after
 /// a plain fork; harmless after clone3 into the cgroup).
@@ -154,6 +158,12 @@ fn build_and_exec(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> ! {
         std::process::exit(1);
     }
     drop(start);
+    if let Err(e) = exec.hooks.run_start_container() {
+        // SAFETY: EXEC_ERROR_FD was placed by place_fds and is owned here only.
+        let mut report = unsafe { fs::File::from_raw_fd(EXEC_ERROR_FD) };
+        let _ = report.write_all(e.as_bytes());
+        std::process::exit(1);
+    }
     let error = exec.run();
     // SAFETY: EXEC_ERROR_FD was placed by place_fds and is owned here only.
     let mut report = unsafe { fs::File::from_raw_fd(EXEC_ERROR_FD) };
@@ -199,6 +209,8 @@ fn place_fds(stdio: InitStdio, pipes: InitPipes, control: Option<OwnedFd>) -> io
 
 /// What remains to do once StartContainer releases the init.
 struct Exec {
+    /// The startContainer hooks, run once StartContainer releases the init.
+    hooks: InContainerHooks,
     argv: Vec<CString>,
     env: Vec<CString>,
     path_dirs: Vec<String>,
@@ -326,6 +338,8 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     }
     mount_all(first_cgroup..mounts.len())?;
     make_devices(root_fd, spec).map_err(|e| format!("devices: {e}"))?;
+    let hooks = InContainerHooks::of(plan)?;
+    hooks.before_pivot()?;
     std::env::set_current_dir(&root_path).map_err(|e| format!("chdir {}: {e}", root_path.display()))?;
     drop(root);
     rootfs::pivot_to_cwd().map_err(|e| format!("pivot_root: {e}"))?;
@@ -356,7 +370,70 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
         super::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     }
 
-    exec_of(&process, confinement)
+    Ok(Exec { hooks, ..exec_of(&process, confinement)? })
+}
+
+/// The hooks an init runs or has run (nothing at all for a container without).
+struct InContainerHooks {
+    hooks: Option<crate::hooks::ContainerHooks>,
+    id: String,
+    bundle: PathBuf,
+    /// Our PID as the host sees it (the state's `pid`).
+    host_pid: Option<i32>,
+}
+
+impl InContainerHooks {
+    fn none() -> Self {
+        Self { hooks: None, id: String::new(), bundle: PathBuf::new(), host_pid: None }
+    }
+
+    fn of(plan: &MonitorPlan) -> Result<Self, String> {
+        let hooks = plan.hooks.clone();
+        // Before pivot_root, /proc is the host's: its `self` is our host PID.
+        let host_pid = match &hooks {
+            Some(_) => Some(
+                fs::read_link("/proc/self")
+                    .ok()
+                    .and_then(|p| p.to_str().and_then(|p| p.parse().ok()))
+                    .ok_or("cannot read our PID from /proc/self")?,
+            ),
+            None => None,
+        };
+        Ok(Self { hooks, id: plan.container_id.clone(), bundle: plan.bundle.clone(), host_pid })
+    }
+
+    /// The namespaces and mounts are made, pivot_root is next: the
+    /// runtime's hooks (the monitor runs them while we wait), then the
+    /// createContainer hooks here, in the container's namespaces.
+    fn before_pivot(&self) -> Result<(), String> {
+        use crate::hooks::Stage;
+        let Some(hooks) = &self.hooks else { return Ok(()) };
+        if hooks.has(Stage::Prestart) || hooks.has(Stage::CreateRuntime) {
+            await_runtime_hooks()?;
+        }
+        hooks.run(Stage::CreateContainer, &self.id, "creating", self.host_pid, &self.bundle).map_err(|e| e.to_string())
+    }
+
+    fn run_start_container(&self) -> Result<(), String> {
+        let Some(hooks) = &self.hooks else { return Ok(()) };
+        hooks
+            .run(crate::hooks::Stage::StartContainer, &self.id, "created", self.host_pid, &self.bundle)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Asks the monitor to run the runtime's hooks and waits until they ran
+/// (end of input: they failed, or the monitor gave up on us).
+fn await_runtime_hooks() -> Result<(), String> {
+    // SAFETY: READY_FD and START_FD were placed by place_fds and stay open
+    // until the process ends; the borrows end within this function.
+    let (ready, start) = unsafe { (BorrowedFd::borrow_raw(READY_FD), BorrowedFd::borrow_raw(START_FD)) };
+    nix::unistd::write(ready, RUNTIME_HOOKS.as_bytes()).map_err(|e| format!("asking for the runtime's hooks: {e}"))?;
+    let mut byte = [0u8; 1];
+    match nix::unistd::read(start, &mut byte) {
+        Ok(1) => Ok(()),
+        _ => Err("the monitor did not run the runtime's hooks".into()),
+    }
 }
 
 /// The container's compiled seccomp filters (`seccomp.bpf` beside its
@@ -908,5 +985,11 @@ fn exec_of(process: &oci_spec::runtime::Process, confinement: Confinement) -> Re
     let to_c = |items: &[String]| -> Result<Vec<CString>, String> {
         items.iter().map(|s| CString::new(s.as_str()).map_err(|_| format!("NUL byte in {s:?}"))).collect()
     };
-    Ok(Exec { argv: to_c(process.args().as_deref().unwrap_or_default())?, env: to_c(&env)?, path_dirs, confinement })
+    Ok(Exec {
+        hooks: InContainerHooks::none(),
+        argv: to_c(process.args().as_deref().unwrap_or_default())?,
+        env: to_c(&env)?,
+        path_dirs,
+        confinement,
+    })
 }

@@ -8,6 +8,7 @@ pub mod control;
 pub mod log;
 pub mod plan;
 mod prepared;
+mod hooks;
 mod program;
 mod restore;
 

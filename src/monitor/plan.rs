@@ -63,6 +63,9 @@ pub struct MonitorPlan {
     /// restored (that init is its namespace's PID 1, with pipes for stdio).
     #[serde(default)]
     pub prepared_init_fits: bool,
+    /// The OCI hooks that apply to the container (None: no hook runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<crate::hooks::ContainerHooks>,
 }
 
 /// How the monitor restores a checkpointed container (`criu restore`).

@@ -328,6 +328,11 @@ fn set_up(
                 }
                 join_pod_cgroup(pod_cgroup_procs)?;
                 let init = super::restore::restore(&plan, &restore, files)?;
+                // Restored, not yet resumed: the runtime's hooks, as for a build.
+                if let Err(e) = super::hooks::run_runtime_stages(&plan, init.pid) {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(init.pid), nix::sys::signal::Signal::SIGKILL);
+                    return Err(e);
+                }
                 let outputs = vec![
                     Output { fd: init.stdout, splitter: LineSplitter::new(Stream::Stdout), open: true },
                     Output { fd: init.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
@@ -346,8 +351,8 @@ fn set_up(
     // cgroup (the init joins its own by itself), and the init recorded.
     let recorded = join_pod_cgroup(pod_cgroup_procs).and_then(|()| record_init(files, child, cgroup_join));
 
-    let mut ready = String::new();
-    let _ = File::from(ready_r).read_to_string(&mut ready);
+    // The prestart and createRuntime hooks run meanwhile, when the init asks.
+    let ready = super::hooks::await_ready(ready_r, &handshake.0, &plan, child);
     let identity = match (ready.as_str(), recorded) {
         ("ok", Ok(identity)) => identity,
         (ready, recorded) => {

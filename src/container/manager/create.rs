@@ -116,6 +116,8 @@ impl Containers {
             Err((e, record)) => {
                 tracing::warn!(container_id = %id, error = %e, "CreateContainer failed; undoing");
                 if let Some(record) = record {
+                    // Hooks that ran (prestart, say) get their poststop to undo their work.
+                    super::hooks::poststop_if_pending(&record, &self.paths(&id)).await;
                     if let Err(undo) = self.tear_down(&record).await {
                         tracing::error!(container_id = %id, error = %undo, "could not undo a failed CreateContainer");
                     }
@@ -173,6 +175,7 @@ impl Containers {
             started_at_ns: None,
             exit: None,
             security: SecurityReport::default(),
+            hooks: None,
             resources: None,
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
@@ -339,6 +342,7 @@ impl Containers {
                 .flatten(),
             prepared_init_fits: restore.is_none() && prepared_init_fits(&oci),
             restore,
+            hooks: record.hooks.clone(),
         };
         store::write_json_with(&files.plan(), &plan, store::Durability::Volatile)?;
         if let Some(location) = plan.log_location() {
@@ -477,6 +481,8 @@ impl Containers {
             r.oom_score_adj = oom_score_adj.map_or(0, |(_, applied)| applied.into());
             r
         });
+        // The OCI hooks that apply (with no hooks directory: a stat each).
+        record.hooks = self.apply_hooks(&mut oci, config, paths)?;
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
         // Not fsynced: the bundle serves the container's processes, which a
         // reboot ends (containerd keeps it on tmpfs); readers after a power

@@ -226,7 +226,11 @@ fn check_executable(path: &std::path::Path) -> Result<(), DefinitionError> {
 mod tests {
     use super::*;
 
-    fn facts<'a>(annotations: &'a HashMap<String, String>, command: Option<&'a str>, binds: bool) -> ContainerFacts<'a> {
+    fn facts<'a>(
+        annotations: &'a HashMap<String, String>,
+        command: Option<&'a str>,
+        binds: bool,
+    ) -> ContainerFacts<'a> {
         ContainerFacts { annotations, command, has_bind_mounts: binds }
     }
 

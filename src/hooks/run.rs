@@ -170,7 +170,10 @@ mod tests {
     #[test]
     fn state_on_stdin_env_and_failure_output() {
         let annotations = HashMap::new();
-        let ok = hook(r#"read -r s; case "$s" in *'"id":"c1"'*'"pid":7'*) [ "$GREETING" = hello ];; *) exit 9;; esac"#, None);
+        let ok = hook(
+            r#"read -r s; case "$s" in *'"id":"c1"'*'"pid":7'*) [ "$GREETING" = hello ];; *) exit 9;; esac"#,
+            None,
+        );
         run_stage(Stage::Prestart, &[ok], &state(&annotations)).unwrap();
         let failing = hook("echo broken >&2; exit 3", None);
         let err = run_stage(Stage::CreateContainer, &[failing], &state(&annotations)).unwrap_err().to_string();

@@ -5,10 +5,10 @@
 //! atomically when the container ends, then exits itself.
 
 pub mod control;
+mod hooks;
 pub mod log;
 pub mod plan;
 mod prepared;
-mod hooks;
 mod program;
 mod restore;
 

@@ -301,6 +301,14 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
     );
     slow["hook"]["timeout"] = 1.into();
     write_definition(&hooks, "20-slow.json", &slow);
+    // Resolved in the container at StartContainer: the image's shell.
+    let refusing = definition(
+        Path::new("/bin/sh"),
+        &["sh", "-c", "echo 'start refused' >&2; exit 4"],
+        serde_json::json!({ "annotations": { "^fail$": "start" } }),
+        &["startContainer"],
+    );
+    write_definition(&hooks, "30-refuse-start.json", &refusing);
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("failing");
@@ -337,6 +345,21 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
     assert!(began.elapsed() < Duration::from_secs(10), "killed at its timeout, not later");
     let slow_pid: i32 = read(&pid_file).trim().parse().expect("the slow hook ran");
     assert!(host::wait_gone(slow_pid), "the slow hook is killed");
+
+    // A failing startContainer hook fails the start; the workload never runs.
+    let mut config = container_config("refused", &image, &["sh", "-c", "echo ran; sleep 1000"]);
+    config.annotations.insert("fail".into(), "start".into());
+    let refused = cri.create_container(&pod_id, &pod, config).await.unwrap();
+    let err = cri.start_container(&refused).await.unwrap_err();
+    assert!(
+        err.message().contains("startContainer hook /bin/sh failed (exit status 4): start refused"),
+        "{}",
+        err.message()
+    );
+    let status = cri.status_of(&refused).await;
+    assert_eq!(status.state(), ContainerState::ContainerExited);
+    assert!(common::client::log_lines(&cri.logs(&refused).await, "stdout").is_empty(), "the workload never ran");
+    cri.remove_container(&refused).await.unwrap();
 
     let containers = cri.list_containers(None).await;
     assert_eq!(containers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), [kept.clone()], "no container is left");

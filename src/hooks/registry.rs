@@ -164,4 +164,14 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
         assert!(registry.matching(&facts).is_none());
     }
+
+    #[test]
+    fn the_benchmarks_definition_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci-hooks/bench");
+        let annotations = HashMap::new();
+        let facts = ContainerFacts { annotations: &annotations, command: Some("sh"), has_bind_mounts: false };
+        let hooks = HookRegistry::new(vec![dir]).matching(&facts).unwrap();
+        assert_eq!(hooks.prestart().clone().unwrap()[0].path(), Path::new("/bin/true"));
+        assert!(hooks.poststop().is_none());
+    }
 }

@@ -52,9 +52,24 @@ pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
         rt.state.join("state").display().to_string(),
         std::env::var("BENCH_NIDUS_LOG").unwrap_or_else(|_| "info".into()),
     );
+    let config = config + &extra_config(rt)?;
     fs::write(config_path(rt), config)?;
     let program = binary_of(rt)?.display().to_string();
     Ok((program, vec!["serve".into(), "--config".into(), config_path(rt).display().to_string()], false))
+}
+
+/// TOML appended to this daemon's config: the file `BENCH_NIDUS_CONFIG`
+/// names (`BENCH_NIDUS_B_CONFIG` for the second build), e.g. a `[hooks]`
+/// section; nothing when unset.
+fn extra_config(rt: &Runtime) -> Result<String> {
+    let variable = match rt.kind {
+        super::Kind::NidusB => "BENCH_NIDUS_B_CONFIG",
+        _ => "BENCH_NIDUS_CONFIG",
+    };
+    match std::env::var_os(variable) {
+        Some(path) => fs::read_to_string(&path).with_context(|| format!("reading {variable} {path:?}")),
+        None => Ok(String::new()),
+    }
 }
 
 pub fn import(rt: &Runtime, image: &Image) -> Result<()> {

@@ -31,16 +31,23 @@ impl Containers {
         config: &crate::api::ContainerConfig,
         paths: &ContainerPaths,
     ) -> Result<Option<ContainerHooks>, ContainerError> {
-        let annotations = oci.annotations().clone().unwrap_or_default();
-        let command = oci.process().as_ref().and_then(|p| p.args().as_ref()).and_then(|a| a.first()).cloned();
-        let facts = ContainerFacts {
-            annotations: &annotations,
-            command: command.as_deref(),
-            has_bind_mounts: !config.mounts.is_empty(),
+        let matching = {
+            let none = std::collections::HashMap::new();
+            let facts = ContainerFacts {
+                annotations: oci.annotations().as_ref().unwrap_or(&none),
+                command: oci
+                    .process()
+                    .as_ref()
+                    .and_then(|p| p.args().as_ref())
+                    .and_then(|a| a.first())
+                    .map(String::as_str),
+                has_bind_mounts: !config.mounts.is_empty(),
+            };
+            self.hooks.matching(&facts)
         };
-        let Some(hooks) = self.hooks.matching(&facts) else { return Ok(None) };
+        let Some(hooks) = matching else { return Ok(None) };
         oci.set_hooks(Some(hooks.clone()));
-        let hooks = ContainerHooks { hooks, annotations };
+        let hooks = ContainerHooks { hooks, annotations: oci.annotations().clone().unwrap_or_default() };
         if hooks.has(Stage::Poststop) {
             store::write_atomic_with(&marker(paths), b"", 0o600, store::Durability::Durable)?;
         }

@@ -121,7 +121,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
     let init = cri.container_pid(&id).await;
     assert_eq!(read(&records.join("order")), "prestart\ncreateRuntime\ncreateContainer\n", "stages run at create");
     for stage in ["prestart", "createRuntime", "createContainer"] {
-        assert_eq!(calls(&records, stage), [id.clone()], "{stage} runs once");
+        assert_eq!(calls(&records, stage), [id.as_str()], "{stage} runs once");
         let state = state(&records, stage);
         assert_eq!(state["ociVersion"], "1.2.0");
         assert_eq!(state["id"], id.as_str());
@@ -142,7 +142,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
     assert!(calls(&records, "poststart").is_empty(), "no poststart before StartContainer");
 
     cri.start_container(&id).await.unwrap();
-    assert_eq!(calls(&records, "poststart"), [id.clone()], "poststart runs once, before StartContainer returns");
+    assert_eq!(calls(&records, "poststart"), [id.as_str()], "poststart runs once, before StartContainer returns");
     let poststart = state(&records, "poststart");
     assert_eq!(poststart["status"], "running");
     assert_eq!(poststart["pid"], init);
@@ -160,7 +160,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
     assert!(calls(&records, "poststop").is_empty());
 
     cri.stop_container(&id, 0).await.unwrap();
-    assert_eq!(calls(&records, "poststop"), [id.clone()], "poststop runs once the container has exited");
+    assert_eq!(calls(&records, "poststop"), [id.as_str()], "poststop runs once the container has exited");
     assert_eq!(state(&records, "poststop")["status"], "stopped");
     assert_eq!(read(&records.join("poststop.bundle")), "present\n", "poststop runs before the resources go");
     assert_namespaces_of(&read(&records.join("poststop.ns")), daemon, "poststop");
@@ -175,7 +175,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
     let mut shared = container_config("shared", &image, &["sleep", "1000"]);
     common::client::security(&mut shared).namespace_options.as_mut().unwrap().pid = NamespaceMode::Pod as i32;
     let shared = cri.create_container(&pod_id, &pod, shared).await.unwrap();
-    assert_eq!(calls(&records, "prestart"), [id.clone(), shared.clone()]);
+    assert_eq!(calls(&records, "prestart"), [id.as_str(), shared.as_str()]);
     assert_namespaces_of(&read(&records.join("prestart.ns")), daemon, "prestart in a shared PID namespace");
     let shared_init = cri.container_pid(&shared).await;
     assert_namespaces_of(&read(&records.join("createContainer.ns")), shared_init, "createContainer (shared PID)");
@@ -250,9 +250,9 @@ async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_direct
     });
     let mounted = cri.create_container(&pod_id, &pod, mounted).await.unwrap();
 
-    assert_eq!(calls(&by_annotation, "prestart"), [gpu.clone()], "annotation key and value both match");
-    assert_eq!(calls(&by_command, "prestart"), [top.clone()], "the command path matches");
-    assert_eq!(calls(&by_mounts, "prestart"), [mounted.clone()], "bind mounts asked for");
+    assert_eq!(calls(&by_annotation, "prestart"), [gpu.as_str()], "annotation key and value both match");
+    assert_eq!(calls(&by_command, "prestart"), [top.as_str()], "the command path matches");
+    assert_eq!(calls(&by_mounts, "prestart"), [mounted.as_str()], "bind mounts asked for");
     assert!(calls(&added, "prestart").is_empty(), "the later directory's file overrides");
     assert!(![&plain, &no_gpu].iter().any(|id| read(&records.join("annotation/prestart.calls")).contains(id.as_str())));
     let log = env.daemon_log();
@@ -268,7 +268,7 @@ async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_direct
         &recording(&added, "createRuntime", serde_json::json!({ "always": true })),
     );
     let next = cri.create_container(&pod_id, &pod, container_config("next", &image, &["sleep", "1000"])).await.unwrap();
-    assert_eq!(calls(&added, "createRuntime"), [next.clone()]);
+    assert_eq!(calls(&added, "createRuntime"), [next.as_str()]);
     // And one changed in place, too.
     write_definition(
         &second,
@@ -309,6 +309,12 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
         &["startContainer"],
     );
     write_definition(&hooks, "30-refuse-start.json", &refusing);
+    // Whatever a failed create's hooks did gets its poststop to undo.
+    write_definition(
+        &hooks,
+        "40-poststop.json",
+        &recording(&records, "poststop", serde_json::json!({ "annotations": { "^fail$": "." } })),
+    );
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("failing");
@@ -345,6 +351,8 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
     assert!(began.elapsed() < Duration::from_secs(10), "killed at its timeout, not later");
     let slow_pid: i32 = read(&pid_file).trim().parse().expect("the slow hook ran");
     assert!(host::wait_gone(slow_pid), "the slow hook is killed");
+    assert_eq!(calls(&records, "poststop").len(), 2, "poststop ran for both failed creates");
+    assert_eq!(state(&records, "poststop")["status"], "stopped");
 
     // A failing startContainer hook fails the start; the workload never runs.
     let mut config = container_config("refused", &image, &["sh", "-c", "echo ran; sleep 1000"]);
@@ -360,9 +368,11 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
     assert_eq!(status.state(), ContainerState::ContainerExited);
     assert!(common::client::log_lines(&cri.logs(&refused).await, "stdout").is_empty(), "the workload never ran");
     cri.remove_container(&refused).await.unwrap();
+    assert_eq!(calls(&records, "poststop")[2], refused, "poststop ran once for the container that failed to start");
+    assert_eq!(calls(&records, "poststop").len(), 3);
 
     let containers = cri.list_containers(None).await;
-    assert_eq!(containers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), [kept.clone()], "no container is left");
+    assert_eq!(containers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), [kept.as_str()], "no container is left");
     wait_for("the failed creates' processes to go", 5, || env.cgroup_processes().len() == before.3).await;
     let after = (env.pod_child_cgroups(&pod_cgroup), env.leftover_mounts(), env.leftover_sandbox_dirs(), before.3);
     assert_eq!(after, before, "no cgroup, mount or directory is left");
@@ -393,7 +403,7 @@ async fn poststop_runs_at_the_next_start_for_a_container_that_exited_while_the_d
     assert!(calls(&records, "poststop").is_empty(), "nobody ran poststop while the daemon was down");
 
     let mut cri = env.start().await;
-    assert_eq!(calls(&records, "poststop"), [id.clone()], "poststop ran at the next start");
+    assert_eq!(calls(&records, "poststop"), [id.as_str()], "poststop ran at the next start");
     assert_eq!(state(&records, "poststop")["status"], "stopped");
     assert_eq!(read(&records.join("poststop.bundle")), "present\n");
     assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerExited);
@@ -403,6 +413,51 @@ async fn poststop_runs_at_the_next_start_for_a_container_that_exited_while_the_d
     let mut cri = env.start().await;
     cri.remove_container(&id).await.unwrap();
     assert_eq!(calls(&records, "poststop").len(), 1);
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_restored_container_runs_the_runtime_hooks_before_it_resumes_and_poststart_and_poststop() {
+    let (mut env, hooks, _, records) = hooks_env("hookrestore");
+    let always = serde_json::json!({ "always": true });
+    for stage in ["prestart", "createContainer", "poststart", "poststop"] {
+        write_definition(&hooks, &format!("10-{stage}.json"), &recording(&records, stage, always.clone()));
+    }
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("restore");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let loop_forever = "while true; do sleep 0.2; done";
+    let id = cri.run_container(&pod_id, &pod, container_config("loop", &image, &["sh", "-c", loop_forever])).await;
+    let archive = env.base.join("loop.tar");
+    cri.runtime
+        .checkpoint_container(CheckpointContainerRequest {
+            container_id: id.clone(),
+            location: archive.display().to_string(),
+            timeout: 0,
+        })
+        .await
+        .expect("CheckpointContainer");
+    cri.stop_container(&id, 0).await.unwrap();
+    cri.remove_container(&id).await.unwrap();
+    assert_eq!(calls(&records, "poststop"), [id.as_str()]);
+
+    let restored =
+        cri.create_container(&pod_id, &pod, container_config("restored", &archive.display().to_string(), &[])).await;
+    let restored = restored.expect("CreateContainer from the checkpoint");
+    let init = cri.container_pid(&restored).await;
+    assert_eq!(calls(&records, "prestart"), [id.as_str(), restored.as_str()], "prestart for the restored container");
+    let state = state(&records, "prestart");
+    assert_eq!((state["status"].as_str(), state["pid"].as_i64()), (Some("creating"), Some(init as i64)));
+    assert_eq!(read(&records.join("prestart.pidstate")), "T\n", "the restored tree is still stopped");
+    assert_eq!(calls(&records, "createContainer"), [id.as_str()], "no init builds a restored container");
+    cri.start_container(&restored).await.unwrap();
+    assert_eq!(calls(&records, "poststart"), [id.as_str(), restored.as_str()]);
+    cri.stop_container(&restored, 0).await.unwrap();
+    assert_eq!(calls(&records, "poststop"), [id.as_str(), restored.as_str()]);
+    cri.remove_container(&restored).await.unwrap();
     cri.stop_pod(&pod_id).await.unwrap();
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();

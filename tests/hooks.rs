@@ -83,6 +83,29 @@ fn assert_namespaces_of(recorded: &str, pid: i32, what: &str) {
     }
 }
 
+/// A started daemon with the busybox image and a ready pod.
+struct Up {
+    cri: common::Cri,
+    image: String,
+    pod: PodSandboxConfig,
+    pod_id: String,
+}
+
+async fn up(env: &mut TestEnv, pod_name: &str) -> Up {
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod(pod_name);
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    Up { cri, image, pod, pod_id }
+}
+
+/// Removes the pod; nothing of it may be left.
+async fn down(cri: &mut common::Cri, env: &TestEnv, pod_id: &str) {
+    cri.stop_pod(pod_id).await.unwrap();
+    cri.remove_pod(pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
 async fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !done() {
@@ -106,10 +129,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
         "20-start.json",
         &definition(Path::new("/bin/sh"), &["sh", "-c", in_container], always.clone(), &["startContainer"]),
     );
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("hooks");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut cri, image, pod, pod_id } = up(&mut env, "hooks").await;
     let pause = cri.pause_pid(&pod_id).await;
     let daemon = env.daemon_pid().unwrap();
 
@@ -180,9 +200,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
     let shared_init = cri.container_pid(&shared).await;
     assert_namespaces_of(&read(&records.join("createContainer.ns")), shared_init, "createContainer (shared PID)");
     assert_eq!(host::namespace(shared_init, "pid"), host::namespace(pause, "pid"));
-    cri.stop_pod(&pod_id).await.unwrap();
-    cri.remove_pod(&pod_id).await.unwrap();
-    env.assert_no_leftovers();
+    down(&mut cri, &env, &pod_id).await;
 }
 
 #[tokio::test]
@@ -226,10 +244,7 @@ async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_direct
         r#"{"version":"1.0.0","hook":{"path":"relative/hook"},"stages":["prestart"]}"#,
     )
     .unwrap();
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("matching");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut cri, image, pod, pod_id } = up(&mut env, "matching").await;
 
     let plain =
         cri.create_container(&pod_id, &pod, container_config("plain", &image, &["sleep", "1000"])).await.unwrap();
@@ -277,37 +292,25 @@ async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_direct
     );
     cri.create_container(&pod_id, &pod, container_config("after", &image, &["sleep", "1000"])).await.unwrap();
     assert_eq!(calls(&added, "createRuntime"), [next]);
-    cri.stop_pod(&pod_id).await.unwrap();
-    cri.remove_pod(&pod_id).await.unwrap();
-    env.assert_no_leftovers();
+    down(&mut cri, &env, &pod_id).await;
 }
 
 #[tokio::test]
 async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
     let (mut env, hooks, _, records) = hooks_env("hookfail");
-    let failing = definition(
-        Path::new("/bin/sh"),
-        &["sh", "-c", "echo 'no device for this container' >&2; exit 3"],
-        serde_json::json!({ "annotations": { "^fail$": "createContainer" } }),
-        &["createContainer"],
-    );
+    // Shell hooks for the containers annotated `fail: VALUE`.
+    let shell = |script: &str, value: &str, stage: &str| {
+        let when = serde_json::json!({ "annotations": { "^fail$": value } });
+        definition(Path::new("/bin/sh"), &["sh", "-c", script], when, &[stage])
+    };
+    let failing = shell("echo 'no device for this container' >&2; exit 3", "createContainer", "createContainer");
     write_definition(&hooks, "10-fail.json", &failing);
     let pid_file = records.join("slow.pid");
-    let mut slow = definition(
-        Path::new("/bin/sh"),
-        &["sh", "-c", &format!("echo $$ > {}; exec sleep 30", pid_file.display())],
-        serde_json::json!({ "annotations": { "^fail$": "slow" } }),
-        &["prestart"],
-    );
+    let mut slow = shell(&format!("echo $$ > {}; exec sleep 30", pid_file.display()), "slow", "prestart");
     slow["hook"]["timeout"] = 1.into();
     write_definition(&hooks, "20-slow.json", &slow);
     // Resolved in the container at StartContainer: the image's shell.
-    let refusing = definition(
-        Path::new("/bin/sh"),
-        &["sh", "-c", "echo 'start refused' >&2; exit 4"],
-        serde_json::json!({ "annotations": { "^fail$": "start" } }),
-        &["startContainer"],
-    );
+    let refusing = shell("echo 'start refused' >&2; exit 4", "start", "startContainer");
     write_definition(&hooks, "30-refuse-start.json", &refusing);
     // Whatever a failed create's hooks did gets its poststop to undo.
     write_definition(
@@ -315,10 +318,7 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
         "40-poststop.json",
         &recording(&records, "poststop", serde_json::json!({ "annotations": { "^fail$": "." } })),
     );
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("failing");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut cri, image, pod, pod_id } = up(&mut env, "failing").await;
     // A container first: the pod's cgroup made ahead is taken.
     let kept = cri.run_container(&pod_id, &pod, container_config("kept", &image, &["sleep", "1000"])).await;
     let pod_cgroup = cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().to_string();
@@ -376,9 +376,7 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
     wait_for("the failed creates' processes to go", 5, || env.cgroup_processes().len() == before.3).await;
     let after = (env.pod_child_cgroups(&pod_cgroup), env.leftover_mounts(), env.leftover_sandbox_dirs(), before.3);
     assert_eq!(after, before, "no cgroup, mount or directory is left");
-    cri.stop_pod(&pod_id).await.unwrap();
-    cri.remove_pod(&pod_id).await.unwrap();
-    env.assert_no_leftovers();
+    down(&mut cri, &env, &pod_id).await;
 }
 
 #[tokio::test]
@@ -389,10 +387,7 @@ async fn poststop_runs_at_the_next_start_for_a_container_that_exited_while_the_d
         "10-poststop.json",
         &recording(&records, "poststop", serde_json::json!({ "always": true })),
     );
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("down");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut cri, image, pod, pod_id } = up(&mut env, "down").await;
     let id = cri.run_container(&pod_id, &pod, container_config("app", &image, &["sleep", "1000"])).await;
     let init = cri.container_pid(&id).await;
 
@@ -413,9 +408,7 @@ async fn poststop_runs_at_the_next_start_for_a_container_that_exited_while_the_d
     let mut cri = env.start().await;
     cri.remove_container(&id).await.unwrap();
     assert_eq!(calls(&records, "poststop").len(), 1);
-    cri.stop_pod(&pod_id).await.unwrap();
-    cri.remove_pod(&pod_id).await.unwrap();
-    env.assert_no_leftovers();
+    down(&mut cri, &env, &pod_id).await;
 }
 
 #[tokio::test]
@@ -425,10 +418,7 @@ async fn a_restored_container_runs_the_runtime_hooks_before_it_resumes_and_posts
     for stage in ["prestart", "createContainer", "poststart", "poststop"] {
         write_definition(&hooks, &format!("10-{stage}.json"), &recording(&records, stage, always.clone()));
     }
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("restore");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut cri, image, pod, pod_id } = up(&mut env, "restore").await;
     let loop_forever = "while true; do sleep 0.2; done";
     let id = cri.run_container(&pod_id, &pod, container_config("loop", &image, &["sh", "-c", loop_forever])).await;
     let archive = env.base.join("loop.tar");
@@ -458,7 +448,5 @@ async fn a_restored_container_runs_the_runtime_hooks_before_it_resumes_and_posts
     cri.stop_container(&restored, 0).await.unwrap();
     assert_eq!(calls(&records, "poststop"), [id.as_str(), restored.as_str()]);
     cri.remove_container(&restored).await.unwrap();
-    cri.stop_pod(&pod_id).await.unwrap();
-    cri.remove_pod(&pod_id).await.unwrap();
-    env.assert_no_leftovers();
+    down(&mut cri, &env, &pod_id).await;
 }

@@ -209,6 +209,7 @@ impl Containers {
         let dirs = SpareDirs::new(config.root.join("spare-containers"), spare_monitors);
         let seccomp = Arc::new(SeccompPrograms::new(config.limits.seccomp_profile_bytes));
         let hooks = crate::hooks::HookRegistry::new(config.hooks.dirs.clone());
+        hooks.load_now();
         Self {
             config,
             cgroups,

@@ -46,6 +46,13 @@ impl HookRegistry {
         Self { dirs, loaded: Mutex::default() }
     }
 
+    /// Loads the definitions now (at daemon start, so an invalid file is
+    /// reported before the first container).
+    pub fn load_now(&self) {
+        let mut loaded = self.lock();
+        self.refresh(&mut loaded);
+    }
+
     fn lock(&self) -> MutexGuard<'_, Loaded> {
         self.loaded.lock().unwrap_or_else(|p| p.into_inner())
     }

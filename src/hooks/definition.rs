@@ -70,9 +70,8 @@ pub enum DefinitionError {
     Timeout(i64),
 }
 
-/// The file as written.
+/// The file as written (unknown keys are ignored, as podman's Go decoder does).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawDefinition {
     version: String,
     hook: RawHook,
@@ -83,7 +82,6 @@ struct RawDefinition {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawHook {
     path: PathBuf,
     #[serde(default)]
@@ -95,7 +93,7 @@ struct RawHook {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 struct RawWhen {
     #[serde(default)]
     always: Option<bool>,
@@ -173,11 +171,8 @@ impl Definition {
             return Err(DefinitionError::Timeout(timeout));
         }
         check_executable(&raw.hook.path)?;
-        let hook = oci_spec::runtime::HookBuilder::default()
-            .path(raw.hook.path.clone())
-            .build()
-            .map_err(|e| DefinitionError::NotExecutable { path: raw.hook.path.clone(), why: e.to_string() })?;
-        let mut hook = hook;
+        let mut hook = oci_spec::runtime::Hook::default();
+        hook.set_path(raw.hook.path);
         hook.set_args(raw.hook.args);
         hook.set_env(raw.hook.env);
         hook.set_timeout(raw.hook.timeout);

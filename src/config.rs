@@ -40,6 +40,7 @@ pub struct Config {
     pub image: ImageStoreConfig,
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
+    pub streaming: crate::streaming::config::StreamingConfig,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -198,6 +199,7 @@ impl Default for Config {
             image: ImageStoreConfig::default(),
             checkpoint: CheckpointConfig::default(),
             limits: LimitsConfig::default(),
+            streaming: Default::default(),
         }
     }
 }
@@ -341,6 +343,7 @@ impl Config {
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }
+        self.streaming.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

@@ -596,8 +596,32 @@ impl Containers {
             init,
             cgroup_procs: self.cgroups.procs_files(&view.record.cgroup),
             argv,
+            tty: false,
         };
         Ok(exec::exec_sync(self.monitors.binary(), &request, timeout, &self.reaper).await?)
+    }
+
+    /// Exec (streaming): checks the container runs and captures what the
+    /// command's start needs, for when the client connects.
+    pub fn prepare_exec(&self, id: &str, argv: Vec<String>) -> Result<super::exec_stream::ExecLaunch, ContainerError> {
+        let view = self.get(id)?;
+        let init = view
+            .init
+            .filter(|_| view.state == ContainerState::Running)
+            .ok_or_else(|| ContainerError::Precondition(format!("container {} is not running", view.record.id)))?;
+        let request = ExecRequest {
+            bundle: view.paths.dir.clone(),
+            init,
+            cgroup_procs: self.cgroups.procs_files(&view.record.cgroup),
+            argv,
+            tty: false,
+        };
+        Ok(super::exec_stream::ExecLaunch {
+            container_id: view.record.id.clone(),
+            helper: self.monitors.binary().to_path_buf(),
+            request,
+            reaper: self.reaper.clone(),
+        })
     }
 
     /// UpdateContainerResources: puts `resources` in force on a created or

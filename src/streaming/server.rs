@@ -1,0 +1,150 @@
+//! The streaming HTTP/1.1 server (hyper): `/exec/TOKEN` and
+//! `/portforward/TOKEN` upgraded to SPDY/3.1 with the subprotocol negotiated
+//! from the client's `X-Stream-Protocol-Version` headers (the client's
+//! first choice we speak), a cap on open sessions, then the session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::spdy::Connection;
+use super::{portforward, remotecommand, Pending, Shared};
+
+const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
+
+pub(super) fn spawn_accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "streaming server: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, std::convert::Infallible>(route(request, shared)) }
+                });
+                let served = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(30))
+                    .serve_connection(TokioIo::new(tcp), service)
+                    .with_upgrades()
+                    .await;
+                if let Err(e) = served {
+                    tracing::debug!(peer = %peer, error = %e, "streaming connection ended with an error");
+                }
+            });
+        }
+    });
+}
+
+fn plain(status: StatusCode, message: impl Into<String>) -> Response<String> {
+    let mut response = Response::new(message.into());
+    *response.status_mut() = status;
+    response
+}
+
+/// The values of every `X-Stream-Protocol-Version` header (also comma-separated).
+fn client_protocols(request: &Request<Incoming>) -> Vec<String> {
+    request
+        .headers()
+        .get_all(PROTOCOL_HEADER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn wants_spdy(request: &Request<Incoming>) -> bool {
+    let has = |name, token: &str| {
+        request
+            .headers()
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.split(',').any(|part| part.trim().eq_ignore_ascii_case(token)))
+    };
+    has(CONNECTION, "upgrade") && has(UPGRADE, "spdy/3.1")
+}
+
+fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
+    let path = request.uri().path().to_string();
+    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    let (Some(kind), Some(token)) = (parts.next(), parts.next()) else {
+        return plain(StatusCode::NOT_FOUND, "not found\n");
+    };
+    if !matches!(kind, "exec" | "portforward") {
+        return plain(StatusCode::NOT_FOUND, "not found\n");
+    }
+    if !wants_spdy(&request) {
+        return plain(StatusCode::BAD_REQUEST, "this endpoint needs an upgrade to SPDY/3.1\n");
+    }
+    // Taken (and so used up) by the first request that names it.
+    let Some(pending) = shared.tokens.take(token) else {
+        return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
+    };
+    let served: &[&str] = match (&pending, kind) {
+        (Pending::Exec { .. }, "exec") => &remotecommand::PROTOCOLS,
+        (Pending::PortForward(_), "portforward") => &[portforward::PROTOCOL],
+        _ => return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n"),
+    };
+    let offered = client_protocols(&request);
+    let protocol = if offered.is_empty() {
+        // Clients older than protocol negotiation speak the first version.
+        None
+    } else {
+        match offered.iter().find(|p| served.contains(&p.as_str())) {
+            Some(p) => Some(p.clone()),
+            None => {
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    format!("unable to upgrade: no common protocol; this server speaks {}\n", served.join(", ")),
+                )
+            }
+        }
+    };
+    let Ok(permit) = shared.sessions.clone().try_acquire_owned() else {
+        return plain(StatusCode::TOO_MANY_REQUESTS, "too many streaming sessions; try again later\n");
+    };
+    let idle = shared.idle_timeout;
+    let session_protocol = protocol.clone().unwrap_or_default();
+    tokio::spawn(async move {
+        let upgraded = match hyper::upgrade::on(request).await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!(error = %e, "streaming upgrade failed");
+                return;
+            }
+        };
+        let conn = Connection::serve(TokioIo::new(upgraded), idle);
+        match pending {
+            Pending::Exec { launch, stdio } => remotecommand::serve(conn, session_protocol, launch, stdio).await,
+            Pending::PortForward(network) => portforward::serve(conn, network).await,
+        }
+        drop(permit);
+    });
+    let mut response = plain(StatusCode::SWITCHING_PROTOCOLS, "");
+    let headers = response.headers_mut();
+    headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    headers.insert(UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+    if let Some(value) = protocol.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        headers.insert(PROTOCOL_HEADER, value);
+    }
+    response
+}
+
+pub(super) type Sessions = Arc<Semaphore>;

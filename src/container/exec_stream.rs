@@ -64,7 +64,11 @@ impl ExecLaunch {
         let null = || std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from);
         self.request.tty = stdio.tty;
         let (child_fds, io) = if stdio.tty {
-            let pty = crate::linux::pty::open().map_err(helper_err)?;
+            let pty = crate::linux::pty::open_in_container(self.request.init.pid).map_err(helper_err)?;
+            // Opened through the init's /proc entry: it must still be that init.
+            if !self.request.init.is_running() {
+                return Err(ExecStreamError::CannotStart("the container is not running".into()));
+            }
             let slave = |_| pty.slave.try_clone();
             let child = [0, 1, 2].map(slave);
             let child = child.into_iter().collect::<std::io::Result<Vec<_>>>().map_err(helper_err)?;

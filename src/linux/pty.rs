@@ -10,14 +10,46 @@ pub struct Pty {
     pub slave: OwnedFd,
 }
 
-/// A new pseudo-terminal pair, both ends close-on-exec.
-pub fn open() -> io::Result<Pty> {
-    let pair = nix::pty::openpty(None, None).map_err(io::Error::from)?;
-    for fd in [&pair.master, &pair.slave] {
-        nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
-            .map_err(io::Error::from)?;
+/// A new pseudo-terminal pair in the devpts instance of the container whose
+/// init is `init_pid` (its `/dev/pts/ptmx`, resolved inside its root), so
+/// the command sees its terminal under its own `/dev/pts`; both ends
+/// close-on-exec, the master non-blocking.
+pub fn open_in_container(init_pid: i32) -> io::Result<Pty> {
+    use nix::fcntl::{open, openat2, OFlag, OpenHow, ResolveFlag};
+    use nix::sys::stat::{fstat, major, minor, Mode, SFlag};
+    use std::os::fd::FromRawFd;
+
+    let root = open(
+        format!("/proc/{init_pid}/root").as_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let master = openat2(&root, "dev/pts/ptmx", how).map_err(io::Error::from)?;
+    // The container owns that path: it must be the multiplexer itself (5:2).
+    let stat = fstat(&master).map_err(io::Error::from)?;
+    let is_char = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
+    if !is_char || major(stat.st_rdev) != 5 || minor(stat.st_rdev) != 2 {
+        return Err(io::Error::other("the container's /dev/pts/ptmx is not the pseudo-terminal multiplexer"));
     }
-    Ok(Pty { master: pair.master, slave: pair.slave })
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads one int from the pointer, a live value on our stack.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock as *const libc::c_int) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: TIOCGPTPEER takes open flags and returns a new fd of the peer
+    // (found from the master, not by a path), or -1.
+    let slave =
+        unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    if slave < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the ioctl returned a fresh fd that nothing else owns.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    Ok(Pty { master, slave })
 }
 
 /// Sets the terminal's size in character cells (TIOCSWINSZ).

@@ -11,6 +11,7 @@ pub mod host;
 pub mod images;
 pub mod probe;
 pub mod raw_h2;
+pub mod spdy;
 pub mod v1alpha2;
 
 use std::fs;

@@ -10,6 +10,7 @@ pub mod server;
 pub mod spdy;
 pub mod status;
 pub mod tokens;
+pub mod websocket;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

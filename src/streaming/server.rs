@@ -1,20 +1,24 @@
 //! The streaming HTTP/1.1 server (hyper): `/exec/TOKEN` and
-//! `/portforward/TOKEN` upgraded to SPDY/3.1 with the subprotocol negotiated
-//! from the client's `X-Stream-Protocol-Version` headers (the client's
-//! first choice we speak), a cap on open sessions, then the session.
+//! `/portforward/TOKEN` upgraded to SPDY/3.1 or a WebSocket, the
+//! subprotocol negotiated from the client's `X-Stream-Protocol-Version` or
+//! `Sec-WebSocket-Protocol` headers (the client's first choice we speak), a
+//! cap on open sessions, then the session.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
+use hyper::header::{
+    HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, UPGRADE,
+};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::spdy::Connection;
-use super::{portforward, remotecommand, Pending, Shared};
+use super::{portforward, remotecommand, websocket, Pending, Shared};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
 const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
 
@@ -69,16 +73,45 @@ fn client_protocols(request: &Request<Incoming>) -> Vec<String> {
         .collect()
 }
 
-fn wants_spdy(request: &Request<Incoming>) -> bool {
-    let has = |name, token: &str| {
-        request
-            .headers()
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.split(',').any(|part| part.trim().eq_ignore_ascii_case(token)))
-    };
-    has(CONNECTION, "upgrade") && has(UPGRADE, "spdy/3.1")
+/// True when a `name` header lists `token` (case-insensitive, comma lists).
+fn header_has(request: &Request<Incoming>, name: impl hyper::header::AsHeaderName, token: &str) -> bool {
+    request
+        .headers()
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|part| part.trim().eq_ignore_ascii_case(token)))
+}
+
+/// How the client wants to talk.
+enum Transport {
+    Spdy,
+    /// A WebSocket, with the client's `Sec-WebSocket-Key`.
+    WebSocket(String),
+}
+
+fn transport_of(request: &Request<Incoming>) -> Option<Transport> {
+    if !header_has(request, CONNECTION, "upgrade") {
+        return None;
+    }
+    if header_has(request, UPGRADE, "spdy/3.1") {
+        return Some(Transport::Spdy);
+    }
+    let key = request.headers().get(SEC_WEBSOCKET_KEY).and_then(|k| k.to_str().ok())?;
+    header_has(request, UPGRADE, "websocket").then(|| Transport::WebSocket(key.to_string()))
+}
+
+/// The protocols a WebSocket client offers (`Sec-WebSocket-Protocol`).
+fn websocket_protocols(request: &Request<Incoming>) -> Vec<String> {
+    request
+        .headers()
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
@@ -90,19 +123,23 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
     if !matches!(kind, "exec" | "portforward") {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     }
-    if !wants_spdy(&request) {
-        return plain(StatusCode::BAD_REQUEST, "this endpoint needs an upgrade to SPDY/3.1\n");
-    }
+    let Some(transport) = transport_of(&request) else {
+        return plain(StatusCode::BAD_REQUEST, "this endpoint needs an upgrade to SPDY/3.1 or a WebSocket\n");
+    };
     // Taken (and so used up) by the first request that names it.
     let Some(pending) = shared.tokens.take(token) else {
         return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
     };
-    let served: &[&str] = match (&pending, kind) {
-        (Pending::Exec { .. }, "exec") => &remotecommand::PROTOCOLS,
-        (Pending::PortForward(_), "portforward") => &[portforward::PROTOCOL],
+    let served: &[&str] = match (&pending, kind, &transport) {
+        (Pending::Exec { .. }, "exec", _) => &remotecommand::PROTOCOLS,
+        (Pending::PortForward(_), "portforward", Transport::Spdy) => &[portforward::PROTOCOL],
+        (Pending::PortForward(_), "portforward", Transport::WebSocket(_)) => &[websocket::TUNNEL_PROTOCOL],
         _ => return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n"),
     };
-    let offered = client_protocols(&request);
+    let offered = match transport {
+        Transport::Spdy => client_protocols(&request),
+        Transport::WebSocket(_) => websocket_protocols(&request),
+    };
     let protocol = if offered.is_empty() {
         // Clients older than protocol negotiation speak the first version.
         None
@@ -122,6 +159,7 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
     };
     let idle = shared.idle_timeout;
     let session_protocol = protocol.clone().unwrap_or_default();
+    let websocket = matches!(transport, Transport::WebSocket(_));
     tokio::spawn(async move {
         let upgraded = match hyper::upgrade::on(request).await {
             Ok(upgraded) => upgraded,
@@ -130,19 +168,44 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
                 return;
             }
         };
-        let conn = Connection::serve(TokioIo::new(upgraded), idle);
-        match pending {
-            Pending::Exec { launch, stdio } => remotecommand::serve(conn, session_protocol, launch, stdio).await,
-            Pending::PortForward(network) => portforward::serve(conn, network).await,
+        match (pending, websocket) {
+            (Pending::Exec { launch, stdio }, false) => {
+                let conn = Connection::serve(TokioIo::new(upgraded), idle);
+                remotecommand::serve(conn, session_protocol, launch, stdio).await
+            }
+            (Pending::Exec { launch, stdio }, true) => {
+                let conn = websocket::channel_connection(websocket::accept(upgraded).await, stdio, idle);
+                remotecommand::serve(conn, session_protocol, launch, stdio).await
+            }
+            (Pending::PortForward(network), false) => {
+                portforward::serve(Connection::serve(TokioIo::new(upgraded), idle), network).await
+            }
+            (Pending::PortForward(network), true) => {
+                portforward::serve(websocket::tunnel(websocket::accept(upgraded).await, idle), network).await
+            }
         }
         drop(permit);
     });
     let mut response = plain(StatusCode::SWITCHING_PROTOCOLS, "");
     let headers = response.headers_mut();
     headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    headers.insert(UPGRADE, HeaderValue::from_static("SPDY/3.1"));
-    if let Some(value) = protocol.and_then(|p| HeaderValue::from_str(&p).ok()) {
-        headers.insert(PROTOCOL_HEADER, value);
+    let protocol = protocol.and_then(|p| HeaderValue::from_str(&p).ok());
+    match transport {
+        Transport::Spdy => {
+            headers.insert(UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+            if let Some(value) = protocol {
+                headers.insert(PROTOCOL_HEADER, value);
+            }
+        }
+        Transport::WebSocket(key) => {
+            headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
+            if let Ok(accept) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
+                headers.insert(SEC_WEBSOCKET_ACCEPT, accept);
+            }
+            if let Some(value) = protocol {
+                headers.insert(SEC_WEBSOCKET_PROTOCOL, value);
+            }
+        }
     }
     response
 }

@@ -30,7 +30,8 @@ pub struct IncomingStream {
     pub data: mpsc::Receiver<Bytes>,
 }
 
-enum Out {
+/// What a session asks its transport to send.
+pub(crate) enum Out {
     Reply(u32),
     Data(u32, Bytes, bool),
     Reset(u32, u32),
@@ -41,7 +42,7 @@ enum Out {
 /// Sends on the connection; cheap to clone. Fails once the connection is gone.
 #[derive(Clone)]
 pub struct Outbound {
-    tx: mpsc::Sender<Out>,
+    pub(crate) tx: mpsc::Sender<Out>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +103,17 @@ impl Connection {
         let writer = tokio::spawn(write_frames(BufWriter::new(write_half), out_rx, activity.clone(), gone_tx.clone()));
         tokio::spawn(watch_over(reader, activity, idle_timeout, gone_tx));
         Connection { streams, outbound: Outbound { tx: out_tx }, gone, writer }
+    }
+
+    /// A connection made of channels, for a transport other than SPDY that
+    /// drives the same sessions (WebSocket channels).
+    pub(crate) fn from_parts(
+        streams: mpsc::Receiver<IncomingStream>,
+        outbound: Outbound,
+        gone: watch::Receiver<bool>,
+        writer: tokio::task::JoinHandle<()>,
+    ) -> Connection {
+        Connection { streams, outbound, gone, writer }
     }
 
     /// Waits until everything queued is written (after `go_away`), at most `limit`.

@@ -148,14 +148,13 @@ pub fn tunnel(socket: Socket, idle_timeout: Duration) -> Connection {
         };
         let inward = async move {
             while let Some(Ok(message)) = source.next().await {
-                match message {
-                    Message::Binary(data) => {
-                        if to_session.write_all(&data).await.is_err() {
-                            break;
-                        }
-                    }
-                    Message::Close(_) => break,
-                    _ => {}
+                let written = match message {
+                    Message::Binary(data) => to_session.write_all(&data).await.is_ok(),
+                    Message::Close(_) => false,
+                    _ => true,
+                };
+                if !written {
+                    break;
                 }
             }
             let _ = to_session.shutdown().await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::client::{container_config, with_namespaces};
 use common::spdy::SpdyClient;
+use common::websocket;
 use common::TestEnv;
 use nidus::api::*;
 
@@ -356,6 +357,65 @@ async fn forwards_http(env: &TestEnv, cri: &mut common::Cri, pod: PodSandboxConf
     client.send(data, b"GET / HTTP/1.0\r\n\r\n").await;
     assert!(String::from_utf8_lossy(&client.read_to_end(data, LONG).await).ends_with("hello-from-pod\n"));
     assert!(client.read_to_end(error, LONG).await.is_empty());
+
+    // The same over a WebSocket (SPDY tunnelled in it, as crictl --transport websocket).
+    let url = cri
+        .runtime
+        .port_forward(PortForwardRequest { pod_sandbox_id: pod_id.clone(), port: vec![] })
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let (socket, chosen) =
+        websocket::connect(&url, &env.netns, &["SPDY/3.1+portforward.k8s.io"]).await.expect("upgrade");
+    assert_eq!(chosen.as_deref(), Some("SPDY/3.1+portforward.k8s.io"));
+    let mut client = websocket::tunnel(socket, chosen);
+    let mut pairs = Vec::new();
+    for n in 0..5 {
+        let (error, data) = open_pair(&mut client, port, n).await;
+        client.send(data, b"GET / HTTP/1.0\r\n\r\n").await;
+        pairs.push((error, data));
+    }
+    for (error, data) in pairs {
+        assert!(String::from_utf8_lossy(&client.read_to_end(data, LONG).await).ends_with("hello-from-pod\n"));
+        assert!(client.read_to_end(error, LONG).await.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn exec_over_websocket_channels() {
+    let mut env = TestEnv::new("execws");
+    let mut cri = env.start().await;
+    let (_pod, id) = running_busybox(&env, &mut cri, env.pod("ws")).await;
+
+    // v5: stdin and its close signal, stdout and stderr apart, the exit code.
+    let io = Stdio { stdin: true, stdout: true, stderr: true, tty: false };
+    let url = exec_url(&mut cri, &id, &["sh", "-c", "cat; echo err >&2; exit 5"], &io).await.unwrap();
+    let offered = ["v5.channel.k8s.io", V4];
+    let (mut socket, chosen) = websocket::connect(&url, &env.netns, &offered).await.expect("upgrade");
+    assert_eq!(chosen.as_deref(), Some("v5.channel.k8s.io"));
+    websocket::send(&mut socket, 0, b"over a websocket\n").await;
+    websocket::send(&mut socket, 255, &[0]).await;
+    let (channels, messages) = websocket::read_all(&mut socket).await;
+    assert_eq!(messages.first().map(Vec::as_slice), Some(&[1u8][..]), "first an empty stdout message");
+    assert_eq!(channels[1], b"over a websocket\n");
+    assert_eq!(channels[2], b"err\n");
+    assert_exit(&status_of(&channels[3]), 5);
+
+    // A terminal, resized through channel 4.
+    let io = Stdio { stdin: true, stdout: true, stderr: false, tty: true };
+    let url = exec_url(&mut cri, &id, &["sh", "-c", "read x; busybox stty size"], &io).await.unwrap();
+    let (mut socket, _) = websocket::connect(&url, &env.netns, &[V4]).await.expect("upgrade");
+    websocket::send(&mut socket, 4, br#"{"Width":77,"Height":22}"#).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    websocket::send(&mut socket, 0, b"\n").await;
+    let (channels, _) = websocket::read_all(&mut socket).await;
+    assert!(String::from_utf8_lossy(&channels[1]).contains("22 77"), "{:?}", String::from_utf8_lossy(&channels[1]));
+    assert_exit(&status_of(&channels[3]), 0);
+
+    // Nothing in common.
+    let url = exec_url(&mut cri, &id, &["true"], &io).await.unwrap();
+    assert_eq!(websocket::connect(&url, &env.netns, &["base64.binary.k8s.io"]).await.err(), Some(403));
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ pub mod probe;
 pub mod raw_h2;
 pub mod spdy;
 pub mod v1alpha2;
+pub mod websocket;
 
 use std::fs;
 use std::path::{Path, PathBuf};

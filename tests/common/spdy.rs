@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use nidus::streaming::spdy::frame::{self, Frame};
 use nidus::streaming::spdy::headers::{HeaderReader, HeaderWriter, Headers};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -23,7 +22,7 @@ type Inbox = mpsc::UnboundedReceiver<Option<Vec<u8>>>;
 
 pub struct SpdyClient {
     pub protocol: Option<String>,
-    writer: OwnedWriteHalf,
+    writer: Box<dyn AsyncWrite + Send + Unpin>,
     headers: HeaderWriter,
     next_id: u32,
     routes: Routes,
@@ -67,19 +66,28 @@ impl SpdyClient {
         }
         let protocol = head_headers.get("x-stream-protocol-version").cloned();
         let (read_half, writer) = tcp.into_split();
+        Ok(Self::over(read_half, writer, protocol))
+    }
+
+    /// A client on an established byte stream (e.g. tunnelled in a WebSocket).
+    pub fn over(
+        read_half: impl AsyncRead + Send + Unpin + 'static,
+        writer: impl AsyncWrite + Send + Unpin + 'static,
+        protocol: Option<String>,
+    ) -> SpdyClient {
         let routes: Routes = Arc::default();
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = tokio::spawn(read_loop(read_half, routes.clone(), closed.clone()));
-        Ok(SpdyClient {
+        SpdyClient {
             protocol,
-            writer,
+            writer: Box::new(writer),
             headers: HeaderWriter::new().expect("zlib"),
             next_id: 1,
             routes,
             inboxes: HashMap::new(),
             closed,
             reader,
-        })
+        }
     }
 
     /// Opens a stream with `pairs` as headers; returns its id.
@@ -184,11 +192,7 @@ async fn read_response_head(tcp: &mut TcpStream) -> (u16, HashMap<String, String
     (status, headers, body)
 }
 
-async fn read_loop(
-    read_half: tokio::net::tcp::OwnedReadHalf,
-    routes: Routes,
-    closed: Arc<std::sync::atomic::AtomicBool>,
-) {
+async fn read_loop(read_half: impl AsyncRead + Unpin, routes: Routes, closed: Arc<std::sync::atomic::AtomicBool>) {
     let mut reader = tokio::io::BufReader::new(read_half);
     let mut headers = HeaderReader::new();
     loop {

@@ -624,6 +624,23 @@ impl Containers {
         })
     }
 
+    /// Attach: checks the container runs and names its monitor's socket and
+    /// the stdio it was created with.
+    pub fn prepare_attach(&self, id: &str) -> Result<crate::streaming::attach::AttachLaunch, ContainerError> {
+        let view = self.get(id)?;
+        if view.state != ContainerState::Running {
+            return Err(ContainerError::Precondition(format!("container {} is not running", view.record.id)));
+        }
+        let config = &view.record.config;
+        Ok(crate::streaming::attach::AttachLaunch {
+            container_id: view.record.id.clone(),
+            socket: RunFiles::new(&view.paths.run_dir).socket(),
+            tty: config.tty,
+            stdin: config.stdin,
+            stdin_once: config.stdin_once,
+        })
+    }
+
     /// UpdateContainerResources: puts `resources` in force on a created or
     /// running container's cgroup (an in-place pod resize), then records them
     /// and updates the container's OCI spec. oom_score_adj only counts at start.

@@ -293,8 +293,8 @@ impl RuntimeService for RuntimeApi {
         Ok(Response::new(super::streaming::exec(&self.daemon, request.into_inner())?))
     }
 
-    async fn attach(&self, _: Request<AttachRequest>) -> Result<Response<AttachResponse>, Status> {
-        Err(unimplemented("Attach"))
+    async fn attach(&self, request: Request<AttachRequest>) -> Result<Response<AttachResponse>, Status> {
+        Ok(Response::new(super::streaming::attach(&self.daemon, request.into_inner())?))
     }
 
     async fn port_forward(

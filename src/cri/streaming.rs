@@ -1,4 +1,4 @@
-//! Exec and PortForward, CRI side: the request is checked (the container
+//! Exec, Attach and PortForward, CRI side: the request is checked (the container
 //! runs, the pod is ready, a sensible set of streams) and the answer is the
 //! URL of a streaming session that holds what the session needs.
 
@@ -6,7 +6,7 @@ use tonic::Status;
 
 use super::errors::invalid;
 use super::validate;
-use crate::api::{ExecRequest, ExecResponse, PortForwardRequest, PortForwardResponse};
+use crate::api::{AttachRequest, AttachResponse, ExecRequest, ExecResponse, PortForwardRequest, PortForwardResponse};
 use crate::container::exec_stream::ExecStdio;
 use crate::daemon::Daemon;
 use crate::pod::SandboxState;
@@ -31,6 +31,22 @@ pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Statu
     let launch = daemon.containers.prepare_exec(id, request.cmd)?;
     tracing::debug!(container_id = %launch.container_id, tty = stdio.tty, "exec session prepared");
     Ok(ExecResponse { url: daemon.streaming.exec_url(launch, stdio) })
+}
+
+pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {
+    let id = validate::id("container_id", &request.container_id)?;
+    if request.tty && request.stderr {
+        return Err(invalid("stderr", "tty and stderr cannot both be true"));
+    }
+    if !(request.stdin || request.stdout || request.stderr) {
+        return Err(invalid("stdin, stdout, stderr", "one of them must be true"));
+    }
+    let launch = daemon.containers.prepare_attach(id)?;
+    if request.stdin && !launch.stdin {
+        return Err(invalid("stdin", "the container was not created with stdin"));
+    }
+    let stdio = ExecStdio { stdin: request.stdin, stdout: request.stdout, stderr: request.stderr, tty: request.tty };
+    Ok(AttachResponse { url: daemon.streaming.attach_url(launch, stdio) })
 }
 
 pub fn port_forward(daemon: &Daemon, request: PortForwardRequest) -> Result<PortForwardResponse, Status> {

@@ -3,6 +3,7 @@
 //! expiring token, and answers an absolute URL; the client connects there
 //! and speaks remotecommand or port-forward over SPDY/3.1.
 
+pub mod attach;
 pub mod config;
 pub mod portforward;
 pub mod remotecommand;
@@ -23,6 +24,7 @@ use portforward::PodNetwork;
 /// What a token stands for until its client connects.
 pub enum Pending {
     Exec { launch: ExecLaunch, stdio: ExecStdio },
+    Attach { launch: attach::AttachLaunch, stdio: ExecStdio },
     PortForward(PodNetwork),
 }
 
@@ -68,6 +70,12 @@ impl StreamingServer {
     pub fn exec_url(&self, launch: ExecLaunch, stdio: ExecStdio) -> String {
         let token = self.shared.tokens.insert(Pending::Exec { launch, stdio });
         format!("{}/exec/{token}", self.base_url)
+    }
+
+    /// The URL of a new attach session.
+    pub fn attach_url(&self, launch: attach::AttachLaunch, stdio: ExecStdio) -> String {
+        let token = self.shared.tokens.insert(Pending::Attach { launch, stdio });
+        format!("{}/attach/{token}", self.base_url)
     }
 
     /// The URL of a new port-forward session.

@@ -37,10 +37,14 @@ fn has_resize(protocol: &str) -> bool {
 }
 
 /// The streams a session uses, by type.
-struct Streams(HashMap<String, IncomingStream>);
+pub(super) struct Streams(pub(super) HashMap<String, IncomingStream>);
 
 /// Waits until the client has opened every stream `stdio` needs.
-async fn collect_streams(conn: &mut Connection, stdio: ExecStdio, protocol: &str) -> Result<Streams, String> {
+pub(super) async fn collect_streams(
+    conn: &mut Connection,
+    stdio: ExecStdio,
+    protocol: &str,
+) -> Result<Streams, String> {
     let mut wanted = vec!["error"];
     for (on, name) in [
         (stdio.stdin, "stdin"),
@@ -109,7 +113,7 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: ExecLaunch, s
     }
 }
 
-async fn finish_connection(conn: Connection) {
+pub(super) async fn finish_connection(conn: Connection) {
     let _ = conn.outbound.go_away().await;
     conn.flush(Duration::from_secs(2)).await;
 }
@@ -122,7 +126,7 @@ async fn run(conn: &mut Connection, streams: &mut Streams, running: RunningExec,
     let mut background: Vec<JoinHandle<()>> = Vec::new();
     for (fd, name) in [(io.stdout, "stdout"), (io.stderr, "stderr")] {
         if let (Some(fd), Some(stream)) = (fd, streams.0.get(name)) {
-            copies.push(tokio::spawn(copy_out(fd, outbound.clone(), stream.id)));
+            copies.push(tokio::spawn(copy_out(fd, outbound.clone(), Some(stream.id))));
         }
     }
     if let (Some(fd), Some(stream)) = (io.stdin, streams.0.remove("stdin")) {
@@ -171,28 +175,33 @@ fn abort_all<'a>(tasks: impl Iterator<Item = &'a JoinHandle<()>>) {
     }
 }
 
-/// Sends what `fd` yields on stream `id`, then half-closes it. A terminal
-/// whose other side closed reads EIO, its end of file.
-async fn copy_out(fd: OwnedFd, outbound: Outbound, id: u32) {
+/// Sends what `fd` yields on stream `id` (reads and drops it without one),
+/// then half-closes it. A terminal whose other side closed reads EIO, its
+/// end of file.
+pub(super) async fn copy_out(fd: OwnedFd, outbound: Outbound, id: Option<u32>) {
     if let Ok(mut source) = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(fd) {
         let mut buf = vec![0u8; 32 << 10];
         loop {
             match source.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if outbound.data(id, &buf[..n]).await.is_err() {
-                        return;
+                    if let Some(id) = id {
+                        if outbound.data(id, &buf[..n]).await.is_err() {
+                            return;
+                        }
                     }
                 }
             }
         }
     }
-    let _ = outbound.finish(id).await;
+    if let Some(id) = id {
+        let _ = outbound.finish(id).await;
+    }
 }
 
 /// Writes what the client sends on `stream` to `fd`; closes `fd` at the
 /// client's half-close (the command reads end of file).
-async fn copy_in(mut stream: IncomingStream, fd: OwnedFd) {
+pub(super) async fn copy_in(mut stream: IncomingStream, fd: OwnedFd) {
     let Ok(mut sink) = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(fd) else {
         return;
     };
@@ -212,7 +221,7 @@ struct TerminalSize {
 }
 
 /// Applies each size the client sends (a stream of JSON objects).
-async fn apply_resizes(mut stream: IncomingStream, terminal: OwnedFd) {
+pub(super) async fn apply_resizes(mut stream: IncomingStream, terminal: OwnedFd) {
     let mut pending: Vec<u8> = Vec::new();
     while let Some(chunk) = stream.data.recv().await {
         pending.extend_from_slice(&chunk);

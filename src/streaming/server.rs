@@ -1,5 +1,5 @@
-//! The streaming HTTP/1.1 server (hyper): `/exec/TOKEN` and
-//! `/portforward/TOKEN` upgraded to SPDY/3.1 or a WebSocket, the
+//! The streaming HTTP/1.1 server (hyper): `/exec/TOKEN`, `/attach/TOKEN`
+//! and `/portforward/TOKEN` upgraded to SPDY/3.1 or a WebSocket, the
 //! subprotocol negotiated from the client's `X-Stream-Protocol-Version` or
 //! `Sec-WebSocket-Protocol` headers (the client's first choice we speak), a
 //! cap on open sessions, then the session.
@@ -120,7 +120,7 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
     let (Some(kind), Some(token)) = (parts.next(), parts.next()) else {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     };
-    if !matches!(kind, "exec" | "portforward") {
+    if !matches!(kind, "exec" | "attach" | "portforward") {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     }
     let Some(transport) = transport_of(&request) else {
@@ -131,7 +131,7 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
         return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
     };
     let served: &[&str] = match (&pending, kind, &transport) {
-        (Pending::Exec { .. }, "exec", _) => &remotecommand::PROTOCOLS,
+        (Pending::Exec { .. }, "exec", _) | (Pending::Attach { .. }, "attach", _) => &remotecommand::PROTOCOLS,
         (Pending::PortForward(_), "portforward", Transport::Spdy) => &[portforward::PROTOCOL],
         (Pending::PortForward(_), "portforward", Transport::WebSocket(_)) => &[websocket::TUNNEL_PROTOCOL],
         _ => return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n"),
@@ -176,6 +176,14 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
             (Pending::Exec { launch, stdio }, true) => {
                 let conn = websocket::channel_connection(websocket::accept(upgraded).await, stdio, idle);
                 remotecommand::serve(conn, session_protocol, launch, stdio).await
+            }
+            (Pending::Attach { launch, stdio }, false) => {
+                let conn = Connection::serve(TokioIo::new(upgraded), idle);
+                super::attach::serve(conn, session_protocol, launch, stdio).await
+            }
+            (Pending::Attach { launch, stdio }, true) => {
+                let conn = websocket::channel_connection(websocket::accept(upgraded).await, stdio, idle);
+                super::attach::serve(conn, session_protocol, launch, stdio).await
             }
             (Pending::PortForward(network), false) => {
                 portforward::serve(Connection::serve(TokioIo::new(upgraded), idle), network).await

@@ -432,3 +432,117 @@ async fn port_forward_reaches_a_host_network_pod() {
     let pod = with_namespaces(env.pod("hostweb"), NamespaceMode::Node, NamespaceMode::Pod, NamespaceMode::Pod);
     forwards_http(&env, &mut cri, pod, 8081).await;
 }
+
+async fn attach_url(cri: &mut common::Cri, id: &str, io: &Stdio) -> String {
+    cri.runtime
+        .attach(AttachRequest {
+            container_id: id.into(),
+            stdin: io.stdin,
+            tty: io.tty,
+            stdout: io.stdout,
+            stderr: io.stderr,
+        })
+        .await
+        .expect("Attach")
+        .into_inner()
+        .url
+}
+
+async fn start_attach(env: &TestEnv, cri: &mut common::Cri, id: &str, io: Stdio) -> Session {
+    let url = attach_url(cri, id, &io).await;
+    assert!(url.contains("/attach/"), "{url}");
+    let mut client = SpdyClient::connect(&url, &env.netns, &[V4]).await.expect("upgrade");
+    let error = client.open(&[("streamType", "error")]).await;
+    let wanted = [(io.stdin, "stdin"), (io.stdout, "stdout"), (io.stderr && !io.tty, "stderr"), (io.tty, "resize")];
+    let mut ids = [None; 4];
+    for (slot, (on, kind)) in ids.iter_mut().zip(wanted) {
+        if on {
+            *slot = Some(client.open(&[("streamType", kind)]).await);
+        }
+    }
+    Session { client, error, stdin: ids[0], stdout: ids[1], stderr: ids[2], resize: ids[3] }
+}
+
+#[tokio::test]
+async fn attach_to_a_containers_own_stdio() {
+    let mut env = TestEnv::new("attach");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("attach");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+
+    // Output already written is not replayed; what comes next reaches every attacher, and the log.
+    let ticker = "i=0; while true; do i=$((i+1)); echo tick-$i; echo err-$i >&2; sleep 0.2; done";
+    let ticks = cri.run_container(&pod_id, &pod, container_config("ticks", &image, &["sh", "-c", ticker])).await;
+    cri.wait_for_line(&ticks, "tick-3", 20).await;
+    let io = || Stdio { stdin: false, stdout: true, stderr: true, tty: false };
+    let mut first = start_attach(&env, &mut cri, &ticks, io()).await;
+    let mut second = start_attach(&env, &mut cri, &ticks, io()).await;
+    for s in [&mut first, &mut second] {
+        let seen = s.client.read_until(s.stdout.unwrap(), "tick-", LONG).await;
+        let first_tick: u32 = seen.split("tick-").nth(1).unwrap().lines().next().unwrap().trim().parse().unwrap();
+        assert!(first_tick > 3, "only output after attaching: {seen:?}");
+        s.client.read_until(s.stderr.unwrap(), "err-", LONG).await;
+    }
+    // One leaves; the other keeps getting output; the log goes on.
+    first.client.vanish();
+    let stdout = second.stdout.unwrap();
+    second.client.read_until(stdout, "\n", LONG).await;
+    let later = second.client.read_until(stdout, "tick-", LONG).await;
+    assert!(later.contains("tick-"));
+    let last_logged = common::client::log_lines(&cri.logs(&ticks).await, "stdout").len();
+    assert!(last_logged > 3, "the CRI log still gets the output");
+
+    // stdin_once: the client's close is the container's end of file.
+    let reader = "while read line; do echo got-$line; done; echo stdin-closed; sleep 1000";
+    let mut config = container_config("once", &image, &["sh", "-c", reader]);
+    config.stdin = true;
+    config.stdin_once = true;
+    let once = cri.run_container(&pod_id, &pod, config).await;
+    let io = || Stdio { stdin: true, stdout: true, stderr: false, tty: false };
+    let mut s = start_attach(&env, &mut cri, &once, io()).await;
+    let (stdin, stdout) = (s.stdin.unwrap(), s.stdout.unwrap());
+    s.client.send(stdin, b"a\n").await;
+    s.client.read_until(stdout, "got-a", LONG).await;
+    s.client.finish(stdin).await;
+    s.client.read_until(stdout, "stdin-closed", LONG).await;
+
+    // Without stdin_once the container's stdin outlives a client.
+    let mut config = container_config("many", &image, &["sh", "-c", reader]);
+    config.stdin = true;
+    let many = cri.run_container(&pod_id, &pod, config).await;
+    let mut s = start_attach(&env, &mut cri, &many, io()).await;
+    let (stdin, stdout) = (s.stdin.unwrap(), s.stdout.unwrap());
+    s.client.send(stdin, b"b\n").await;
+    s.client.read_until(stdout, "got-b", LONG).await;
+    s.client.finish(stdin).await;
+    s.client.vanish();
+    let mut s = start_attach(&env, &mut cri, &many, io()).await;
+    let (stdin, stdout) = (s.stdin.unwrap(), s.stdout.unwrap());
+    s.client.send(stdin, b"c\n").await;
+    let seen = s.client.read_until(stdout, "got-c", LONG).await;
+    assert!(!seen.contains("stdin-closed"), "{seen:?}");
+
+    // A terminal container: input, resize, and the session ends with the container.
+    let mut config = container_config("term", &image, &["sh", "-c", "read x; busybox stty size; echo bye-$x"]);
+    config.stdin = true;
+    config.tty = true;
+    let term = cri.run_container(&pod_id, &pod, config).await;
+    let mut s =
+        start_attach(&env, &mut cri, &term, Stdio { stdin: true, stdout: true, stderr: false, tty: true }).await;
+    let (stdin, stdout, resize) = (s.stdin.unwrap(), s.stdout.unwrap(), s.resize.unwrap());
+    s.client.send(resize, br#"{"Width":91,"Height":19}"#).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.client.send(stdin, b"now\n").await;
+    let rest = String::from_utf8_lossy(&s.client.read_to_end(stdout, LONG).await).into_owned();
+    assert!(rest.contains("19 91") && rest.contains("bye-now"), "{rest:?}");
+    assert_exit(&status_of(&s.client.read_to_end(s.error, LONG).await), 0);
+
+    // What Attach refuses.
+    let refused = cri
+        .runtime
+        .attach(AttachRequest { container_id: ticks.clone(), stdin: true, stdout: true, ..Default::default() })
+        .await
+        .expect_err("stdin of a container without stdin");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}

@@ -546,3 +546,62 @@ async fn attach_to_a_containers_own_stdio() {
         .expect_err("stdin of a container without stdin");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 }
+
+#[tokio::test]
+async fn tls_when_configured() {
+    let env = TestEnv::new("tls");
+    let (cert, key) = (env.base.join("cert.pem"), env.base.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let config = format!("[streaming]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n", cert.display(), key.display());
+    let config = config_file(&env, &config);
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    let (_pod, id) = running_busybox(&env, &mut cri, env.pod("tls")).await;
+    let io = || Stdio { stdin: false, stdout: true, stderr: true, tty: false };
+    let url = exec_url(&mut cri, &id, &["sh", "-c", "echo secret; exit 6"], &io()).await.unwrap();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let (authority, path) = common::spdy::split_url(&url);
+
+    // Trusting the configured certificate: the session works.
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    let pem = std::fs::read(&cert).unwrap();
+    for c in rustls_pki_types::pem::PemObject::pem_slice_iter(&pem) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let client_config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client_config));
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tcp = common::spdy::connect_in_netns(&env.netns, &authority);
+    let tls = connector.connect(name, tcp).await.expect("TLS handshake with the configured certificate");
+    let mut client = SpdyClient::upgrade(tls, &authority, &path, &[V4]).await.expect("upgrade over TLS");
+    let error = client.open(&[("streamType", "error")]).await;
+    let stdout = client.open(&[("streamType", "stdout")]).await;
+    client.open(&[("streamType", "stderr")]).await;
+    assert_eq!(client.read_to_end(stdout, LONG).await, b"secret\n");
+    assert_exit(&status_of(&client.read_to_end(error, LONG).await), 6);
+
+    // Plain HTTP to the TLS port gets no session.
+    let url = exec_url(&mut cri, &id, &["true"], &io()).await.unwrap();
+    let plain = url.replacen("https://", "http://", 1);
+    let (authority, path) = common::spdy::split_url(&plain);
+    let tcp = common::spdy::connect_in_netns(&env.netns, &authority);
+    let attempt = tokio::time::timeout(LONG, async move {
+        tokio::task::spawn(async move { SpdyClient::upgrade(tcp, &authority, &path, &[V4]).await.is_ok() }).await
+    })
+    .await
+    .expect("answered or closed in time");
+    assert!(!matches!(attempt, Ok(true)), "no session without TLS");
+}

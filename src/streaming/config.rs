@@ -2,6 +2,7 @@
 //! server listens and the bounds on its sessions.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,10 @@ pub struct StreamingConfig {
     pub token_ttl_secs: u64,
     /// Most sessions open at once; more are refused (HTTP 429).
     pub max_sessions: usize,
+    /// TLS: the server's certificate chain and private key (PEM files);
+    /// both or neither. With them the URLs are `https://`.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for StreamingConfig {
@@ -31,6 +36,8 @@ impl Default for StreamingConfig {
             idle_timeout_secs: 4 * 3600,
             token_ttl_secs: 60,
             max_sessions: 256,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }
@@ -38,6 +45,20 @@ impl Default for StreamingConfig {
 impl StreamingConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.ip()?;
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (None, None) => {}
+            (Some(cert), Some(key)) => {
+                for (name, path) in [("tls_cert_file", cert), ("tls_key_file", key)] {
+                    if !path.is_absolute() || crate::config::has_dot_dot(path) {
+                        return Err(format!(
+                            "streaming.{name} must be an absolute path without '..', got {}",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+            _ => return Err("streaming.tls_cert_file and streaming.tls_key_file go together".into()),
+        }
         if self.idle_timeout_secs == 0 || self.token_ttl_secs == 0 || self.max_sessions == 0 {
             return Err("streaming.idle_timeout_secs, token_ttl_secs and max_sessions must be at least 1".into());
         }

@@ -10,6 +10,7 @@ pub mod remotecommand;
 pub mod server;
 pub mod spdy;
 pub mod status;
+pub mod tls;
 pub mod tokens;
 pub mod websocket;
 
@@ -36,7 +37,7 @@ pub(crate) struct Shared {
 }
 
 pub struct StreamingServer {
-    /// `http://ADDRESS:PORT`, what URLs start with.
+    /// `http://ADDRESS:PORT` (https with TLS), what URLs start with.
     base_url: String,
     shared: Arc<Shared>,
 }
@@ -45,6 +46,11 @@ impl StreamingServer {
     /// Binds the configured address and serves in the background.
     pub async fn start(config: &StreamingConfig) -> std::io::Result<Self> {
         let ip = config.ip().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let tls = match (&config.tls_cert_file, &config.tls_key_file) {
+            (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(std::io::Error::other)?),
+            _ => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, config.port)).await?;
         let local = listener.local_addr()?;
         // A wildcard address is no place to connect to: the URL names loopback
@@ -61,9 +67,9 @@ impl StreamingServer {
             sessions: Arc::new(tokio::sync::Semaphore::new(config.max_sessions)),
             idle_timeout: Duration::from_secs(config.idle_timeout_secs),
         });
-        server::spawn_accept_loop(listener, shared.clone());
-        tracing::info!(address = %local, "streaming server listening");
-        Ok(Self { base_url: format!("http://{reachable}"), shared })
+        server::spawn_accept_loop(listener, tls, shared.clone());
+        tracing::info!(address = %local, scheme, "streaming server listening");
+        Ok(Self { base_url: format!("{scheme}://{reachable}"), shared })
     }
 
     /// The URL of a new exec session.

@@ -15,6 +15,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 
 use super::spdy::Connection;
 use super::{portforward, remotecommand, websocket, Pending, Shared};
@@ -22,7 +23,10 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
 const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
 
-pub(super) fn spawn_accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+/// How long a client may take over its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(super) fn spawn_accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = match listener.accept().await {
@@ -34,24 +38,38 @@ pub(super) fn spawn_accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 }
             };
             let _ = tcp.set_nodelay(true);
-            let shared = shared.clone();
+            let (shared, tls) = (shared.clone(), tls.clone());
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let shared = shared.clone();
-                    async move { Ok::<_, std::convert::Infallible>(route(request, shared)) }
-                });
-                let served = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(TokioIo::new(tcp), service)
-                    .with_upgrades()
-                    .await;
-                if let Err(e) = served {
-                    tracing::debug!(peer = %peer, error = %e, "streaming connection ended with an error");
+                match tls {
+                    None => serve_http(tcp, shared, peer).await,
+                    Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => serve_http(stream, shared, peer).await,
+                        Ok(Err(e)) => tracing::debug!(peer = %peer, error = %e, "streaming TLS handshake failed"),
+                        Err(_) => tracing::debug!(peer = %peer, "streaming TLS handshake timed out"),
+                    },
                 }
             });
         }
     });
+}
+
+async fn serve_http<IO>(io: IO, shared: Arc<Shared>, peer: std::net::SocketAddr)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request| {
+        let shared = shared.clone();
+        async move { Ok::<_, std::convert::Infallible>(route(request, shared)) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades()
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(peer = %peer, error = %e, "streaming connection ended with an error");
+    }
 }
 
 fn plain(status: StatusCode, message: impl Into<String>) -> Response<String> {

@@ -39,9 +39,9 @@ pub struct Refused {
     pub body: String,
 }
 
-/// `http://HOST:PORT/PATH` → (HOST:PORT, /PATH).
-fn split_url(url: &str) -> (String, String) {
-    let rest = url.strip_prefix("http://").expect("an http:// URL");
+/// `http(s)://HOST:PORT/PATH` → (HOST:PORT, /PATH).
+pub fn split_url(url: &str) -> (String, String) {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).expect("an http(s):// URL");
     let slash = rest.find('/').expect("a path");
     (rest[..slash].to_string(), rest[slash..].to_string())
 }
@@ -51,7 +51,15 @@ impl SpdyClient {
     /// test's, where the daemon listens) and upgrades, offering `protocols`.
     pub async fn connect(url: &str, netns: &str, protocols: &[&str]) -> Result<SpdyClient, Refused> {
         let (authority, path) = split_url(url);
-        let mut tcp = connect_in_netns(netns, &authority);
+        let tcp = connect_in_netns(netns, &authority);
+        Self::upgrade(tcp, &authority, &path, protocols).await
+    }
+
+    /// The HTTP/1.1 upgrade to SPDY on `io` (plain TCP or TLS).
+    pub async fn upgrade<IO>(mut io: IO, authority: &str, path: &str, protocols: &[&str]) -> Result<SpdyClient, Refused>
+    where
+        IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
         let mut request = format!(
             "POST {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 0\r\n"
         );
@@ -59,13 +67,13 @@ impl SpdyClient {
             request.push_str(&format!("X-Stream-Protocol-Version: {p}\r\n"));
         }
         request.push_str("\r\n");
-        tcp.write_all(request.as_bytes()).await.expect("send the upgrade request");
-        let (status, head_headers, body) = read_response_head(&mut tcp).await;
+        io.write_all(request.as_bytes()).await.expect("send the upgrade request");
+        let (status, head_headers, body) = read_response_head(&mut io).await;
         if status != 101 {
             return Err(Refused { status, body });
         }
         let protocol = head_headers.get("x-stream-protocol-version").cloned();
-        let (read_half, writer) = tcp.into_split();
+        let (read_half, writer) = tokio::io::split(io);
         Ok(Self::over(read_half, writer, protocol))
     }
 
@@ -167,7 +175,7 @@ pub fn connect_in_netns(netns: &str, authority: &str) -> TcpStream {
     TcpStream::from_std(std_stream).unwrap()
 }
 
-async fn read_response_head(tcp: &mut TcpStream) -> (u16, HashMap<String, String>, String) {
+async fn read_response_head(tcp: &mut (impl AsyncRead + Unpin)) -> (u16, HashMap<String, String>, String) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

@@ -251,7 +251,7 @@ fn config_file(env: &TestEnv, text: &str) -> String {
 #[tokio::test]
 async fn session_urls_are_single_use_expire_and_are_capped() {
     let env = TestEnv::new("tokens");
-    let config = config_file(&env, "[streaming]\ntoken_ttl_secs = 1\nmax_sessions = 2\n");
+    let config = config_file(&env, "[streaming]\ntoken_ttl_secs = 1\nmax_sessions = 2\nidle_timeout_secs = 2\n");
     let mut env = env.with_args(&["--config", &config]);
     let mut cri = env.start().await;
     let (pod_id, id) = running_busybox(&env, &mut cri, env.pod("tokens")).await;
@@ -280,6 +280,20 @@ async fn session_urls_are_single_use_expire_and_are_capped() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fourth = exec_url(&mut cri, &id, &["cat"], &io()).await.unwrap();
     SpdyClient::connect(&fourth, &env.netns, &[V4]).await.expect("room again once sessions end").vanish();
+
+    // A session silent both ways past the idle timeout is closed, its command killed.
+    let before = env.cgroup_processes().len();
+    let mut idle = start_exec(&env, &mut cri, &id, &["sh", "-c", "echo started; exec sleep 1000"], io(), &[V4]).await;
+    idle.client.read_until(idle.stdout.unwrap(), "started", LONG).await;
+    assert!(env.cgroup_processes().len() > before);
+    let closed = idle.client.read_to_end(idle.error, Duration::from_secs(10)).await;
+    assert!(closed.is_empty(), "closed without an outcome: {:?}", String::from_utf8_lossy(&closed));
+    assert!(idle.client.closed.load(std::sync::atomic::Ordering::SeqCst), "the server closed the connection");
+    let deadline = std::time::Instant::now() + LONG;
+    while env.cgroup_processes().len() > before {
+        assert!(std::time::Instant::now() < deadline, "the idle session's command was not killed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // What the CRI refuses.
     let refused = |io: Stdio| {

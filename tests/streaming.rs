@@ -60,7 +60,12 @@ async fn start_exec(
 ) -> Session {
     let url = exec_url(cri, id, cmd, &io).await.expect("Exec");
     assert!(url.starts_with("http://127.0.0.1:"), "an absolute URL on loopback: {url}");
-    let mut client = SpdyClient::connect(&url, &env.netns, protocol).await.expect("upgrade");
+    let client = SpdyClient::connect(&url, &env.netns, protocol).await.expect("upgrade");
+    open_streams(client, &io).await
+}
+
+/// Opens the streams `io` implies, error first, as client-go does.
+async fn open_streams(mut client: SpdyClient, io: &Stdio) -> Session {
     let error = client.open(&[("streamType", "error")]).await;
     let wanted = [(io.stdin, "stdin"), (io.stdout, "stdout"), (io.stderr && !io.tty, "stderr"), (io.tty, "resize")];
     let mut ids = [None; 4];
@@ -465,16 +470,8 @@ async fn attach_url(cri: &mut common::Cri, id: &str, io: &Stdio) -> String {
 async fn start_attach(env: &TestEnv, cri: &mut common::Cri, id: &str, io: Stdio) -> Session {
     let url = attach_url(cri, id, &io).await;
     assert!(url.contains("/attach/"), "{url}");
-    let mut client = SpdyClient::connect(&url, &env.netns, &[V4]).await.expect("upgrade");
-    let error = client.open(&[("streamType", "error")]).await;
-    let wanted = [(io.stdin, "stdin"), (io.stdout, "stdout"), (io.stderr && !io.tty, "stderr"), (io.tty, "resize")];
-    let mut ids = [None; 4];
-    for (slot, (on, kind)) in ids.iter_mut().zip(wanted) {
-        if on {
-            *slot = Some(client.open(&[("streamType", kind)]).await);
-        }
-    }
-    Session { client, error, stdin: ids[0], stdout: ids[1], stderr: ids[2], resize: ids[3] }
+    let client = SpdyClient::connect(&url, &env.netns, &[V4]).await.expect("upgrade");
+    open_streams(client, &io).await
 }
 
 #[tokio::test]

@@ -586,6 +586,13 @@ impl Containers {
         argv: Vec<String>,
         timeout: Option<Duration>,
     ) -> Result<ExecOutput, ContainerError> {
+        let (_, request) = self.exec_request(id, argv)?;
+        Ok(exec::exec_sync(self.monitors.binary(), &request, timeout, &self.reaper).await?)
+    }
+
+    /// What the exec helper needs to run `argv` in the running container `id`
+    /// (and the container's full id).
+    fn exec_request(&self, id: &str, argv: Vec<String>) -> Result<(String, ExecRequest), ContainerError> {
         let view = self.get(id)?;
         let init = view
             .init
@@ -598,26 +605,15 @@ impl Containers {
             argv,
             tty: false,
         };
-        Ok(exec::exec_sync(self.monitors.binary(), &request, timeout, &self.reaper).await?)
+        Ok((view.record.id, request))
     }
 
     /// Exec (streaming): checks the container runs and captures what the
     /// command's start needs, for when the client connects.
     pub fn prepare_exec(&self, id: &str, argv: Vec<String>) -> Result<super::exec_stream::ExecLaunch, ContainerError> {
-        let view = self.get(id)?;
-        let init = view
-            .init
-            .filter(|_| view.state == ContainerState::Running)
-            .ok_or_else(|| ContainerError::Precondition(format!("container {} is not running", view.record.id)))?;
-        let request = ExecRequest {
-            bundle: view.paths.dir.clone(),
-            init,
-            cgroup_procs: self.cgroups.procs_files(&view.record.cgroup),
-            argv,
-            tty: false,
-        };
+        let (container_id, request) = self.exec_request(id, argv)?;
         Ok(super::exec_stream::ExecLaunch {
-            container_id: view.record.id.clone(),
+            container_id,
             helper: self.monitors.binary().to_path_buf(),
             request,
             reaper: self.reaper.clone(),

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::remotecommand::{apply_resizes, collect_streams, copy_in, copy_out, finish_connection, has_status_json};
+use super::remotecommand::{apply_resizes, copy_in, copy_out, end_session, finish_connection, streams_or_close};
 use super::spdy::Connection;
-use super::status::{error_stream_bytes, Outcome};
+use super::status::Outcome;
 use crate::container::exec_stream::ExecStdio;
 
 /// How long the monitor may take to answer.
@@ -53,15 +53,10 @@ fn set_nonblocking(fd: &OwnedFd) {
 /// Runs one attach session on `conn` to its end.
 pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch, stdio: ExecStdio) {
     let container_id = launch.container_id.clone();
-    let mut streams = match collect_streams(&mut conn, stdio, &protocol).await {
-        Ok(streams) => streams,
-        Err(why) => {
-            tracing::info!(container_id = %container_id, "attach session: {why}");
-            finish_connection(conn).await;
-            return;
-        }
+    let Some(mut streams) = streams_or_close(&mut conn, stdio, &protocol, &container_id).await else {
+        finish_connection(conn).await;
+        return;
     };
-    let error_id = streams.0.get("error").map(|s| s.id);
     let outbound = conn.outbound.clone();
     let outcome = match attach_pipes(&launch).await {
         Ok((outputs, attached)) => {
@@ -107,14 +102,7 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch,
         tracing::info!(container_id = %container_id, "attach client gone");
         return;
     };
-    if let Some(id) = error_id {
-        let bytes = error_stream_bytes(&outcome, &[], has_status_json(&protocol));
-        if !bytes.is_empty() {
-            let _ = outbound.data(id, &bytes).await;
-        }
-        let _ = outbound.finish(id).await;
-    }
-    finish_connection(conn).await;
+    end_session(conn, &streams, &outcome, &[], &protocol).await;
 }
 
 /// Registers our output pipes with the monitor: our read ends, and what it passed back.

@@ -80,17 +80,10 @@ pub(super) async fn collect_streams(
 pub async fn serve(mut conn: Connection, protocol: String, launch: ExecLaunch, stdio: ExecStdio) {
     let container_id = launch.container_id.clone();
     let argv = launch.request.argv.clone();
-    let status_json = has_status_json(&protocol);
-    let mut streams = match collect_streams(&mut conn, stdio, &protocol).await {
-        Ok(streams) => streams,
-        Err(why) => {
-            tracing::info!(container_id = %container_id, "exec session: {why}");
-            finish_connection(conn).await;
-            return;
-        }
+    let Some(mut streams) = streams_or_close(&mut conn, stdio, &protocol, &container_id).await else {
+        finish_connection(conn).await;
+        return;
     };
-    let error_id = streams.0.get("error").map(|s| s.id);
-    let outbound = conn.outbound.clone();
     let outcome = match launch.start(stdio) {
         Ok((running, io)) => run(&mut conn, &mut streams, running, io).await,
         Err(e) => Some(Outcome::Failed(e.to_string())),
@@ -100,17 +93,44 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: ExecLaunch, s
             if let Outcome::Failed(why) = &outcome {
                 tracing::info!(container_id = %container_id, error = %why, "exec session failed");
             }
-            if let Some(id) = error_id {
-                let bytes = error_stream_bytes(&outcome, &argv, status_json);
-                if !bytes.is_empty() {
-                    let _ = outbound.data(id, &bytes).await;
-                }
-                let _ = outbound.finish(id).await;
-            }
-            finish_connection(conn).await;
+            end_session(conn, &streams, &outcome, &argv, &protocol).await;
         }
         None => tracing::info!(container_id = %container_id, "exec client gone; its command was killed"),
     }
+}
+
+/// The client's streams, or None (logged) when it did not open them.
+pub(super) async fn streams_or_close(
+    conn: &mut Connection,
+    stdio: ExecStdio,
+    protocol: &str,
+    container_id: &str,
+) -> Option<Streams> {
+    match collect_streams(conn, stdio, protocol).await {
+        Ok(streams) => Some(streams),
+        Err(why) => {
+            tracing::info!(container_id = %container_id, "streaming session: {why}");
+            None
+        }
+    }
+}
+
+/// Writes `outcome` on the error stream, ends it, and closes the connection.
+pub(super) async fn end_session(
+    conn: Connection,
+    streams: &Streams,
+    outcome: &Outcome,
+    argv: &[String],
+    protocol: &str,
+) {
+    if let Some(id) = streams.0.get("error").map(|s| s.id) {
+        let bytes = error_stream_bytes(outcome, argv, has_status_json(protocol));
+        if !bytes.is_empty() {
+            let _ = conn.outbound.data(id, &bytes).await;
+        }
+        let _ = conn.outbound.finish(id).await;
+    }
+    finish_connection(conn).await;
 }
 
 pub(super) async fn finish_connection(conn: Connection) {

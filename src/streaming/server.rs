@@ -78,11 +78,11 @@ fn plain(status: StatusCode, message: impl Into<String>) -> Response<String> {
     response
 }
 
-/// The values of every `X-Stream-Protocol-Version` header (also comma-separated).
-fn client_protocols(request: &Request<Incoming>) -> Vec<String> {
+/// The protocols a client offers in every `name` header (also comma-separated).
+fn offered_protocols(request: &Request<Incoming>, name: impl hyper::header::AsHeaderName) -> Vec<String> {
     request
         .headers()
-        .get_all(PROTOCOL_HEADER)
+        .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
@@ -119,19 +119,6 @@ fn transport_of(request: &Request<Incoming>) -> Option<Transport> {
     header_has(request, UPGRADE, "websocket").then(|| Transport::WebSocket(key.to_string()))
 }
 
-/// The protocols a WebSocket client offers (`Sec-WebSocket-Protocol`).
-fn websocket_protocols(request: &Request<Incoming>) -> Vec<String> {
-    request
-        .headers()
-        .get_all(SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
 fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
     let path = request.uri().path().to_string();
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
@@ -155,8 +142,8 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
         _ => return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n"),
     };
     let offered = match transport {
-        Transport::Spdy => client_protocols(&request),
-        Transport::WebSocket(_) => websocket_protocols(&request),
+        Transport::Spdy => offered_protocols(&request, PROTOCOL_HEADER),
+        Transport::WebSocket(_) => offered_protocols(&request, SEC_WEBSOCKET_PROTOCOL),
     };
     let protocol = if offered.is_empty() {
         // Clients older than protocol negotiation speak the first version.

@@ -41,6 +41,7 @@ pub struct Config {
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
     pub hooks: HooksConfig,
+    pub streaming: crate::streaming::config::StreamingConfig,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -221,6 +222,7 @@ impl Default for Config {
             checkpoint: CheckpointConfig::default(),
             limits: LimitsConfig::default(),
             hooks: HooksConfig::default(),
+            streaming: Default::default(),
         }
     }
 }
@@ -370,6 +372,7 @@ impl Config {
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }
+        self.streaming.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

@@ -44,6 +44,8 @@ pub struct Daemon {
     pub owned_cgroups: Arc<OwnedCgroups>,
     /// Usage readings for the stats and metrics RPCs.
     pub stats: crate::stats::Collector,
+    /// The Exec/Attach/PortForward session server.
+    pub streaming: crate::streaming::StreamingServer,
     _locks: Vec<LockFile>,
 }
 
@@ -155,8 +157,11 @@ pub async fn serve(config: Config) -> Result<()> {
     owned_cgroups.retry_stale();
     owned_cgroups.prune();
     spawn_stale_cgroup_retries(owned_cgroups.clone());
+    let streaming =
+        crate::streaming::StreamingServer::start(&config.streaming).await.context("starting the streaming server")?;
     let daemon = Arc::new(Daemon {
         config: config.clone(),
+        streaming,
         stats: crate::stats::Collector::new(cgroups.clone(), config.root.join("containers")),
         cgroups,
         sandboxes,

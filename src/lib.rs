@@ -38,3 +38,4 @@ pub mod runtime;
 pub mod seccomp;
 pub mod stats;
 pub mod store;
+pub mod streaming;

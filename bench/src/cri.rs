@@ -49,6 +49,19 @@ impl Cri {
         Ok(status.status.is_some_and(|s| s.conditions.iter().any(|c| c.r#type == "RuntimeReady" && c.status)))
     }
 
+    /// Exec (streaming): the session URL for `cmd` with stdout and stderr.
+    pub async fn exec_url(&self, container_id: &str, cmd: &[&str]) -> Result<String> {
+        let mut c = self.runtime.clone();
+        let request = ExecRequest {
+            container_id: container_id.into(),
+            cmd: cmd.iter().map(|s| s.to_string()).collect(),
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        };
+        Ok(call("Exec", c.exec(request)).await?.url)
+    }
+
     pub async fn run_pod(&self, config: &PodSandboxConfig) -> Result<String> {
         let mut c = self.runtime.clone();
         let request = RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };

@@ -8,6 +8,7 @@
 mod cgroups;
 mod cri;
 mod density;
+mod exec_stream;
 mod host;
 mod images;
 mod install;
@@ -112,6 +113,22 @@ async fn run() -> Result<bool> {
         check_nesting(rt, t).await?;
     }
 
+    if options.exec_only {
+        let (text, errors) =
+            exec_stream::compare([(&nidus, &nidus_target), (&containerd, &containerd_target)], options.iterations)
+                .await;
+        print!("{text}");
+        drop((nidus_target, containerd_target));
+        nidus.shut_down();
+        containerd.shut_down();
+        for e in &errors {
+            eprintln!("error: {e}");
+        }
+        drop((nidus, containerd));
+        let leftovers = lab.final_check();
+        return Ok(errors.is_empty() && leftovers.is_empty());
+    }
+
     let variants = vec![
         Variant { label: NIDUS, target: nidus_target.clone(), network: PodNetwork::Node },
         Variant { label: CONTAINERD, target: containerd_target.clone(), network: PodNetwork::Node },
@@ -125,6 +142,11 @@ async fn run() -> Result<bool> {
     eprintln!("latency: {} lifecycles per runtime, {} at a time", options.iterations, options.concurrency);
     let concurrent = latency::concurrent(&variants[..2], options.iterations, options.concurrency).await;
     errors.extend(sequential.errors.iter().chain(&concurrent.errors).cloned());
+    eprintln!("streaming exec: {} round trips per runtime", options.iterations);
+    let (exec_text, exec_errors) =
+        exec_stream::compare([(&nidus, &nidus_target), (&containerd, &containerd_target)], options.iterations).await;
+    eprint!("{exec_text}");
+    errors.extend(exec_errors);
     for rt in [&nidus, &containerd] {
         let leaks = leaks::check(rt).await;
         errors.extend(leaks.items.iter().map(|l| format!("{} after the latency phases: {l}", rt.name())));

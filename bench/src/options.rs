@@ -2,7 +2,8 @@
 //! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
 //! `BENCH_RESULTS` (output directory, default `bench-results`);
-//! `BENCH_PROFILE=1` runs nidus alone (see `profile`). nidus's log
+//! `BENCH_PROFILE=1` runs nidus alone (see `profile`); `BENCH_EXEC_ONLY=1`
+//! runs only the streaming exec round trip (see `exec_stream`). nidus's log
 //! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
 //! timings of each create).
 
@@ -17,6 +18,8 @@ pub struct Options {
     pub results_dir: String,
     /// nidus alone, for profiling: no containerd, no ratios, no results file.
     pub profile: bool,
+    /// Only the streaming exec round trip, for both runtimes.
+    pub exec_only: bool,
 }
 
 impl Options {
@@ -28,6 +31,7 @@ impl Options {
             warm_up: number("BENCH_WARMUP", 2)?,
             results_dir: std::env::var("BENCH_RESULTS").unwrap_or_else(|_| "bench-results".into()),
             profile: number("BENCH_PROFILE", 0)? != 0,
+            exec_only: number("BENCH_EXEC_ONLY", 0)? != 0,
         };
         if options.iterations == 0 || options.concurrency == 0 {
             bail!("BENCH_N and BENCH_CONCURRENCY must be at least 1");

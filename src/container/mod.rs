@@ -6,6 +6,7 @@ pub mod caps;
 pub mod command;
 pub mod confinement;
 pub mod exec;
+pub mod exec_stream;
 pub mod manager;
 pub mod monitor_pool;
 pub mod record;

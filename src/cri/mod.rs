@@ -12,6 +12,7 @@ mod image_service;
 mod message_cap;
 mod runtime_service;
 mod stats;
+mod streaming;
 mod v1alpha2;
 pub(crate) mod validate;
 

@@ -289,16 +289,19 @@ impl RuntimeService for RuntimeApi {
         Ok(Response::new(ExecSyncResponse { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code }))
     }
 
-    async fn exec(&self, _: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
-        Err(unimplemented("Exec"))
+    async fn exec(&self, request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
+        Ok(Response::new(super::streaming::exec(&self.daemon, request.into_inner())?))
     }
 
-    async fn attach(&self, _: Request<AttachRequest>) -> Result<Response<AttachResponse>, Status> {
-        Err(unimplemented("Attach"))
+    async fn attach(&self, request: Request<AttachRequest>) -> Result<Response<AttachResponse>, Status> {
+        Ok(Response::new(super::streaming::attach(&self.daemon, request.into_inner())?))
     }
 
-    async fn port_forward(&self, _: Request<PortForwardRequest>) -> Result<Response<PortForwardResponse>, Status> {
-        Err(unimplemented("PortForward"))
+    async fn port_forward(
+        &self,
+        request: Request<PortForwardRequest>,
+    ) -> Result<Response<PortForwardResponse>, Status> {
+        Ok(Response::new(super::streaming::port_forward(&self.daemon, request.into_inner())?))
     }
 
     async fn container_stats(

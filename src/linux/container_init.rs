@@ -853,6 +853,14 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
         return fail(&errors, "the container's spec has no process".into());
     };
     process.set_args(Some(request.argv.clone()));
+    if request.tty {
+        // As other runtimes do for an exec with a terminal.
+        let mut env = process.env().clone().unwrap_or_default();
+        if !env.iter().any(|e| e.starts_with("TERM=")) {
+            env.push("TERM=xterm".into());
+        }
+        process.set_env(Some(env));
+    }
     // Read while the bundle is in reach, before joining the container.
     let seccomp = match load_seccomp(&spec, &request.bundle) {
         Ok(seccomp) => seccomp,
@@ -876,7 +884,12 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
             // the command inherits stdin, stdout and stderr only.
             let hygiene = nix::sys::prctl::set_dumpable(false)
                 .map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))
-                .and_then(|()| super::process::close_on_exec_from(3).map_err(|e| format!("close_range: {e}")));
+                .and_then(|()| super::process::close_on_exec_from(3).map_err(|e| format!("close_range: {e}")))
+                .and_then(|()| match request.tty {
+                    true => super::pty::take_stdin_as_controlling_terminal()
+                        .map_err(|e| format!("making the terminal the controlling terminal: {e}")),
+                    false => Ok(()),
+                });
             if let Err(e) = hygiene {
                 std::process::exit(fail(&errors, e));
             }

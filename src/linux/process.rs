@@ -314,6 +314,17 @@ pub struct SpawnedHelper {
 /// posix_spawn (a vfork, then exec), not a fork: forking the daemon would
 /// copy its page tables and write-protect all its memory for nothing.
 pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) -> io::Result<SpawnedHelper> {
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
+    let (stdin_r, stdin_w) = pipe()?;
+    let (stdout_r, stdout_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
+    let pid = spawn_with_fds(program, args, vec![stdin_r, stdout_w, stderr_w, fd3])?;
+    Ok(SpawnedHelper { pid, stdin: stdin_w, stdout: stdout_r, stderr: stderr_r })
+}
+
+/// Starts `program` with `args`, an empty environment and `fds[i]` as its
+/// descriptor i; nothing else is inherited. Returns its pid.
+pub fn spawn_with_fds(program: &std::path::Path, args: &[&str], fds: Vec<OwnedFd>) -> io::Result<i32> {
     use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions};
     use nix::sys::signal::{SigSet, Signal};
     use std::ffi::CString;
@@ -324,15 +335,12 @@ pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) ->
     for arg in args {
         argv.push(super::c_string(*arg)?);
     }
-    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
-    let (stdin_r, stdin_w) = pipe()?;
-    let (stdout_r, stdout_w) = pipe()?;
-    let (stderr_r, stderr_w) = pipe()?;
-    // Every source above 3, so that no dup2 below overwrites a later source
-    // (and none is its own target, whose close-on-exec flag would stay).
-    let sources = [stdin_r, stdout_w, stderr_w, fd3]
+    // Every source above the last target, so that no dup2 below overwrites a
+    // later source (and none is its own target, whose close-on-exec flag would stay).
+    let last = fds.len() as RawFd - 1;
+    let sources = fds
         .into_iter()
-        .map(|fd| if fd.as_raw_fd() > 3 { Ok(fd) } else { dup_at_least(fd.as_raw_fd(), 4) })
+        .map(|fd| if fd.as_raw_fd() > last { Ok(fd) } else { dup_at_least(fd.as_raw_fd(), last + 1) })
         .collect::<io::Result<Vec<OwnedFd>>>()?;
     let mut actions = PosixSpawnFileActions::init().map_err(io::Error::from)?;
     for (target, source) in sources.iter().enumerate() {
@@ -350,7 +358,18 @@ pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) ->
     attr.set_sigdefault(&default).map_err(io::Error::from)?;
     let no_env: [CString; 0] = [];
     let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &no_env).map_err(io::Error::from)?;
-    Ok(SpawnedHelper { pid: pid.as_raw(), stdin: stdin_w, stdout: stdout_r, stderr: stderr_r })
+    Ok(pid.as_raw())
+}
+
+/// The file descriptor 4 a streaming exec helper was given (its request).
+pub fn take_fd4() -> io::Result<fs::File> {
+    // SAFETY: F_GETFD only reads descriptor flags.
+    if unsafe { libc::fcntl(4, libc::F_GETFD) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd 4 is open (checked above) and was handed to this process by
+    // its parent for exactly this use; nothing else in the process owns it.
+    Ok(unsafe { fs::File::from_raw_fd(4) })
 }
 
 /// The file descriptor 3 a helper was given by `spawn_with_fd3`.

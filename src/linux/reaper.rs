@@ -104,11 +104,15 @@ impl Reaper {
 }
 
 fn deliver(state: &mut State, pid: i32, status: ExitStatus) {
-    match state.waiters.remove(&pid) {
-        Some(tx) => {
-            let _ = tx.send(status);
-        }
-        None => {
+    // A waiter that gave up (its future dropped) leaves the exit unclaimed,
+    // for a later `wait` on the same pid.
+    let undelivered = match state.waiters.remove(&pid) {
+        Some(tx) => tx.send(status).err(),
+        None => Some(status),
+    };
+    match undelivered {
+        None => {}
+        Some(status) => {
             let now = Instant::now();
             state.unclaimed.retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
             state.unclaimed.insert(pid, (status, now));

@@ -12,6 +12,8 @@ pub enum Request {
     Start,
     /// Reopen the log file (ReopenContainerLog, after kubelet rotated it).
     ReopenLog,
+    /// Close the container's stdin (an attach with stdin_once ended).
+    CloseStdin,
 }
 
 impl Request {
@@ -19,6 +21,7 @@ impl Request {
         match self {
             Request::Start => "start",
             Request::ReopenLog => "reopen-log",
+            Request::CloseStdin => "close-stdin",
         }
     }
 
@@ -26,6 +29,7 @@ impl Request {
         match line.trim() {
             "start" => Some(Request::Start),
             "reopen-log" => Some(Request::ReopenLog),
+            "close-stdin" => Some(Request::CloseStdin),
             _ => None,
         }
     }

@@ -4,6 +4,7 @@
 //! daemon on a Unix socket (start, reopen-log), and writes the exit record
 //! atomically when the container ends, then exits itself.
 
+pub mod attach;
 pub mod control;
 mod hooks;
 pub mod log;

@@ -221,4 +221,8 @@ pub struct ExecRequest {
     /// `cgroup.procs` of the container cgroup in every hierarchy.
     pub cgroup_procs: Vec<PathBuf>,
     pub argv: Vec<String>,
+    /// stdin, stdout and stderr are a terminal, which becomes the command's
+    /// controlling terminal (streaming Exec with `tty`).
+    #[serde(default)]
+    pub tty: bool,
 }

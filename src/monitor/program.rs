@@ -589,7 +589,8 @@ impl Monitor {
         let reply = match Request::parse(&line) {
             Some(Request::Start) => self.start(),
             Some(Request::ReopenLog) => self.reopen_log(),
-            None => Err(format!("unknown request {:?}", line.trim())),
+            // Attach lives in the tiny monitor loop only; this fallback serves none.
+            Some(Request::CloseStdin) | None => Err(format!("unknown request {:?}", line.trim())),
         };
         let text = match reply {
             Ok(()) => "ok\n".to_string(),

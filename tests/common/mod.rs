@@ -11,7 +11,9 @@ pub mod host;
 pub mod images;
 pub mod probe;
 pub mod raw_h2;
+pub mod spdy;
 pub mod v1alpha2;
+pub mod websocket;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,12 @@
 //!   11 the full monitor program (O_PATH)
 //!   12 the container's stdin, write end (only held open, for attach)
 //!
+//! `attach` (with one pipe per output stream passed as SCM_RIGHTS) adds an
+//! attacher: every output chunk is also written, without blocking, to its
+//! pipes, and the reply passes back the stdin write end and the terminal
+//! when there are; `close-stdin` closes the stdin write end (stdin_once).
+//! Nobody attached costs nothing but a small fixed table.
+//!
 //! and argv `INIT_PID LOG_PATH RUN_DIR MEMORY_CGROUP` (`-` for no log / no
 //! memory cgroup). It copies output into the CRI log, answers `start` and
 //! `reopen-log`, and when the init exits it drains the output and writes
@@ -36,6 +42,9 @@ const START: i32 = 8;
 const EXEC_ERROR: i32 = 9;
 const RUN_DIR: i32 = 10;
 const FINISH: i32 = 11;
+const STDIN: i32 = 12;
+/// Most attachers at once.
+const MAX_ATTACHERS: usize = 8;
 
 const POLLIN: i16 = 1;
 const O_WRONLY: usize = 1;
@@ -112,6 +121,10 @@ struct Monitor<'a> {
     started: bool,
     start_error: Text<4096>,
     scratch: [u8; MAX_RECORD],
+    /// A terminal on OUT (no separate stderr).
+    tty: bool,
+    /// Each attacher's pipes for stdout and stderr (-1: none).
+    attachers: [[i32; 2]; MAX_ATTACHERS],
 }
 
 impl Monitor<'_> {
@@ -139,7 +152,56 @@ impl Monitor<'_> {
             return false;
         }
         self.write_log(i, &buf[..n as usize]);
+        self.copy_to_attachers(i, &buf[..n as usize]);
         true
+    }
+
+    /// Hands output to each attacher's pipe without waiting: a full pipe
+    /// (a client that does not read) loses the chunk; a closed one ends the attacher.
+    fn copy_to_attachers(&mut self, i: usize, data: &[u8]) {
+        for pipes in self.attachers.iter_mut() {
+            let fd = pipes[i];
+            if fd < 0 {
+                continue;
+            }
+            // SAFETY: data is a valid buffer of the length passed.
+            let n = unsafe { sys::syscall(sys::WRITE, fd as usize, data.as_ptr() as usize, data.len(), 0) };
+            if n < 0 && n != sys::EAGAIN && n != sys::EINTR {
+                for end in pipes.iter_mut() {
+                    if *end >= 0 {
+                        sys::close(*end);
+                        *end = -1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn attach(&mut self, conn: i32, fds: [i32; 2]) {
+        let Some(slot) = self.attachers.iter_mut().find(|pipes| pipes[0] < 0 && pipes[1] < 0) else {
+            for fd in fds.into_iter().filter(|fd| *fd >= 0) {
+                sys::close(fd);
+            }
+            sys::write_all(conn, b"error too many attachers\n");
+            return;
+        };
+        *slot = fds;
+        let mut passed = [-1i32; 2];
+        let mut count = 0;
+        let mut reply = Text::<32>::new();
+        reply.push(b"ok");
+        if is_open(STDIN) {
+            reply.push(b" stdin");
+            passed[count] = STDIN;
+            count += 1;
+        }
+        if self.tty {
+            reply.push(b" tty");
+            passed[count] = OUT;
+            count += 1;
+        }
+        reply.push(b"\n");
+        sys::send_with_fds(conn, reply.as_bytes(), &passed[..count]);
     }
 
     fn handle(&mut self, conn: i32) {
@@ -149,8 +211,15 @@ impl Monitor<'_> {
         unsafe { sys::syscall6(sys::SETSOCKOPT, conn as usize, 1, 20, timeout.as_ptr() as usize, 16, 0) };
         let mut request = Text::<256>::new();
         let mut buf = [0u8; 256];
+        let mut passed = [-1i32; 2];
         while !request.as_bytes().contains(&b'\n') && request.len < 256 {
-            let n = sys::read(conn, &mut buf);
+            let (n, fds) = sys::recv_with_fds(conn, &mut buf);
+            for fd in fds.into_iter().filter(|fd| *fd >= 0) {
+                match passed.iter_mut().find(|slot| **slot < 0) {
+                    Some(slot) => *slot = fd,
+                    None => sys::close(fd),
+                }
+            }
             if n == sys::EINTR {
                 continue;
             }
@@ -163,9 +232,20 @@ impl Monitor<'_> {
         match line {
             b"start" => self.start(conn),
             b"reopen-log" => self.reopen_log(conn),
+            b"attach" if passed[0] >= 0 => {
+                self.attach(conn, passed);
+                passed = [-1; 2];
+            }
+            b"close-stdin" => {
+                sys::close(STDIN);
+                sys::write_all(conn, b"ok\n");
+            }
             _ => {
                 sys::write_all(conn, b"error unknown request\n");
             }
+        }
+        for fd in passed.into_iter().filter(|fd| *fd >= 0) {
+            sys::close(fd);
         }
         sys::close(conn);
     }
@@ -356,6 +436,8 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
         started: false,
         start_error: Text::new(),
         scratch: [0; MAX_RECORD],
+        tty: is_open(OUT) && !is_open(ERR),
+        attachers: [[-1; 2]; MAX_ATTACHERS],
     };
 
     let status = loop {
@@ -424,6 +506,13 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
                 sys::write_all(LOG, record);
             }
         });
+    }
+
+    // Attachers read end of file: the container's output is over.
+    for pipes in monitor.attachers {
+        for fd in pipes.into_iter().filter(|fd| *fd >= 0) {
+            sys::close(fd);
+        }
     }
 
     if monitor.start_error.len == 0 {

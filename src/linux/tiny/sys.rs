@@ -25,6 +25,8 @@ pub const RT_SIGSUSPEND: usize = 130;
 pub const PRCTL: usize = 157;
 pub const EXECVEAT: usize = 322;
 pub const UNLINKAT: usize = 263;
+pub const SENDMSG: usize = 46;
+pub const RECVMSG: usize = 47;
 
 pub const EINTR: isize = -4;
 pub const EAGAIN: isize = -11;
@@ -76,6 +78,93 @@ pub fn write_all(fd: i32, mut data: &[u8]) -> bool {
 pub fn read(fd: i32, buf: &mut [u8]) -> isize {
     // SAFETY: buf is a valid, writable buffer of the length passed.
     unsafe { syscall(READ, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0) }
+}
+
+/// The kernel's struct iovec.
+#[repr(C)]
+pub struct IoVec {
+    pub base: usize,
+    pub len: usize,
+}
+
+/// The kernel's struct msghdr (x86_64 layout).
+#[repr(C)]
+pub struct MsgHdr {
+    pub name: usize,
+    pub name_len: u32,
+    pub iov: usize,
+    pub iov_len: usize,
+    pub control: usize,
+    pub control_len: usize,
+    pub flags: i32,
+}
+
+/// Room for one SCM_RIGHTS message of up to two descriptors (a cmsghdr of
+/// 16 bytes, then the ints), 8-byte aligned.
+#[repr(C, align(8))]
+pub struct Rights(pub [u8; 24]);
+
+const SOL_SOCKET: i32 = 1;
+const SCM_RIGHTS: i32 = 1;
+const MSG_CMSG_CLOEXEC: usize = 0x4000_0000;
+const MSG_NOSIGNAL: usize = 0x4000;
+
+/// Reads what a Unix socket peer sent into `buf`, with the descriptors it
+/// passed (at most two, -1 where none): (bytes read, fds).
+pub fn recv_with_fds(fd: i32, buf: &mut [u8]) -> (isize, [i32; 2]) {
+    let mut rights = Rights([0; 24]);
+    let mut iov = IoVec { base: buf.as_mut_ptr() as usize, len: buf.len() };
+    let mut msg = MsgHdr {
+        name: 0,
+        name_len: 0,
+        iov: &mut iov as *mut IoVec as usize,
+        iov_len: 1,
+        control: rights.0.as_mut_ptr() as usize,
+        control_len: rights.0.len(),
+        flags: 0,
+    };
+    // SAFETY: msg points at a valid msghdr whose iovec and control buffers
+    // live on this stack frame, with their lengths.
+    let n = unsafe { syscall(RECVMSG, fd as usize, &mut msg as *mut MsgHdr as usize, MSG_CMSG_CLOEXEC, 0) };
+    let mut fds = [-1i32; 2];
+    if n >= 0 && msg.control_len >= 20 {
+        let word = |at: usize| i32::from_ne_bytes([rights.0[at], rights.0[at + 1], rights.0[at + 2], rights.0[at + 3]]);
+        let len = usize::from_ne_bytes([
+            rights.0[0], rights.0[1], rights.0[2], rights.0[3], rights.0[4], rights.0[5], rights.0[6], rights.0[7],
+        ]);
+        if word(8) == SOL_SOCKET && word(12) == SCM_RIGHTS {
+            let count = (len.saturating_sub(16) / 4).min(2);
+            for (i, slot) in fds.iter_mut().enumerate().take(count) {
+                *slot = word(16 + 4 * i);
+            }
+        }
+    }
+    (n, fds)
+}
+
+/// Sends `data` with `fds` (at most two) as SCM_RIGHTS.
+pub fn send_with_fds(fd: i32, data: &[u8], fds: &[i32]) -> bool {
+    let count = fds.len().min(2);
+    let mut rights = Rights([0; 24]);
+    rights.0[..8].copy_from_slice(&(16 + 4 * count).to_ne_bytes());
+    rights.0[8..12].copy_from_slice(&SOL_SOCKET.to_ne_bytes());
+    rights.0[12..16].copy_from_slice(&SCM_RIGHTS.to_ne_bytes());
+    for (i, passed) in fds.iter().take(count).enumerate() {
+        rights.0[16 + 4 * i..20 + 4 * i].copy_from_slice(&passed.to_ne_bytes());
+    }
+    let mut iov = IoVec { base: data.as_ptr() as usize, len: data.len() };
+    let msg = MsgHdr {
+        name: 0,
+        name_len: 0,
+        iov: &mut iov as *mut IoVec as usize,
+        iov_len: 1,
+        control: if count == 0 { 0 } else { rights.0.as_ptr() as usize },
+        control_len: if count == 0 { 0 } else { (16 + 4 * count + 7) & !7 },
+        flags: 0,
+    };
+    // SAFETY: msg points at a valid msghdr whose buffers live on this stack frame.
+    let n = unsafe { syscall(SENDMSG, fd as usize, &msg as *const MsgHdr as usize, MSG_NOSIGNAL, 0) };
+    n == data.len() as isize
 }
 
 pub fn close(fd: i32) {

@@ -1,0 +1,71 @@
+//! Exec, Attach and PortForward, CRI side: the request is checked (the container
+//! runs, the pod is ready, a sensible set of streams) and the answer is the
+//! URL of a streaming session that holds what the session needs.
+
+use tonic::Status;
+
+use super::errors::invalid;
+use super::validate;
+use crate::api::{AttachRequest, AttachResponse, ExecRequest, ExecResponse, PortForwardRequest, PortForwardResponse};
+use crate::container::exec_stream::ExecStdio;
+use crate::daemon::Daemon;
+use crate::pod::SandboxState;
+use crate::streaming::portforward::PodNetwork;
+
+pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Status> {
+    let id = validate::id("container_id", &request.container_id)?;
+    if request.cmd.is_empty() {
+        return Err(invalid("cmd", "must not be empty"));
+    }
+    if request.cmd.iter().any(|a| a.contains('\0')) {
+        return Err(invalid("cmd", "must not contain a NUL byte"));
+    }
+    if request.tty && request.stderr {
+        // As Kubernetes: a terminal merges stderr into stdout.
+        return Err(invalid("stderr", "tty and stderr cannot both be true"));
+    }
+    if !(request.stdin || request.stdout || request.stderr) {
+        return Err(invalid("stdin, stdout, stderr", "one of them must be true"));
+    }
+    let stdio = ExecStdio { stdin: request.stdin, stdout: request.stdout, stderr: request.stderr, tty: request.tty };
+    let launch = daemon.containers.prepare_exec(id, request.cmd)?;
+    tracing::debug!(container_id = %launch.container_id, tty = stdio.tty, "exec session prepared");
+    Ok(ExecResponse { url: daemon.streaming.exec_url(launch, stdio) })
+}
+
+pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {
+    let id = validate::id("container_id", &request.container_id)?;
+    if request.tty && request.stderr {
+        return Err(invalid("stderr", "tty and stderr cannot both be true"));
+    }
+    if !(request.stdin || request.stdout || request.stderr) {
+        return Err(invalid("stdin, stdout, stderr", "one of them must be true"));
+    }
+    let launch = daemon.containers.prepare_attach(id)?;
+    if request.stdin && !launch.stdin {
+        return Err(invalid("stdin", "the container was not created with stdin"));
+    }
+    let stdio = ExecStdio { stdin: request.stdin, stdout: request.stdout, stderr: request.stderr, tty: request.tty };
+    Ok(AttachResponse { url: daemon.streaming.attach_url(launch, stdio) })
+}
+
+pub fn port_forward(daemon: &Daemon, request: PortForwardRequest) -> Result<PortForwardResponse, Status> {
+    let id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
+    if let Some(port) = request.port.iter().find(|p| !(1..=65535).contains(*p)) {
+        return Err(invalid("port", format!("{port} is not a TCP port (1 to 65535)")));
+    }
+    let view = daemon.sandboxes.get(id)?;
+    let pause = view
+        .pause
+        .filter(|_| view.state == SandboxState::Ready)
+        .ok_or_else(|| Status::failed_precondition(format!("pod sandbox {} is not ready", view.record.id)))?;
+    let path = format!("/proc/{}/ns/net", pause.pid);
+    let netns = std::fs::File::open(&path)
+        .map_err(|e| Status::failed_precondition(format!("pod sandbox {} is not running: {e}", view.record.id)))?;
+    // Opened before this check: the namespace is the pause's, not a successor's.
+    if !pause.is_running() {
+        return Err(Status::failed_precondition(format!("pod sandbox {} is not running", view.record.id)));
+    }
+    let url = daemon.streaming.port_forward_url(PodNetwork { pod_id: view.record.id.clone(), netns });
+    Ok(PortForwardResponse { url })
+}

@@ -1,0 +1,76 @@
+//! Pseudo-terminals for streaming Exec with a tty: a master/slave pair, the
+//! window size set on the master (resize events), and the slave made the
+//! controlling terminal of the command's new session.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+pub struct Pty {
+    pub master: OwnedFd,
+    pub slave: OwnedFd,
+}
+
+/// A new pseudo-terminal pair in the devpts instance of the container whose
+/// init is `init_pid` (its `/dev/pts/ptmx`, resolved inside its root), so
+/// the command sees its terminal under its own `/dev/pts`; both ends
+/// close-on-exec, the master non-blocking.
+pub fn open_in_container(init_pid: i32) -> io::Result<Pty> {
+    use nix::fcntl::{open, openat2, OFlag, OpenHow, ResolveFlag};
+    use nix::sys::stat::{fstat, major, minor, Mode, SFlag};
+    use std::os::fd::FromRawFd;
+
+    let root = open(
+        format!("/proc/{init_pid}/root").as_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let master = openat2(&root, "dev/pts/ptmx", how).map_err(io::Error::from)?;
+    // The container owns that path: it must be the multiplexer itself (5:2).
+    let stat = fstat(&master).map_err(io::Error::from)?;
+    let is_char = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
+    if !is_char || major(stat.st_rdev) != 5 || minor(stat.st_rdev) != 2 {
+        return Err(io::Error::other("the container's /dev/pts/ptmx is not the pseudo-terminal multiplexer"));
+    }
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads one int from the pointer, a live value on our stack.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock as *const libc::c_int) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: TIOCGPTPEER takes open flags and returns a new fd of the peer
+    // (found from the master, not by a path), or -1.
+    let slave =
+        unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    if slave < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the ioctl returned a fresh fd that nothing else owns.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    Ok(Pty { master, slave })
+}
+
+/// Sets the terminal's size in character cells (TIOCSWINSZ).
+pub fn set_window_size(master: &OwnedFd, columns: u16, rows: u16) -> io::Result<()> {
+    let size = libc::winsize { ws_row: rows, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCSWINSZ reads one winsize from the pointer, which points to a
+    // live value on our stack; the fd is open (borrowed from an OwnedFd).
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size as *const libc::winsize) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// In a child about to exec: a new session whose controlling terminal is
+/// the terminal on stdin.
+pub fn take_stdin_as_controlling_terminal() -> io::Result<()> {
+    nix::unistd::setsid().map_err(io::Error::from)?;
+    // SAFETY: TIOCSCTTY takes an int argument (0: do not steal the terminal
+    // from another session) and touches no memory of ours.
+    if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! Attach, daemon side of the monitor's control protocol: `attach` passes
+//! the monitor one pipe per output stream (SCM_RIGHTS), which then gets a
+//! copy of all the container's output; the reply passes back the
+//! container's stdin write end and its terminal, when it has them.
+//! `close-stdin` closes the monitor's stdin write end (stdin_once).
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
+
+use super::control::ControlError;
+
+/// What an attacher gets from the monitor besides the output copies.
+pub struct Attached {
+    pub stdin: Option<OwnedFd>,
+    pub terminal: Option<OwnedFd>,
+}
+
+fn unreachable(socket: &Path) -> impl Fn(std::io::Error) -> ControlError + '_ {
+    move |source| ControlError::Unreachable { path: socket.display().to_string(), source }
+}
+
+/// Registers `outputs` (write ends of the stdout and, without a terminal,
+/// stderr pipes) with the monitor at `socket`.
+pub fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<Attached, ControlError> {
+    let stream = crate::linux::socket::connect(socket).map_err(unreachable(socket))?;
+    stream.set_read_timeout(Some(timeout)).map_err(unreachable(socket))?;
+    stream.set_write_timeout(Some(timeout)).map_err(unreachable(socket))?;
+    let fds: Vec<RawFd> = outputs.iter().map(|fd| fd.as_raw_fd()).collect();
+    let rights = [ControlMessage::ScmRights(&fds)];
+    sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(b"attach\n")], &rights, MsgFlags::MSG_NOSIGNAL, None)
+        .map_err(|e| unreachable(socket)(e.into()))?;
+    let mut buf = [0u8; 256];
+    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let (line, mut passed) = {
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let msg = recvmsg::<()>(stream.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+            .map_err(|e| unreachable(socket)(e.into()))?;
+        let mut passed = Vec::new();
+        for cmsg in msg.cmsgs().map_err(|e| unreachable(socket)(e.into()))? {
+            if let ControlMessageOwned::ScmRights(fds) = cmsg {
+                // SAFETY: the kernel just installed these descriptors in this
+                // process for us; nothing else owns them.
+                passed.extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+            }
+        }
+        (msg.bytes, passed)
+    };
+    let reply = String::from_utf8_lossy(&buf[..line]).trim_end().to_string();
+    let Some(rest) = reply.strip_prefix("ok") else {
+        return Err(ControlError::Refused(if reply.is_empty() {
+            "the monitor closed the connection without replying (attach needs the tiny monitor loop)".into()
+        } else {
+            reply.strip_prefix("error ").unwrap_or(&reply).to_string()
+        }));
+    };
+    let mut attached = Attached { stdin: None, terminal: None };
+    passed.reverse();
+    for what in rest.split_whitespace() {
+        match what {
+            "stdin" => attached.stdin = passed.pop(),
+            "tty" => attached.terminal = passed.pop(),
+            _ => {}
+        }
+    }
+    Ok(attached)
+}
+
+/// Closes the container's stdin write end held by the monitor.
+pub async fn close_stdin(socket: &Path, timeout: Duration) -> Result<(), ControlError> {
+    super::control::call(socket, super::control::Request::CloseStdin, timeout).await
+}

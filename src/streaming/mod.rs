@@ -1,0 +1,92 @@
+//! The streaming server behind the CRI's Exec, Attach and PortForward: the
+//! CRI call validates and leaves the session's needs under a single-use,
+//! expiring token, and answers an absolute URL; the client connects there
+//! and speaks remotecommand or port-forward over SPDY/3.1.
+
+pub mod attach;
+pub mod config;
+pub mod portforward;
+pub mod remotecommand;
+pub mod server;
+pub mod spdy;
+pub mod status;
+pub mod tls;
+pub mod tokens;
+pub mod websocket;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::container::exec_stream::{ExecLaunch, ExecStdio};
+use config::StreamingConfig;
+use portforward::PodNetwork;
+
+/// What a token stands for until its client connects.
+pub enum Pending {
+    Exec { launch: ExecLaunch, stdio: ExecStdio },
+    Attach { launch: attach::AttachLaunch, stdio: ExecStdio },
+    PortForward(PodNetwork),
+}
+
+/// What the request handlers share.
+pub(crate) struct Shared {
+    tokens: tokens::Tokens<Pending>,
+    sessions: server::Sessions,
+    idle_timeout: Duration,
+}
+
+pub struct StreamingServer {
+    /// `http://ADDRESS:PORT` (https with TLS), what URLs start with.
+    base_url: String,
+    shared: Arc<Shared>,
+}
+
+impl StreamingServer {
+    /// Binds the configured address and serves in the background.
+    pub async fn start(config: &StreamingConfig) -> std::io::Result<Self> {
+        let ip = config.ip().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let tls = match (&config.tls_cert_file, &config.tls_key_file) {
+            (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(std::io::Error::other)?),
+            _ => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, config.port)).await?;
+        let local = listener.local_addr()?;
+        // A wildcard address is no place to connect to: the URL names loopback
+        // (kubelet, the URL's user, runs on this node).
+        let reachable = match local.ip() {
+            std::net::IpAddr::V4(v4) if v4.is_unspecified() => SocketAddr::from(([127, 0, 0, 1], local.port())),
+            std::net::IpAddr::V6(v6) if v6.is_unspecified() => {
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, local.port()))
+            }
+            _ => local,
+        };
+        let shared = Arc::new(Shared {
+            tokens: tokens::Tokens::new(Duration::from_secs(config.token_ttl_secs)),
+            sessions: Arc::new(tokio::sync::Semaphore::new(config.max_sessions)),
+            idle_timeout: Duration::from_secs(config.idle_timeout_secs),
+        });
+        server::spawn_accept_loop(listener, tls, shared.clone());
+        tracing::info!(address = %local, scheme, "streaming server listening");
+        Ok(Self { base_url: format!("{scheme}://{reachable}"), shared })
+    }
+
+    /// The URL of a new exec session.
+    pub fn exec_url(&self, launch: ExecLaunch, stdio: ExecStdio) -> String {
+        let token = self.shared.tokens.insert(Pending::Exec { launch, stdio });
+        format!("{}/exec/{token}", self.base_url)
+    }
+
+    /// The URL of a new attach session.
+    pub fn attach_url(&self, launch: attach::AttachLaunch, stdio: ExecStdio) -> String {
+        let token = self.shared.tokens.insert(Pending::Attach { launch, stdio });
+        format!("{}/attach/{token}", self.base_url)
+    }
+
+    /// The URL of a new port-forward session.
+    pub fn port_forward_url(&self, network: PodNetwork) -> String {
+        let token = self.shared.tokens.insert(Pending::PortForward(network));
+        format!("{}/portforward/{token}", self.base_url)
+    }
+}

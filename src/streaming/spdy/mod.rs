@@ -1,0 +1,11 @@
+//! SPDY/3.1 as Kubernetes streaming uses it (written here: no maintained
+//! crate implements it): frames, zlib-compressed header blocks with the
+//! spec's dictionary, and the server side of a connection.
+
+pub mod conn;
+pub mod dictionary;
+pub mod frame;
+pub mod headers;
+
+pub use conn::{Connection, Gone, IncomingStream, Outbound};
+pub use headers::Headers;

@@ -1,10 +1,12 @@
 //! Unix sockets at paths longer than `sun_path` allows (108 bytes, which a
 //! deep state directory and a 64-digit id exceed): such a path is named
 //! through `/proc/self/fd/N/NAME`, N an O_PATH handle on its directory.
+//! Also descriptors passed over a connected socket (SCM_RIGHTS).
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -38,6 +40,35 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
 pub fn connect(path: &Path) -> io::Result<UnixStream> {
     with_short_path(path, |p| UnixStream::connect(p))
 }
+
+/// Sends `bytes` with the descriptors `fds` attached (SCM_RIGHTS).
+pub fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let rights = [ControlMessage::ScmRights(fds)];
+    sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(bytes)], &rights, MsgFlags::MSG_NOSIGNAL, None)?;
+    Ok(())
+}
+
+/// Receives into `buf` with up to `MAX_FDS` descriptors attached, owned by
+/// the caller from then on (close-on-exec); answers the byte count.
+pub fn receive_with_fds(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let mut iov = [IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(stream.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let mut passed = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            // SAFETY: the kernel just installed these descriptors in this
+            // process for us; nothing else owns them.
+            passed.extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+        }
+    }
+    Ok((msg.bytes, passed))
+}
+
+/// Most descriptors `receive_with_fds` takes in one message.
+const MAX_FDS: usize = 4;
 
 #[cfg(test)]
 mod tests {

@@ -4,12 +4,9 @@
 //! container's stdin write end and its terminal, when it has them.
 //! `close-stdin` closes the monitor's stdin write end (stdin_once).
 
-use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::time::Duration;
-
-use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 
 use super::control::ControlError;
 
@@ -30,25 +27,9 @@ pub fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<
     stream.set_read_timeout(Some(timeout)).map_err(unreachable(socket))?;
     stream.set_write_timeout(Some(timeout)).map_err(unreachable(socket))?;
     let fds: Vec<RawFd> = outputs.iter().map(|fd| fd.as_raw_fd()).collect();
-    let rights = [ControlMessage::ScmRights(&fds)];
-    sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(b"attach\n")], &rights, MsgFlags::MSG_NOSIGNAL, None)
-        .map_err(|e| unreachable(socket)(e.into()))?;
+    crate::linux::socket::send_with_fds(&stream, b"attach\n", &fds).map_err(unreachable(socket))?;
     let mut buf = [0u8; 256];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
-    let (line, mut passed) = {
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        let msg = recvmsg::<()>(stream.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .map_err(|e| unreachable(socket)(e.into()))?;
-        let mut passed = Vec::new();
-        for cmsg in msg.cmsgs().map_err(|e| unreachable(socket)(e.into()))? {
-            if let ControlMessageOwned::ScmRights(fds) = cmsg {
-                // SAFETY: the kernel just installed these descriptors in this
-                // process for us; nothing else owns them.
-                passed.extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
-            }
-        }
-        (msg.bytes, passed)
-    };
+    let (line, mut passed) = crate::linux::socket::receive_with_fds(&stream, &mut buf).map_err(unreachable(socket))?;
     let reply = String::from_utf8_lossy(&buf[..line]).trim_end().to_string();
     let Some(rest) = reply.strip_prefix("ok") else {
         return Err(ControlError::Refused(if reply.is_empty() {

@@ -40,6 +40,7 @@ pub struct Config {
     pub image: ImageStoreConfig,
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
+    pub network: crate::network::NetworkConfig,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -198,6 +199,7 @@ impl Default for Config {
             image: ImageStoreConfig::default(),
             checkpoint: CheckpointConfig::default(),
             limits: LimitsConfig::default(),
+            network: crate::network::NetworkConfig::default(),
         }
     }
 }
@@ -338,6 +340,7 @@ impl Config {
         if self.checkpoint.default_timeout_secs == 0 {
             return Err(ConfigError::Invalid("checkpoint.default_timeout_secs must be at least 1".into()));
         }
+        self.network.validate().map_err(ConfigError::Invalid)?;
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }

@@ -1,0 +1,328 @@
+//! Pod networking through the socket, with Debian's CNI plugins (bridge,
+//! host-local, portmap) inside each test's own network namespace: pod
+//! addresses, pod-to-pod TCP, host ports, DEL releasing addresses, daemon
+//! restart and simulated reboot, a failed ADD leaving nothing, NetworkReady
+//! following the configuration directory.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::client::container_config;
+use common::{host, Cri, TestEnv};
+use nidus::api::*;
+
+const PLUGINS: &str = "/usr/lib/cni";
+const SUBNET_PREFIX: &str = "10.99.0.";
+const GATEWAY: &str = "10.99.0.1";
+
+/// A test environment whose daemon reads `net.d` in the test directory,
+/// finds plugins in Debian's directory, and has the built-in network `builtin`.
+fn net_env(label: &str, builtin: &str) -> TestEnv {
+    let env = TestEnv::new(label);
+    let config = env.base.join("nidus.toml");
+    fs::create_dir_all(conf_dir(&env)).unwrap();
+    fs::write(
+        &config,
+        format!(
+            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\nbuiltin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\n",
+            conf_dir(&env).display()
+        ),
+    )
+    .unwrap();
+    env.with_args(&["--config", config.to_str().unwrap()])
+}
+
+fn conf_dir(env: &TestEnv) -> PathBuf {
+    env.base.join("net.d")
+}
+
+fn ipam_dir(env: &TestEnv) -> PathBuf {
+    env.base.join("ipam")
+}
+
+/// bridge + host-local (its leases in the test directory) + portmap.
+fn bridge_conflist(env: &TestEnv) -> String {
+    serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "testnet",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.99.0.0/24", "gateway": GATEWAY}]],
+                      "dataDir": ipam_dir(env).display().to_string()}},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    })
+    .to_string()
+}
+
+fn write_conflist(env: &TestEnv, name: &str, text: &str) {
+    fs::write(conf_dir(env).join(name), text).unwrap();
+}
+
+/// Addresses host-local has leased.
+fn leases(env: &TestEnv) -> Vec<String> {
+    let mut found: Vec<String> = fs::read_dir(ipam_dir(env).join("testnet"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(SUBNET_PREFIX))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// veth interfaces in the daemon's network namespace.
+fn veths(env: &TestEnv) -> Vec<String> {
+    host::run("ip", &["-n", &env.netns, "-o", "link", "show", "type", "veth"])
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1).map(|n| n.split('@').next().unwrap_or(n).to_string()))
+        .collect()
+}
+
+/// portmap's per-pod DNAT chains in the daemon's network namespace.
+fn hostport_chains(env: &TestEnv) -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &env.netns, "iptables-save", "-t", "nat"])
+        .output()
+        .expect("iptables-save");
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with(":CNI-DN-")).map(str::to_string).collect()
+}
+
+fn cache_entries(env: &TestEnv) -> Vec<PathBuf> {
+    fs::read_dir(env.root.join("network").join("attachments"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+async fn network_ready(cri: &mut Cri) -> RuntimeCondition {
+    let status = cri.runtime.status(StatusRequest { verbose: false }).await.expect("Status").into_inner();
+    status.status.unwrap().conditions.into_iter().find(|c| c.r#type == "NetworkReady").expect("NetworkReady")
+}
+
+async fn pod_ips(cri: &mut Cri, id: &str) -> Vec<String> {
+    let network = cri.pod_status(id).await.unwrap().status.unwrap().network.unwrap();
+    let mut ips = vec![network.ip];
+    ips.extend(network.additional_ips.into_iter().map(|p| p.ip));
+    ips.retain(|ip| !ip.is_empty());
+    ips
+}
+
+/// Runs a pod whose container serves `body` over HTTP on port 8080.
+async fn web_pod(env: &TestEnv, cri: &mut Cri, image: &str, name: &str, host_port: Option<i32>) -> (String, String) {
+    let mut config = env.pod(name);
+    if let Some(host_port) = host_port {
+        config.port_mappings = vec![PortMapping {
+            protocol: Protocol::Tcp as i32,
+            container_port: 8080,
+            host_port,
+            host_ip: String::new(),
+        }];
+    }
+    let id = cri.run_pod(config.clone()).await.expect("RunPodSandbox");
+    let script = format!("mkdir -p /tmp/www && echo hello-from-{name} > /tmp/www/index.html && exec busybox httpd -f -p 8080 -h /tmp/www");
+    let container = cri.run_container(&id, &config, container_config("web", image, &["sh", "-c", &script])).await;
+    (id, container)
+}
+
+/// The body `ip`:8080 serves, fetched from inside a container over TCP with
+/// busybox nc (retrying while the server starts).
+async fn fetch_in(cri: &mut Cri, container: &str, ip: &str) -> String {
+    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} 8080");
+    let mut last = String::new();
+    for _ in 0..50 {
+        let out = cri.exec(container, &["sh", "-c", &script], 10).await.expect("ExecSync");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.exit_code == 0 && text.contains("200 OK") {
+            return text.rsplit("\r\n\r\n").next().unwrap_or_default().to_string();
+        }
+        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer from {ip}:8080: {last}");
+}
+
+/// The body `ip`:`port` serves, fetched from the daemon's network namespace
+/// (the test's own) with busybox nc.
+async fn fetch_from_node(env: &TestEnv, ip: &str, port: u16) -> String {
+    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 3 {ip} {port}");
+    let mut last = String::new();
+    for _ in 0..50 {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &env.netns, "sh", "-c", &script])
+            .output()
+            .expect("nc");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && text.contains("200 OK") {
+            return text.rsplit("\r\n\r\n").next().unwrap_or_default().to_string();
+        }
+        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer from {ip}:{port} on the node: {last}");
+}
+
+async fn remove_all(cri: &mut Cri) {
+    for pod in cri.list_pods(None).await {
+        cri.stop_pod(&pod.id).await.expect("StopPodSandbox");
+        cri.remove_pod(&pod.id).await.expect("RemovePodSandbox");
+    }
+}
+
+fn assert_no_network_leftovers(env: &TestEnv, after: &str) {
+    assert_eq!(leases(env), Vec::<String>::new(), "address leases left after {after}");
+    assert_eq!(veths(env), Vec::<String>::new(), "veths left after {after}");
+    assert_eq!(hostport_chains(env), Vec::<String>::new(), "host port rules left after {after}");
+    assert_eq!(cache_entries(env), Vec::<PathBuf>::new(), "network cache entries left after {after}");
+}
+
+#[tokio::test]
+async fn cni_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
+    let mut env = net_env("cni", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let mut cri = env.start().await;
+    assert!(network_ready(&mut cri).await.status, "NetworkReady with a valid CNI configuration");
+    let image = env.import_busybox(&mut cri).await;
+
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", Some(18080)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+    let ip_b = pod_ips(&mut cri, &b).await;
+    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
+    assert!(ip_a[0].starts_with(SUBNET_PREFIX) && ip_b[0].starts_with(SUBNET_PREFIX), "{ip_a:?} {ip_b:?}");
+    assert_ne!(ip_a, ip_b);
+    assert_eq!(leases(&env), {
+        let mut l = vec![ip_a[0].clone(), ip_b[0].clone()];
+        l.sort();
+        l
+    });
+    // The pod's interface has the address the status reports.
+    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
+    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
+
+    // Pod to pod over TCP, both ways.
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_in(&mut cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
+    // The host port reaches pod a from the node.
+    assert_eq!(fetch_from_node(&env, GATEWAY, 18080).await.trim(), "hello-from-a");
+    assert_eq!(hostport_chains(&env).len(), 1, "one DNAT chain for pod a");
+
+    // DEL at StopPodSandbox releases the address, the veth and the rules.
+    cri.stop_pod(&a).await.unwrap();
+    assert_eq!(leases(&env), vec![ip_b[0].clone()]);
+    assert_eq!(veths(&env).len(), 1);
+    assert_eq!(hostport_chains(&env), Vec::<String>::new());
+    // Stop and Remove again are harmless.
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+    remove_all(&mut cri).await;
+    assert_no_network_leftovers(&env, "removing every pod");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn host_network_pods_are_untouched() {
+    let mut env = net_env("cnihost", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let mut cri = env.start().await;
+    let config =
+        common::client::with_namespaces(env.pod("h"), NamespaceMode::Node, NamespaceMode::Pod, NamespaceMode::Pod);
+    let id = cri.run_pod(config).await.unwrap();
+    assert_eq!(pod_ips(&mut cri, &id).await, Vec::<String>::new());
+    assert_eq!(leases(&env), Vec::<String>::new());
+    assert_eq!(cache_entries(&env), Vec::<PathBuf>::new());
+    remove_all(&mut cri).await;
+}
+
+#[tokio::test]
+async fn network_ready_follows_the_configuration_directory() {
+    let mut env = net_env("cniready", "off");
+    let mut cri = env.start().await;
+    let cond = network_ready(&mut cri).await;
+    assert!(!cond.status);
+    assert_eq!(cond.reason, "NetworkPluginNotReady");
+    assert!(cond.message.contains("no CNI network configuration"), "{}", cond.message);
+    // Without a network a pod still runs, with loopback only.
+    let id = cri.run_pod(env.pod("lo")).await.unwrap();
+    assert_eq!(pod_ips(&mut cri, &id).await, Vec::<String>::new());
+
+    // A list naming a plugin that does not exist is not usable.
+    write_conflist(
+        &env,
+        "05-broken.conflist",
+        r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"no-such-plugin"}]}"#,
+    );
+    let cond = network_ready(&mut cri).await;
+    assert!(!cond.status && cond.message.contains("no-such-plugin"), "{}", cond.message);
+    // A valid one after it (by name) is taken; no restart needed.
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    assert!(network_ready(&mut cri).await.status);
+    let id2 = cri.run_pod(env.pod("net")).await.unwrap();
+    assert!(pod_ips(&mut cri, &id2).await[0].starts_with(SUBNET_PREFIX));
+    // Removed again: not ready.
+    fs::remove_file(conf_dir(&env).join("10-test.conflist")).unwrap();
+    assert!(!network_ready(&mut cri).await.status);
+    // The pod attached before is still detached from its cached configuration.
+    remove_all(&mut cri).await;
+    assert_no_network_leftovers(&env, "removing the pods after the configuration went");
+}
+
+#[tokio::test]
+async fn a_failed_add_leaves_no_address_veth_or_cache_entry() {
+    let mut env = net_env("cnifail", "off");
+    // bridge succeeds, then tuning fails on a sysctl that does not exist.
+    let mut list: serde_json::Value = serde_json::from_str(&bridge_conflist(&env)).unwrap();
+    list["plugins"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "tuning", "sysctl": {"net.no.such.key": "1"}}));
+    write_conflist(&env, "10-test.conflist", &list.to_string());
+    let mut cri = env.start().await;
+    let err = cri.run_pod(env.pod("f")).await.unwrap_err();
+    assert!(err.message().contains("tuning"), "{err:?}");
+    assert_eq!(cri.list_pods(None).await.len(), 0);
+    assert_no_network_leftovers(&env, "a failed ADD");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
+    let mut env = net_env("cnirestart", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, _) = web_pod(&env, &mut cri, &image, "a", Some(18081)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+
+    // kill -9: the restarted daemon reports the same addresses, pods still talk, and DEL works.
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    assert_eq!(pod_ips(&mut cri, &a).await, ip_a);
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+    assert_eq!(leases(&env).len(), 1);
+    assert_eq!(hostport_chains(&env), Vec::<String>::new());
+
+    // A reboot: the pause and its namespace are gone, the cache is not.
+    let ip_b = pod_ips(&mut cri, &b).await;
+    env.simulate_reboot();
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(&b).await, PodSandboxState::SandboxNotready);
+    assert_eq!(leases(&env), ip_b, "the lease outlives the reboot until DEL");
+    cri.stop_pod(&b).await.unwrap();
+    assert_eq!(leases(&env), Vec::<String>::new(), "DEL from the cache released the address");
+    cri.remove_pod(&b).await.unwrap();
+    // A new attempt gets a working address.
+    let (c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
+    remove_all(&mut cri).await;
+    assert_no_network_leftovers(&env, "the restarts");
+}

@@ -133,7 +133,7 @@ pub async fn serve(config: Config) -> Result<()> {
     let owned_cgroups =
         Arc::new(OwnedCgroups::load(cgroups.clone(), &config.state, &config.root).context("reading owned cgroups")?);
     let ahead = AheadCgroups::new(cgroups.clone(), owned_cgroups.clone());
-    let network = crate::network::PodNetworks::new(config.network.clone(), &config.root, &config.state, reaper.clone())
+    let network = crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone())
         .context("opening the pod network state")?;
     let sandboxes = Sandboxes::new(
         config.clone(),

@@ -326,3 +326,157 @@ async fn del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
     remove_all(&mut cri).await;
     assert_no_network_leftovers(&env, "the restarts");
 }
+
+// ---- the built-in network ----
+
+const BUILTIN_PREFIX: &str = "10.98.0.";
+const BUILTIN_GATEWAY: &str = "10.98.0.1";
+
+/// Addresses the built-in network has leased.
+fn builtin_leases(env: &TestEnv) -> Vec<String> {
+    let mut found: Vec<String> = fs::read_dir(env.root.join("network/builtin/leases"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+fn assert_no_builtin_leftovers(env: &TestEnv, after: &str) {
+    assert_eq!(builtin_leases(env), Vec::<String>::new(), "address leases left after {after}");
+    assert_eq!(veths(env), Vec::<String>::new(), "veths left after {after}");
+    assert_eq!(cache_entries(env), Vec::<PathBuf>::new(), "network cache entries left after {after}");
+}
+
+/// Whether something listens on `port` of the node.
+fn node_port_open(env: &TestEnv, port: u16) -> bool {
+    std::process::Command::new("ip")
+        .args(["netns", "exec", &env.netns, "sh", "-c", &format!("busybox nc -z -w 2 {BUILTIN_GATEWAY} {port}")])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
+    let mut env = net_env("builtin", "auto");
+    let mut cri = env.start().await;
+    assert!(network_ready(&mut cri).await.status, "NetworkReady with the built-in network");
+    let image = env.import_busybox(&mut cri).await;
+
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", Some(18080)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+    let ip_b = pod_ips(&mut cri, &b).await;
+    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
+    assert!(ip_a[0].starts_with(BUILTIN_PREFIX) && ip_b[0].starts_with(BUILTIN_PREFIX), "{ip_a:?} {ip_b:?}");
+    assert_ne!(ip_a, ip_b);
+    assert_eq!(builtin_leases(&env), {
+        let mut l = vec![ip_a[0].clone(), ip_b[0].clone()];
+        l.sort();
+        l
+    });
+    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
+    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
+    let routes = cri.exec_ok(&web_a, &["ip", "route"]).await;
+    assert!(routes.contains(&format!("default via {BUILTIN_GATEWAY}")), "{routes}");
+    let lo = cri.exec_ok(&web_a, &["ip", "-o", "addr", "show", "lo"]).await;
+    assert!(lo.contains("127.0.0.1"), "{lo}");
+
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_in(&mut cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
+    assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18080).await.trim(), "hello-from-a");
+    assert_eq!(fetch_from_node(&env, "127.0.0.1", 18080).await.trim(), "hello-from-a");
+
+    cri.stop_pod(&a).await.unwrap();
+    assert_eq!(builtin_leases(&env), vec![ip_b[0].clone()]);
+    assert_eq!(veths(&env).len(), 1);
+    assert!(!node_port_open(&env, 18080), "the host port closes at StopPodSandbox");
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+
+    // UpdateRuntimeConfig's pod CIDR serves new pods.
+    cri.runtime
+        .update_runtime_config(UpdateRuntimeConfigRequest {
+            runtime_config: Some(RuntimeConfig {
+                network_config: Some(NetworkConfig { pod_cidr: "10.97.0.0/24".into() }),
+            }),
+        })
+        .await
+        .unwrap();
+    let (c, _) = web_pod(&env, &mut cri, &image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert!(ip_c[0].starts_with("10.97.0."), "{ip_c:?}");
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_c[0]).await.trim(), "hello-from-c", "across the two pod CIDRs");
+    let bad = cri
+        .runtime
+        .update_runtime_config(UpdateRuntimeConfigRequest {
+            runtime_config: Some(RuntimeConfig {
+                network_config: Some(NetworkConfig { pod_cidr: "10.97.0.1/33".into() }),
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert!(bad.message().contains("pod_cidr"), "{bad:?}");
+
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing every pod");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
+    let mut env = net_env("builtinrestart", "auto");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, _) = web_pod(&env, &mut cri, &image, "a", Some(18081)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    assert_eq!(pod_ips(&mut cri, &a).await, ip_a);
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18081).await.trim(), "hello-from-a", "host port reopened");
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+    assert_eq!(builtin_leases(&env).len(), 1);
+
+    let ip_b = pod_ips(&mut cri, &b).await;
+    env.simulate_reboot();
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(&b).await, PodSandboxState::SandboxNotready);
+    assert_eq!(builtin_leases(&env), ip_b, "the lease outlives the reboot until DEL");
+    cri.stop_pod(&b).await.unwrap();
+    assert_eq!(builtin_leases(&env), Vec::<String>::new());
+    cri.remove_pod(&b).await.unwrap();
+    let (c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "the restarts");
+}
+
+#[tokio::test]
+async fn cni_configuration_takes_over_from_the_builtin_network_and_back() {
+    let mut env = net_env("handover", "auto");
+    let mut cri = env.start().await;
+    let first = cri.run_pod(env.pod("first")).await.unwrap();
+    assert!(pod_ips(&mut cri, &first).await[0].starts_with(BUILTIN_PREFIX));
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let second = cri.run_pod(env.pod("second")).await.unwrap();
+    assert!(pod_ips(&mut cri, &second).await[0].starts_with(SUBNET_PREFIX));
+    fs::remove_file(conf_dir(&env).join("10-test.conflist")).unwrap();
+    assert!(network_ready(&mut cri).await.status, "the built-in network serves again");
+    let third = cri.run_pod(env.pod("third")).await.unwrap();
+    assert!(pod_ips(&mut cri, &third).await[0].starts_with(BUILTIN_PREFIX));
+    // Each pod is detached by the network it was attached with.
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing the pods");
+    assert_eq!(leases(&env), Vec::<String>::new());
+}

@@ -106,19 +106,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl PodNetworks {
-    pub fn new(
-        config: NetworkConfig,
-        root: &std::path::Path,
-        state: &std::path::Path,
-        reaper: Reaper,
-    ) -> std::io::Result<Arc<Self>> {
+    pub fn new(config: NetworkConfig, root: &std::path::Path, reaper: Reaper) -> std::io::Result<Arc<Self>> {
         let cache = AttachmentCache::open(root)?;
         let cni = cni::CniClient {
             bin_dirs: config.cni_bin_dirs.clone(),
             timeout: Duration::from_secs(config.plugin_timeout_secs),
             reaper,
         };
-        let builtin = builtin::Builtin::new(&config, root, state)?;
+        let builtin = builtin::Builtin::new(&config, root)?;
         let mut ips = HashMap::new();
         for id in cache.ids() {
             match cache.read(&id) {
@@ -210,7 +205,8 @@ impl PodNetworks {
                 serde_json::json!({"kind": "cni", "file": list.file, "name": list.name, "cniVersion": list.cni_version})
             }
             Chosen::Builtin => serde_json::json!({"kind": "builtin", "bridge": self.config.bridge_name,
-                "podCidrs": self.pod_cidrs().iter().map(|c| c.to_string()).collect::<Vec<_>>()}),
+                "podCidrs": self.pod_cidrs().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                "leasedAddresses": self.builtin.leased()}),
             Chosen::None(why) => serde_json::json!({"kind": "none", "reason": why}),
         }
     }
@@ -363,6 +359,22 @@ impl PodNetworks {
             runtime_config,
         };
         Ok(self.cni.check(&list, &pod_args, &result).await?)
+    }
+
+    /// After a daemon restart, for a pod whose pause still runs: what the
+    /// daemon itself provides for it (the built-in network's host ports).
+    pub async fn resume(&self, sandbox_id: &str) {
+        let attachment = match self.cache.read(sandbox_id) {
+            Ok(Some(a)) => a,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(pod_id = %sandbox_id, error = %e, "unreadable pod network cache entry");
+                return;
+            }
+        };
+        if let Err(e) = self.builtin.resume(&attachment).await {
+            tracing::error!(pod_id = %sandbox_id, error = %e, "cannot open the pod's host ports again");
+        }
     }
 
     /// Detaches cached pods that no sandbox owns any more (left by a crash

@@ -558,6 +558,9 @@ impl Sandboxes {
                 _ => None,
             };
             tracing::info!(pod_id = %id, ready = pause.is_some(), lifecycle = ?record.lifecycle, "sandbox reloaded");
+            if pause.is_some() {
+                self.network.resume(id).await;
+            }
             let mut index = self.index();
             index.names.insert(record.name_key.clone(), id.clone());
             index.by_id.insert(id.clone(), Entry::new(record, pause));

@@ -480,3 +480,91 @@ async fn cni_configuration_takes_over_from_the_builtin_network_and_back() {
     assert_no_builtin_leftovers(&env, "removing the pods");
     assert_eq!(leases(&env), Vec::<String>::new());
 }
+
+// ---- churn and crashes, for both networks ----
+
+/// Runs `total` pods through RunPodSandbox, PodSandboxStatus (an address),
+/// StopPodSandbox and RemovePodSandbox, `concurrency` at a time.
+async fn churn(env: &TestEnv, cri: &Cri, total: usize, concurrency: usize, prefix: &'static str) {
+    let started = std::time::Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let configs: Vec<PodSandboxConfig> =
+            (w..total).step_by(concurrency).map(|i| env.pod(&format!("churn-{i}"))).collect();
+        let mut cri = cri.clone();
+        workers.push(tokio::spawn(async move {
+            for config in configs {
+                let id = cri.run_pod(config).await.expect("RunPodSandbox");
+                let ips = pod_ips(&mut cri, &id).await;
+                assert!(ips.first().is_some_and(|ip| ip.starts_with(prefix)), "{ips:?}");
+                cri.stop_pod(&id).await.expect("StopPodSandbox");
+                cri.remove_pod(&id).await.expect("RemovePodSandbox");
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("churn worker");
+    }
+    eprintln!("churn: {total} networked pods at concurrency {concurrency} in {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn cni_churn_of_500_pods_leaves_nothing_behind() {
+    let mut env = net_env("cnichurn", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let cri = env.start().await;
+    churn(&env, &cri, 500, 8, SUBNET_PREFIX).await;
+    assert_no_network_leftovers(&env, "500 pods");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_churn_of_500_pods_leaves_nothing_behind() {
+    let mut env = net_env("builtinchurn", "auto");
+    let cri = env.start().await;
+    churn(&env, &cri, 500, 8, BUILTIN_PREFIX).await;
+    assert_no_builtin_leftovers(&env, "500 pods");
+    env.assert_no_leftovers();
+}
+
+/// Kills the daemon at several points of RunPodSandbox and StopPodSandbox;
+/// after each restart, removing the pods must leave nothing.
+async fn kill_during_run_and_stop(env: &mut TestEnv) {
+    let mut cri = env.start().await;
+    for (round, delay_ms) in [0u64, 3, 8, 15, 25, 40, 60, 90].into_iter().enumerate() {
+        // A RunPodSandbox cut short.
+        let mut caller = cri.clone();
+        let config = env.pod(&format!("run-{round}"));
+        let call = tokio::spawn(async move { caller.run_pod(config).await });
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        env.kill_daemon();
+        let _ = call.await;
+        cri = env.start().await;
+        // A StopPodSandbox cut short.
+        let id = cri.run_pod(env.pod(&format!("stop-{round}"))).await.expect("RunPodSandbox");
+        let mut caller = cri.clone();
+        let call = tokio::spawn(async move { caller.stop_pod(&id).await });
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        env.kill_daemon();
+        let _ = call.await;
+        cri = env.start().await;
+    }
+    remove_all(&mut cri).await;
+}
+
+#[tokio::test]
+async fn cni_kill_9_during_run_and_stop_leaves_nothing_after_remove() {
+    let mut env = net_env("cnikill", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    kill_during_run_and_stop(&mut env).await;
+    assert_no_network_leftovers(&env, "kills during Run and Stop");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_kill_9_during_run_and_stop_leaves_nothing_after_remove() {
+    let mut env = net_env("builtinkill", "auto");
+    kill_during_run_and_stop(&mut env).await;
+    assert_no_builtin_leftovers(&env, "kills during Run and Stop");
+    env.assert_no_leftovers();
+}

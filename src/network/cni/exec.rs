@@ -52,7 +52,9 @@ pub async fn run(
     let plugin = program.display().to_string();
     let command = invocation.command;
     let cni_path = std::env::join_paths(invocation.bin_dirs).unwrap_or_default();
-    let mut child = Command::new(program)
+    let mut command_line = Command::new(program);
+    crate::linux::process::die_with_parent(&mut command_line);
+    let mut child = command_line
         .env_clear()
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         .env("CNI_COMMAND", command)

@@ -377,6 +377,21 @@ impl PodNetworks {
         }
     }
 
+    /// After a daemon restart: CHECK a running CNI-attached pod's network in
+    /// the background (a network broken while the daemon was away is logged).
+    pub fn check_in_background(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
+        let (networks, id) = (self.clone(), sandbox_id.to_string());
+        tokio::spawn(async move {
+            match networks.check(&id, pause_pid).await {
+                Ok(true) => tracing::info!(pod_id = %id, "CNI CHECK passed"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(pod_id = %id, error = %e, "CNI CHECK failed: the pod's network is not as it was attached")
+                }
+            }
+        });
+    }
+
     /// Detaches cached pods that no sandbox owns any more (left by a crash
     /// between the sandbox's removal and its cache entry's).
     pub async fn sweep(&self, known: &[String]) {

@@ -558,8 +558,9 @@ impl Sandboxes {
                 _ => None,
             };
             tracing::info!(pod_id = %id, ready = pause.is_some(), lifecycle = ?record.lifecycle, "sandbox reloaded");
-            if pause.is_some() {
+            if let Some(pause) = &pause {
                 self.network.resume(id).await;
+                self.network.check_in_background(id, pause.identity.pid);
             }
             let mut index = self.index();
             index.names.insert(record.name_key.clone(), id.clone());

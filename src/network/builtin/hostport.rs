@@ -53,10 +53,12 @@ impl HostPorts {
                     let socket = UdpSocket::bind(listen).await.map_err(bind_error)?;
                     tasks.spawn(forward_udp(Arc::new(socket), target));
                 }
-                other => return Err(std::io::Error::other(format!(
+                other => {
+                    return Err(std::io::Error::other(format!(
                     "host port {}: protocol {other} is not supported by the built-in network (use a CNI configuration)",
                     mapping.host_port
-                ))),
+                )))
+                }
             }
         }
         tracing::debug!(pod_id = %sandbox_id, ports = mappings.len(), "host ports open");

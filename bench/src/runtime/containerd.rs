@@ -66,7 +66,7 @@ pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
     // The second reference runs containers with crun through the same shim.
     let binary_name = match rt.kind {
         super::Kind::ContainerdCrun => {
-            format!("\n        BinaryName = {}", toml_str(PathBuf::from(host::which("crun")?)))
+            format!("\n        BinaryName = {}", toml_str(host::which("crun")?))
         }
         _ => String::new(),
     };

@@ -5,6 +5,11 @@
 //! a successful DEL. It keeps the configuration the pod was attached with, so
 //! DEL works after the configuration changed, after a daemon restart and
 //! after a reboot.
+//!
+//! CNI records are fsynced: a plugin's leases (host-local's) outlive a power
+//! loss, so the record that releases them must too. Built-in records are
+//! only atomic: after a power loss their veths and host ports are gone, and
+//! the leases no record owns are released at start (`Builtin::sweep`).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -65,20 +70,21 @@ impl AttachmentCache {
         self.dir.join(format!("{sandbox_id}.json"))
     }
 
-    /// Writes (replaces) a pod's record durably.
-    pub fn write(&self, attachment: &Attachment) -> Result<(), StoreError> {
-        store::write_json(&self.path(&attachment.sandbox_id), attachment)
+    /// Writes (replaces) a pod's record atomically, durably when asked.
+    pub fn write(&self, attachment: &Attachment, durability: store::Durability) -> Result<(), StoreError> {
+        store::write_json_with(&self.path(&attachment.sandbox_id), attachment, durability)
     }
 
     pub fn read(&self, sandbox_id: &str) -> Result<Option<Attachment>, StoreError> {
         store::read_json(&self.path(sandbox_id))
     }
 
-    /// Removes a pod's record (after a successful DEL).
-    pub fn remove(&self, sandbox_id: &str) -> std::io::Result<()> {
+    /// Removes a pod's record (after a successful DEL), durably when asked.
+    pub fn remove(&self, sandbox_id: &str, durability: store::Durability) -> std::io::Result<()> {
         match std::fs::remove_file(self.path(sandbox_id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => store::sync_dir(&self.dir),
+            _ if durability == store::Durability::Durable => store::sync_dir(&self.dir),
+            _ => Ok(()),
         }
     }
 

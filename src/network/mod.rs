@@ -21,7 +21,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::linux::reaper::Reaper;
-use crate::store::StoreError;
+use crate::store::{Durability, StoreError};
 
 pub use cache::{Attachment, AttachmentCache, Backend};
 pub use config::{BuiltinMode, NetworkConfig};
@@ -219,6 +219,7 @@ impl PodNetworks {
     /// Attaches a pod (RunPodSandbox). On failure everything made is undone
     /// and the cache entry removed; the error is returned.
     pub async fn attach(&self, pod: &PodInfo) -> Result<Vec<IpAddr>, NetworkError> {
+        let started = std::time::Instant::now();
         let netns = format!("/proc/{}/ns/net", pod.pause_pid);
         let attached = match self.choose() {
             Chosen::None(why) => {
@@ -230,7 +231,7 @@ impl PodNetworks {
         };
         match attached {
             Ok(ips) => {
-                tracing::info!(pod_id = %pod.sandbox_id, ips = ?ips, "pod network attached");
+                tracing::info!(pod_id = %pod.sandbox_id, ips = ?ips, elapsed_us = started.elapsed().as_micros() as u64, "pod network attached");
                 lock(&self.ips).insert(pod.sandbox_id.clone(), ips.clone());
                 Ok(ips)
             }
@@ -265,7 +266,7 @@ impl PodNetworks {
             ips: Vec::new(),
         };
         // The intent first: a crash from here on leaves what DEL needs.
-        self.cache.write(&attachment)?;
+        self.cache.write(&attachment, Durability::Durable)?;
         let pod_args = cni::PodArgs {
             container_id: pod.sandbox_id.clone(),
             netns: netns.to_string(),
@@ -279,7 +280,7 @@ impl PodNetworks {
             *cached = Some(result);
         }
         attachment.ips = ips.clone();
-        self.cache.write(&attachment)?;
+        self.cache.write(&attachment, Durability::Durable)?;
         Ok(ips)
     }
 
@@ -295,10 +296,10 @@ impl PodNetworks {
             },
             ips: Vec::new(),
         };
-        self.cache.write(&attachment)?;
+        self.cache.write(&attachment, Durability::Volatile)?;
         let ips = self.builtin.attach(pod, &cidrs).await?;
         attachment.ips = ips.clone();
-        self.cache.write(&attachment)?;
+        self.cache.write(&attachment, Durability::Volatile)?;
         Ok(ips)
     }
 
@@ -311,11 +312,16 @@ impl PodNetworks {
     /// clean-up): DEL from the cache entry; idempotent. `pause_pid` names the
     /// live pause holding the netns, None when it is gone.
     pub async fn detach(&self, sandbox_id: &str, pause_pid: Option<i32>) -> Result<(), NetworkError> {
+        let started = std::time::Instant::now();
         let Some(attachment) = self.cache.read(sandbox_id)? else {
             lock(&self.ips).remove(sandbox_id);
             return Ok(());
         };
         let netns = pause_pid.map(|pid| format!("/proc/{pid}/ns/net")).unwrap_or_default();
+        let durability = match &attachment.backend {
+            Backend::Cni { .. } => Durability::Durable,
+            Backend::Builtin { .. } => Durability::Volatile,
+        };
         match &attachment.backend {
             Backend::Cni { file, list, args, runtime_config, result } => {
                 let list = cni::NetworkList::from_value(file, list.clone())
@@ -333,9 +339,9 @@ impl PodNetworks {
                 self.builtin.detach(&attachment).await?;
             }
         }
-        self.cache.remove(sandbox_id)?;
+        self.cache.remove(sandbox_id, durability)?;
         lock(&self.ips).remove(sandbox_id);
-        tracing::info!(pod_id = %sandbox_id, "pod network detached");
+        tracing::info!(pod_id = %sandbox_id, elapsed_us = started.elapsed().as_micros() as u64, "pod network detached");
         Ok(())
     }
 
@@ -402,6 +408,11 @@ impl PodNetworks {
                     tracing::error!(pod_id = %id, error = %e, "cannot detach an orphaned pod network");
                 }
             }
+        }
+        // Built-in leases no record owns (their record lost in a power cut).
+        let owners = self.cache.ids();
+        if let Err(e) = self.builtin.sweep(&owners) {
+            tracing::error!(error = %e, "cannot release built-in leases without an owner");
         }
     }
 }

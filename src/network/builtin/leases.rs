@@ -1,8 +1,10 @@
 //! Address leases of the built-in network: one file per leased address
 //! (`root/network/builtin/leases/<address>`, holding the sandbox id),
-//! created exclusively and fsynced before the address is used, removed at
-//! DEL. A crash leaves either no file or a file a later DEL of that sandbox
-//! removes.
+//! created exclusively before the address is used, removed at DEL. A daemon
+//! crash leaves either no file or a file a later DEL of that sandbox
+//! removes. They are not fsynced: after a power loss no pod runs, and leases
+//! whose owner has no attachment record (or whose owner was not written)
+//! are released at start.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -85,7 +87,6 @@ impl Leases {
             held.insert(ip, owner.to_string());
             leased.push(ip);
         }
-        store::sync_dir(&self.dir)?;
         Ok(leased)
     }
 
@@ -98,7 +99,6 @@ impl Leases {
             Err(e) => return Err(e),
         };
         file.write_all(owner.as_bytes())?;
-        file.sync_all()?;
         Ok(true)
     }
 
@@ -114,10 +114,16 @@ impl Leases {
                 }
             }
         }
-        if !mine.is_empty() {
-            store::sync_dir(&self.dir)?;
-        }
         Ok(())
+    }
+
+    /// Every owner holding an address.
+    pub fn owners(&self) -> Vec<String> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owners: Vec<String> = state.0.values().cloned().collect();
+        owners.sort();
+        owners.dedup();
+        owners
     }
 
     /// Addresses held, for tests and Status.

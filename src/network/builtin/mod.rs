@@ -92,42 +92,65 @@ impl Builtin {
 
     /// Attaches a pod; the caller undoes a failure with `detach`.
     pub async fn attach(&self, pod: &PodInfo, nets: &[IpNet]) -> Result<Vec<IpAddr>, BuiltinError> {
+        let started = std::time::Instant::now();
         let leases = self.leases.clone();
         let (owner, wanted) = (pod.sandbox_id.clone(), nets.to_vec());
         let ips = tokio::task::spawn_blocking(move || leases.lease(&owner, &wanted))
             .await
             .map_err(|e| BuiltinError::Leases(std::io::Error::other(e)))?
             .map_err(BuiltinError::Leases)?;
+        let leased = started.elapsed();
         let handle = self.handle().await?;
         let bridge = self.bridge(handle, nets).await?;
         let netns = PathBuf::from(format!("/proc/{}/ns/net", pod.pause_pid));
         links::add_veth(handle, &host_veth_name(&pod.sandbox_id), POD_IFNAME, &netns, bridge).await?;
+        let veth = started.elapsed();
         let in_pod = links::connect_in(&netns).await.map_err(BuiltinError::Connect)?;
+        let connected = started.elapsed();
         let addresses: Vec<(IpAddr, IpNet)> = ips.iter().copied().zip(nets.iter().copied()).collect();
         links::configure_pod(&in_pod, POD_IFNAME, &addresses).await?;
         drop(in_pod);
+        let configured = started.elapsed();
         let mut ips = ips;
         ips.sort_by_key(|ip| ip.is_ipv6());
         if !pod.host_ports.is_empty() {
             self.host_ports.open(&pod.sandbox_id, &pod.host_ports, &ips).await.map_err(BuiltinError::HostPort)?;
         }
+        tracing::debug!(
+            pod_id = %pod.sandbox_id,
+            leased_us = leased.as_micros() as u64,
+            veth_us = veth.as_micros() as u64,
+            connected_us = connected.as_micros() as u64,
+            configured_us = configured.as_micros() as u64,
+            total_us = started.elapsed().as_micros() as u64,
+            "built-in network attached"
+        );
         Ok(ips)
     }
 
     /// Detaches a pod: host ports closed, veth deleted, addresses released.
     /// Idempotent; what is already gone is skipped.
     pub async fn detach(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
+        let started = std::time::Instant::now();
         self.host_ports.close(&attachment.sandbox_id);
         if let Backend::Builtin { host_veth, .. } = &attachment.backend {
             let handle = self.handle().await?;
             links::delete_link(handle, host_veth).await?;
         }
+        let deleted = started.elapsed();
         let leases = self.leases.clone();
         let owner = attachment.sandbox_id.clone();
         tokio::task::spawn_blocking(move || leases.release(&owner))
             .await
             .map_err(|e| BuiltinError::Leases(std::io::Error::other(e)))?
-            .map_err(BuiltinError::Leases)
+            .map_err(BuiltinError::Leases)?;
+        tracing::debug!(
+            pod_id = %attachment.sandbox_id,
+            veth_deleted_us = deleted.as_micros() as u64,
+            total_us = started.elapsed().as_micros() as u64,
+            "built-in network detached"
+        );
+        Ok(())
     }
 
     /// After a daemon restart: a running pod's host ports open again.
@@ -138,6 +161,17 @@ impl Builtin {
                     .open(&attachment.sandbox_id, host_ports, &attachment.ips)
                     .await
                     .map_err(BuiltinError::HostPort)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the leases whose owner has no attachment record.
+    pub fn sweep(&self, owners: &[String]) -> std::io::Result<()> {
+        for owner in self.leases.owners() {
+            if !owners.contains(&owner) {
+                tracing::warn!(pod_id = %owner, "releasing built-in addresses no pod network owns");
+                self.leases.release(&owner)?;
             }
         }
         Ok(())

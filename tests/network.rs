@@ -628,3 +628,49 @@ async fn builtin_failed_attach_is_undone() {
     assert_no_builtin_leftovers(&env, "the failed attaches");
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn dual_stack_pods_get_an_address_of_each_family() {
+    // The built-in network with an IPv4 and an IPv6 pod CIDR.
+    let mut env = net_env("dualstack", "auto");
+    let config = env.base.join("dual.toml");
+    fs::write(
+        &config,
+        format!(
+            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24,fd00:98::/64\"\n",
+            conf_dir(&env).display()
+        ),
+    )
+    .unwrap();
+    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", None).await;
+    let ips = pod_ips(&mut cri, &a).await;
+    assert_eq!(ips.len(), 2, "{ips:?}");
+    assert!(ips[0].starts_with(BUILTIN_PREFIX) && ips[1].starts_with("fd00:98::"), "IPv4 first: {ips:?}");
+    let v6 = cri.exec_ok(&web_a, &["ip", "-6", "addr", "show", "eth0"]).await;
+    assert!(v6.contains(&format!("{}/64", ips[1])), "{v6}");
+    let routes = cri.exec_ok(&web_a, &["ip", "-6", "route"]).await;
+    assert!(routes.contains("default via fd00:98::1"), "{routes}");
+
+    // A CNI list with both families: the same, through host-local.
+    let mut list: serde_json::Value = serde_json::from_str(&bridge_conflist(&env)).unwrap();
+    list["plugins"][0]["ipam"]["ranges"] =
+        serde_json::json!([[{"subnet": "10.99.0.0/24"}], [{"subnet": "fd00:99::/64"}]]);
+    write_conflist(&env, "10-test.conflist", &list.to_string());
+    let b = cri.run_pod(env.pod("b")).await.unwrap();
+    let ips = pod_ips(&mut cri, &b).await;
+    assert_eq!(ips.len(), 2, "{ips:?}");
+    assert!(ips[0].starts_with(SUBNET_PREFIX) && ips[1].starts_with("fd00:99::"), "IPv4 first: {ips:?}");
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing the dual-stack pods");
+    assert_eq!(leases(&env), Vec::<String>::new());
+    let v6_leases: Vec<String> = fs::read_dir(ipam_dir(&env).join("testnet"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("fd00"))
+        .collect();
+    assert_eq!(v6_leases, Vec::<String>::new(), "IPv6 leases left");
+}

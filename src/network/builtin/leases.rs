@@ -156,6 +156,10 @@ mod tests {
         assert!(leases.lease("g", &[net]).is_err(), "a /29 has five pod addresses");
         leases.release("a").unwrap();
         assert_eq!(leases.lease("g", &[net]).unwrap(), a);
+        assert_eq!(leases.owners(), ["b", "c", "d", "e", "g"]);
+        // A lease file whose owner was never written (a power cut) has the empty owner.
+        std::fs::write(dir.join("10.5.1.9"), "").unwrap();
+        assert!(Leases::open(&dir).unwrap().owners().contains(&String::new()));
         assert_eq!(nth(&net, 1), Some("10.5.0.1".parse().unwrap()));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -632,7 +632,7 @@ async fn builtin_failed_attach_is_undone() {
 #[tokio::test]
 async fn dual_stack_pods_get_an_address_of_each_family() {
     // The built-in network with an IPv4 and an IPv6 pod CIDR.
-    let mut env = net_env("dualstack", "auto");
+    let env = net_env("dualstack", "auto");
     let config = env.base.join("dual.toml");
     fs::write(
         &config,

@@ -135,6 +135,7 @@ pub async fn serve(config: Config) -> Result<()> {
     let ahead = AheadCgroups::new(cgroups.clone(), owned_cgroups.clone());
     let network = crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone())
         .context("opening the pod network state")?;
+    network.probe().await;
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),

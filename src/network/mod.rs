@@ -158,9 +158,22 @@ impl PodNetworks {
         match self.cni_list() {
             Ok(list) => Chosen::Cni(list),
             Err(why) => match self.config.builtin {
-                BuiltinMode::Auto => Chosen::Builtin,
-                BuiltinMode::Off => Chosen::None(why.to_string()),
+                BuiltinMode::Auto => match self.builtin.usable() {
+                    Ok(()) => Chosen::Builtin,
+                    Err(e) => Chosen::None(format!("{why}, and the built-in network is unusable here: {e}")),
+                },
+                BuiltinMode::Off => {
+                    Chosen::None(format!("{why}, and the built-in network is off (network.builtin = \"off\")"))
+                }
             },
+        }
+    }
+
+    /// At start: whether the built-in network can work on this kernel (when
+    /// it may be used).
+    pub async fn probe(&self) {
+        if self.config.builtin == BuiltinMode::Auto {
+            self.builtin.probe().await;
         }
     }
 
@@ -184,17 +197,8 @@ impl PodNetworks {
     pub fn readiness(&self) -> Readiness {
         match self.choose() {
             Chosen::Cni(_) => Readiness::Ready,
-            Chosen::Builtin => match self.builtin.usable() {
-                Ok(()) => Readiness::Ready,
-                Err(e) => Readiness::NotReady {
-                    reason: "NetworkPluginNotReady".into(),
-                    message: format!("no CNI configuration, and the built-in network is unusable: {e}"),
-                },
-            },
-            Chosen::None(why) => Readiness::NotReady {
-                reason: "NetworkPluginNotReady".into(),
-                message: format!("{why}, and the built-in network is off (network.builtin = \"off\")"),
-            },
+            Chosen::Builtin => Readiness::Ready,
+            Chosen::None(why) => Readiness::NotReady { reason: "NetworkPluginNotReady".into(), message: why },
         }
     }
 

@@ -205,6 +205,18 @@ pub async fn configure_pod(pod: &Handle, ifname: &str, addresses: &[(IpAddr, IpN
     Ok(())
 }
 
+/// Whether this kernel makes bridges and veth pairs: one of each is made
+/// (named after `tag`) and deleted at once.
+pub async fn probe(handle: &Handle, tag: &str) -> Result<(), LinkError> {
+    let (bridge, veth, peer) = (format!("nvb{tag}"), format!("nvv{tag}"), format!("nvp{tag}"));
+    let made = handle.link().add(LinkBridge::new(&bridge).build()).execute().await;
+    delete_link(handle, &bridge).await?;
+    made.map_err(failed("making a bridge"))?;
+    let made = handle.link().add(LinkVeth::new(&veth, &peer).build()).execute().await;
+    delete_link(handle, &veth).await?;
+    made.map_err(failed("making a veth pair"))
+}
+
 /// Deletes link `name` if it exists (a veth's peer goes with it).
 pub async fn delete_link(handle: &Handle, name: &str) -> Result<(), LinkError> {
     let Some(index) = index_of(handle, name).await? else {

@@ -42,6 +42,8 @@ pub struct Builtin {
     bridge_ready: Mutex<Option<(u32, Vec<IpNet>)>>,
     /// Serialises the bridge's creation.
     bridge_setup: tokio::sync::Mutex<()>,
+    /// Whether the kernel makes bridges and veth pairs (probed at start).
+    kernel_support: std::sync::OnceLock<Result<(), String>>,
 }
 
 /// The host end of a pod's veth: `nv` and the first 12 characters of its id.
@@ -59,16 +61,40 @@ impl Builtin {
             handle: tokio::sync::OnceCell::new(),
             bridge_ready: Mutex::new(None),
             bridge_setup: tokio::sync::Mutex::new(()),
+            kernel_support: std::sync::OnceLock::new(),
         })
     }
 
-    /// Whether the built-in network can serve pods here.
+    /// Whether the built-in network can serve pods here: CAP_NET_ADMIN, and
+    /// a kernel that makes bridges and veth pairs (once probed).
     pub fn usable(&self) -> Result<(), BuiltinError> {
         match caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_NET_ADMIN) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(BuiltinError::Unusable("nidus lacks CAP_NET_ADMIN".into())),
-            Err(e) => Err(BuiltinError::Unusable(format!("cannot read capabilities: {e}"))),
+            Ok(true) => {}
+            Ok(false) => return Err(BuiltinError::Unusable("nidus lacks CAP_NET_ADMIN".into())),
+            Err(e) => return Err(BuiltinError::Unusable(format!("cannot read capabilities: {e}"))),
         }
+        match self.kernel_support.get() {
+            Some(Err(why)) => Err(BuiltinError::Unusable(why.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Probes (once, at start) whether the kernel makes bridges and veth
+    /// pairs, by making one of each and deleting it.
+    pub async fn probe(&self) {
+        if self.kernel_support.get().is_some() || self.usable().is_err() {
+            return;
+        }
+        let outcome = match self.handle().await {
+            Ok(handle) => {
+                links::probe(handle, &format!("{}", std::process::id() % 1_000_000)).await.map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(why) = &outcome {
+            tracing::warn!(reason = %why, "the built-in pod network cannot work on this kernel");
+        }
+        let _ = self.kernel_support.set(outcome);
     }
 
     async fn handle(&self) -> Result<&rtnetlink::Handle, BuiltinError> {

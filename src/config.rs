@@ -42,6 +42,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub hooks: HooksConfig,
     pub streaming: crate::streaming::config::StreamingConfig,
+    pub network: crate::network::NetworkConfig,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -223,6 +224,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             hooks: HooksConfig::default(),
             streaming: Default::default(),
+            network: crate::network::NetworkConfig::default(),
         }
     }
 }
@@ -369,6 +371,7 @@ impl Config {
         if self.checkpoint.default_timeout_secs == 0 {
             return Err(ConfigError::Invalid("checkpoint.default_timeout_secs must be at least 1".into()));
         }
+        self.network.validate().map_err(ConfigError::Invalid)?;
         if self.grpc.max_message_bytes < 4 << 20 {
             return Err(ConfigError::Invalid("grpc.max_message_bytes must be at least 4 MiB".into()));
         }

@@ -34,6 +34,8 @@ pub struct Daemon {
     pub config: Arc<Config>,
     pub cgroups: Arc<Cgroups>,
     pub sandboxes: Sandboxes,
+    /// Pod networks (CNI or built-in) and NetworkReady.
+    pub network: Arc<crate::network::PodNetworks>,
     pub containers: Containers,
     pub pause_binary: PathBuf,
     pub monitor_binary: PathBuf,
@@ -88,6 +90,7 @@ impl Daemon {
             "containers": self.containers.list().len(),
             "seccompPrograms": self.containers.seccomp_cache_stats(),
             "sandboxes": self.sandboxes.list().len(),
+            "network": self.network.describe(),
         })
     }
 }
@@ -132,6 +135,9 @@ pub async fn serve(config: Config) -> Result<()> {
     let owned_cgroups =
         Arc::new(OwnedCgroups::load(cgroups.clone(), &config.state, &config.root).context("reading owned cgroups")?);
     let ahead = AheadCgroups::new(cgroups.clone(), owned_cgroups.clone());
+    let network = crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone())
+        .context("opening the pod network state")?;
+    network.probe().await;
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),
@@ -139,6 +145,7 @@ pub async fn serve(config: Config) -> Result<()> {
         ahead.clone(),
         reaper.clone(),
         pause_program.exec_path().to_path_buf(),
+        network.clone(),
     );
     sandboxes.load().await.context("reloading sandboxes")?;
     let images = open_images(&config).await?;
@@ -165,6 +172,7 @@ pub async fn serve(config: Config) -> Result<()> {
         stats: crate::stats::Collector::new(cgroups.clone(), config.root.join("containers")),
         cgroups,
         sandboxes,
+        network,
         containers,
         pause_binary,
         monitor_binary,

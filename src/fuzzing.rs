@@ -77,6 +77,7 @@ pub fn sandbox_view(id: &str, spec: &SandboxSpec) -> Result<SandboxView, String>
         state: SandboxState::Ready,
         pause: Some(ProcessIdentity { pid: 1, start_time: 1, boot_id: String::new() }),
         paths: SandboxPaths::new(Path::new(ROOT), Path::new(STATE), id),
+        ips: Vec::new(),
     })
 }
 

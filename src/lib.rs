@@ -32,6 +32,7 @@ pub mod ids;
 pub mod image;
 pub mod linux;
 pub mod monitor;
+pub mod network;
 pub mod pod;
 pub mod quote;
 pub mod runtime;

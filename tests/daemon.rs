@@ -40,10 +40,6 @@ async fn unimplemented_rpcs_say_so_and_name_themselves() {
     let mut cri = env.start().await;
     let checks: Vec<(&str, tonic::Status)> = vec![
         ("CheckpointPod", cri.runtime.checkpoint_pod(CheckpointPodRequest::default()).await.unwrap_err()),
-        (
-            "UpdateRuntimeConfig",
-            cri.runtime.update_runtime_config(UpdateRuntimeConfigRequest::default()).await.unwrap_err(),
-        ),
         ("PortForward", cri.runtime.port_forward(PortForwardRequest::default()).await.unwrap_err()),
         (
             "PullImage",

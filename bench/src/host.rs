@@ -27,6 +27,13 @@ pub fn on_path(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The path of `program` on PATH.
+pub fn which(program: &str) -> Result<PathBuf> {
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(program)).find(|p| p.is_file()))
+        .with_context(|| format!("{program} is not on PATH"))
+}
+
 /// Sends `signal` to `pid`; a process already gone is not an error.
 pub fn signal(pid: i32, signal: Signal) {
     let _ = kill(Pid::from_raw(pid), signal);

@@ -1,5 +1,6 @@
 //! Installs what the benchmark needs from Debian's packages when it is
-//! missing: containerd and runc (the reference runtime), Debian's dynamic
+//! missing: containerd with runc and crun (the references), the CNI plugins
+//! and iptables (the networked variants), Debian's dynamic
 //! busybox (the test image), gcc (the static pause program), iproute2 and
 //! util-linux. Nothing is started as a service: while apt runs, a
 //! `policy-rc.d` that refuses service starts is in place unless one exists.
@@ -19,6 +20,7 @@ const NEEDED: &[(&str, &str)] = &[
     ("ctr", "containerd"),
     ("containerd-shim-runc-v2", "containerd"),
     ("runc", "runc"),
+    ("crun", "crun"),
     ("gcc", "gcc"),
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
@@ -32,6 +34,12 @@ pub fn ensure_packages() -> Result<()> {
     let mut missing: Vec<&str> = NEEDED.iter().filter(|(bin, _)| !host::on_path(bin)).map(|(_, pkg)| *pkg).collect();
     if !dynamic_busybox() {
         missing.push("busybox");
+    }
+    if !Path::new("/usr/lib/cni/bridge").exists() || !Path::new("/usr/lib/cni/portmap").exists() {
+        missing.push("containernetworking-plugins");
+    }
+    if !host::on_path("iptables") {
+        missing.push("iptables");
     }
     if !Path::new("/usr/lib/x86_64-linux-gnu/libc.a").exists()
         && !Path::new("/usr/lib/aarch64-linux-gnu/libc.a").exists()

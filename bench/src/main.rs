@@ -37,7 +37,10 @@ use crate::lab::Lab;
 use crate::latency::Variant;
 use crate::lifecycle::Target;
 use crate::options::Options;
-use crate::report::{Meta, Results, RuntimeFigures, CONTAINERD, NIDUS, NIDUS_OWN_NETNS};
+use crate::report::{
+    Meta, Results, RuntimeFigures, CONTAINERD, CONTAINERD_CNI, CONTAINERD_CRUN, NIDUS, NIDUS_BUILTIN, NIDUS_CNI,
+    NIDUS_OWN_NETNS,
+};
 use crate::runtime::{Kind, Runtime};
 
 fn main() -> ExitCode {
@@ -95,6 +98,19 @@ async fn run() -> Result<bool> {
     let mut containerd = Runtime::start(Kind::Containerd, &lab.places).await?;
     nidus.import(&[&busybox]).await?;
     containerd.import(&[&pause, &busybox]).await?;
+    // The networked variants (bridge CNI for both runtimes, nidus's built-in
+    // network) and the second reference, containerd + crun.
+    eprintln!("starting nidus (bridge CNI), nidus (built-in network), containerd (bridge CNI), containerd + crun");
+    let mut others = Vec::new();
+    for kind in [Kind::NidusCni, Kind::NidusBuiltin, Kind::ContainerdCni, Kind::ContainerdCrun] {
+        let mut rt = Runtime::start(kind, &lab.places).await?;
+        if kind.is_nidus() {
+            rt.import(&[&busybox]).await?;
+        } else {
+            rt.import(&[&pause, &busybox]).await?;
+        }
+        others.push(rt);
+    }
     let mut nidus_figures = RuntimeFigures::default();
     let mut containerd_figures = RuntimeFigures::default();
     for (rt, figures) in [(&nidus, &mut nidus_figures), (&containerd, &mut containerd_figures)] {
@@ -109,6 +125,7 @@ async fn run() -> Result<bool> {
         cgroup_prefix: rt.cgroup_prefix(),
     };
     let (nidus_target, containerd_target) = (target(&nidus), target(&containerd));
+    let other_targets: Vec<Target> = others.iter().map(target).collect();
     for (rt, t) in [(&nidus, &nidus_target), (&containerd, &containerd_target)] {
         check_nesting(rt, t).await?;
     }
@@ -133,6 +150,10 @@ async fn run() -> Result<bool> {
         Variant { label: NIDUS, target: nidus_target.clone(), network: PodNetwork::Node },
         Variant { label: CONTAINERD, target: containerd_target.clone(), network: PodNetwork::Node },
         Variant { label: NIDUS_OWN_NETNS, target: nidus_target.clone(), network: PodNetwork::Own },
+        Variant { label: NIDUS_CNI, target: other_targets[0].clone(), network: PodNetwork::Own },
+        Variant { label: NIDUS_BUILTIN, target: other_targets[1].clone(), network: PodNetwork::Own },
+        Variant { label: CONTAINERD_CNI, target: other_targets[2].clone(), network: PodNetwork::Own },
+        Variant { label: CONTAINERD_CRUN, target: other_targets[3].clone(), network: PodNetwork::Node },
     ];
     let mut errors = Vec::new();
     eprintln!("warm-up: {} lifecycle(s) per variant", options.warm_up);
@@ -147,9 +168,13 @@ async fn run() -> Result<bool> {
         exec_stream::compare([(&nidus, &nidus_target), (&containerd, &containerd_target)], options.iterations).await;
     eprint!("{exec_text}");
     errors.extend(exec_errors);
-    for rt in [&nidus, &containerd] {
+    for rt in [&nidus, &containerd].into_iter().chain(others.iter()) {
         let leaks = leaks::check(rt).await;
         errors.extend(leaks.items.iter().map(|l| format!("{} after the latency phases: {l}", rt.name())));
+    }
+    drop(other_targets);
+    for rt in &mut others {
+        rt.shut_down();
     }
 
     eprintln!("memory: daemons with {:?} pods", memory::POD_COUNTS);
@@ -184,6 +209,10 @@ async fn run() -> Result<bool> {
             .ok()
             .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("runc version ").to_string()))
             .unwrap_or_default(),
+        crun_version: host::run("crun", &["--version"])
+            .ok()
+            .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("crun version ").to_string()))
+            .unwrap_or_default(),
         nidus_commit: host::run("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"])
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
@@ -193,12 +222,12 @@ async fn run() -> Result<bool> {
     nidus.shut_down();
     containerd.shut_down();
     let log_dir = Path::new(&options.results_dir).join("logs");
-    for rt in [&nidus, &containerd] {
+    for rt in [&nidus, &containerd].into_iter().chain(others.iter()) {
         if let Err(e) = rt.save_log(&log_dir) {
             eprintln!("warning: cannot keep the log of {}: {e:#}", rt.name());
         }
     }
-    drop((nidus, containerd));
+    drop((nidus, containerd, others));
     errors.extend(lab.final_check());
 
     let results = Results {

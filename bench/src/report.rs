@@ -20,6 +20,26 @@ use crate::table::Table;
 pub const NIDUS: &str = "nidus";
 pub const CONTAINERD: &str = "containerd";
 pub const NIDUS_OWN_NETNS: &str = "nidus_own_netns";
+/// nidus and containerd + runc with the same bridge CNI configuration.
+pub const NIDUS_CNI: &str = "nidus_cni";
+pub const CONTAINERD_CNI: &str = "containerd_cni";
+/// nidus with its built-in pod network.
+pub const NIDUS_BUILTIN: &str = "nidus_builtin";
+/// containerd + crun, host-network pods (the second reference).
+pub const CONTAINERD_CRUN: &str = "containerd_crun";
+
+/// The networked and second-reference comparisons: (key, nidus variant,
+/// reference variant, target ratio of the pod + container p50 if any).
+const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 4] = [
+    ("cni_nidus_vs_containerd_cni", NIDUS_CNI, CONTAINERD_CNI, Some(0.1)),
+    ("builtin_nidus_vs_containerd_cni", NIDUS_BUILTIN, CONTAINERD_CNI, Some(0.05)),
+    ("nidus_vs_containerd_crun", NIDUS, CONTAINERD_CRUN, None),
+    ("nidus_builtin_vs_nidus_cni", NIDUS_BUILTIN, NIDUS_CNI, None),
+];
+
+/// The steps shown for the networked variants.
+const NETWORK_STEPS: [Step; 5] =
+    [Step::RunPodSandbox, Step::PodAndContainer, Step::CreateAndStart, Step::StopPodSandbox, Step::RemovePodSandbox];
 
 /// Facts about the run.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +54,7 @@ pub struct Meta {
     pub nidus_version: String,
     pub containerd_version: String,
     pub runc_version: String,
+    pub crun_version: String,
     pub nidus_commit: String,
 }
 
@@ -76,7 +97,30 @@ impl Results {
     }
 
     fn step_ratio(samples: &Samples, step: Step) -> Option<f64> {
-        ratio(Self::p50(samples, NIDUS, step)?, Self::p50(samples, CONTAINERD, step)?)
+        Self::variant_ratio(samples, NIDUS, CONTAINERD, step)
+    }
+
+    fn variant_ratio(samples: &Samples, a: &str, b: &str, step: Step) -> Option<f64> {
+        ratio(Self::p50(samples, a, step)?, Self::p50(samples, b, step)?)
+    }
+
+    /// The networked variants' steps and the ratios between them.
+    fn network_json(&self) -> Value {
+        let variants: Map<String, Value> = [NIDUS_CNI, NIDUS_BUILTIN, CONTAINERD_CNI, CONTAINERD_CRUN]
+            .iter()
+            .map(|label| (label.to_string(), json!({"steps": Self::steps(&self.sequential, label, true)})))
+            .collect();
+        let ratios: Map<String, Value> = NETWORK_RATIOS
+            .iter()
+            .map(|(key, a, b, _)| {
+                let by_step: Map<String, Value> = NETWORK_STEPS
+                    .iter()
+                    .map(|s| (s.key().to_string(), json!(Self::variant_ratio(&self.sequential, a, b, *s))))
+                    .collect();
+                (key.to_string(), Value::Object(by_step))
+            })
+            .collect();
+        json!({"variants": variants, "ratios": ratios})
     }
 
     fn memory_pairs(&self) -> Vec<(&'static str, u64, u64)> {
@@ -140,6 +184,15 @@ impl Results {
         let ratios = self.ratios();
         at_most("per_pod_rss_kb, nidus/containerd", ratios["per_pod_rss_kb"], 0.1);
         at_most("daemon_rss_kb_100, nidus/containerd", ratios["daemon_rss_kb_100"], 0.25);
+        for (key, a, b, target) in NETWORK_RATIOS {
+            if let Some(limit) = target {
+                at_most(
+                    &format!("pod_and_container p50, {key} ({a}/{b})"),
+                    Self::variant_ratio(&self.sequential, a, b, Step::PodAndContainer),
+                    limit,
+                );
+            }
+        }
         let d = &self.nidus.density;
         checks.push(TargetCheck {
             target: format!("nidus density: {} pods started and removed, 0 failures, 0 leaks", d.requested),
@@ -182,6 +235,7 @@ impl Results {
             "containerd": containerd,
             "ratios": ratios,
             "ratios_concurrent": concurrent_ratios,
+            "network": self.network_json(),
             "targets": self.targets(),
             "meta": self.meta,
             "errors": self.errors,
@@ -236,6 +290,28 @@ impl Results {
         }
         tables.push(own);
 
+        let mut header = vec!["step p50 (ms)"];
+        header.extend([NIDUS_CNI, CONTAINERD_CNI, NIDUS_BUILTIN, NIDUS, CONTAINERD_CRUN]);
+        let mut network = Table::new("pod networks (bridge CNI, built-in) and containerd + crun, sequential", &header);
+        for step in NETWORK_STEPS {
+            let mut row = vec![step.key().to_string()];
+            for label in [NIDUS_CNI, CONTAINERD_CNI, NIDUS_BUILTIN, NIDUS, CONTAINERD_CRUN] {
+                row.push(ms(figures(self.sequential.of(label, step)), false));
+            }
+            network.row(row);
+        }
+        tables.push(network);
+        let mut header = vec!["ratio of p50".to_string()];
+        header.extend(NETWORK_STEPS.iter().map(|s| s.key().to_string()));
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut network_ratios = Table::new("pod network and crun ratios", &header);
+        for (key, a, b, _) in NETWORK_RATIOS {
+            let mut row = vec![key.to_string()];
+            row.extend(NETWORK_STEPS.iter().map(|s| show_ratio(Self::variant_ratio(&self.sequential, a, b, *s))));
+            network_ratios.row(row);
+        }
+        tables.push(network_ratios);
+
         let mut memory = Table::new("memory (kB; pods_per_gib: pods)", &["figure", NIDUS, CONTAINERD, "ratio"]);
         for (key, n, c) in self.memory_pairs().into_iter().chain(self.memory_pss_pairs()) {
             memory.row(vec![key.into(), n.to_string(), c.to_string(), show_ratio(ratio(n as f64, c as f64))]);
@@ -284,10 +360,11 @@ impl Results {
     fn heading(&self) -> String {
         let m = &self.meta;
         format!(
-            "nidus {} vs containerd {} + runc {} — {}, kernel {}, {} CPUs; N={} (after {} warm-up), concurrency {}, density {}",
+            "nidus {} vs containerd {} + runc {} (and + crun {}) — {}, kernel {}, {} CPUs; N={} (after {} warm-up), concurrency {}, density {}",
             m.nidus_version,
             m.containerd_version,
             m.runc_version,
+            m.crun_version,
             m.date,
             m.kernel,
             m.cpus,

@@ -40,7 +40,7 @@ pub fn pod_sandbox_status(view: &SandboxView) -> api::PodSandboxStatus {
         metadata: config.metadata.clone(),
         state: sandbox_state(view.state) as i32,
         created_at: view.record.created_at_ns,
-        network: Some(api::PodSandboxNetworkStatus::default()),
+        network: Some(pod_network_status(view)),
         linux: Some(api::LinuxPodSandboxStatus {
             namespaces: Some(api::Namespace {
                 options: Some(api::NamespaceOption {
@@ -54,6 +54,15 @@ pub fn pod_sandbox_status(view: &SandboxView) -> api::PodSandboxStatus {
         labels: config.labels.clone(),
         annotations: config.annotations.clone(),
         runtime_handler: view.record.runtime_handler.clone(),
+    }
+}
+
+/// The pod's addresses: the first as `ip`, the others (the other family) as `additional_ips`.
+fn pod_network_status(view: &SandboxView) -> api::PodSandboxNetworkStatus {
+    let mut ips = view.ips.iter().map(|ip| ip.to_string());
+    api::PodSandboxNetworkStatus {
+        ip: ips.next().unwrap_or_default(),
+        additional_ips: ips.map(|ip| api::PodIp { ip }).collect(),
     }
 }
 

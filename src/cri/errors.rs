@@ -27,9 +27,12 @@ impl From<SandboxError> for Status {
             SandboxError::Ambiguous(_) | SandboxError::Invalid(_) => Status::invalid_argument(e.to_string()),
             SandboxError::Precondition(_) => Status::failed_precondition(e.to_string()),
             SandboxError::NameInUse { .. } => Status::already_exists(e.to_string()),
-            SandboxError::Io { .. } | SandboxError::Store(_) | SandboxError::Cgroup(_) | SandboxError::Launch(_) => {
-                Status::internal(e.to_string())
-            }
+            SandboxError::Network(crate::network::NetworkError::Invalid(_)) => Status::invalid_argument(e.to_string()),
+            SandboxError::Io { .. }
+            | SandboxError::Store(_)
+            | SandboxError::Cgroup(_)
+            | SandboxError::Launch(_)
+            | SandboxError::Network(_) => Status::internal(e.to_string()),
         }
     }
 }

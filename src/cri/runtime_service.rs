@@ -360,9 +360,21 @@ impl RuntimeService for RuntimeApi {
 
     async fn update_runtime_config(
         &self,
-        _: Request<UpdateRuntimeConfigRequest>,
+        request: Request<UpdateRuntimeConfigRequest>,
     ) -> Result<Response<UpdateRuntimeConfigResponse>, Status> {
-        Err(unimplemented("UpdateRuntimeConfig"))
+        let cidr = request
+            .get_ref()
+            .runtime_config
+            .as_ref()
+            .and_then(|c| c.network_config.as_ref())
+            .map(|n| n.pod_cidr.as_str());
+        if let Some(cidr) = cidr {
+            self.daemon
+                .network
+                .set_pod_cidrs(cidr)
+                .map_err(|e| super::errors::invalid("runtime_config.network_config.pod_cidr", e))?;
+        }
+        Ok(Response::new(UpdateRuntimeConfigResponse {}))
     }
 
     async fn status(&self, request: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
@@ -374,13 +386,16 @@ impl RuntimeService for RuntimeApi {
                 reason: if health.is_ok() { String::new() } else { "RuntimeNotReady".into() },
                 message: health.err().unwrap_or_default(),
             },
-            RuntimeCondition {
-                r#type: "NetworkReady".into(),
-                status: false,
-                reason: "NetworkPluginNotReady".into(),
-                message:
-                    "nidus has no pod network plugin yet: pods get an isolated network namespace with loopback only"
-                        .into(),
+            match self.daemon.network.readiness() {
+                crate::network::Readiness::Ready => RuntimeCondition {
+                    r#type: "NetworkReady".into(),
+                    status: true,
+                    reason: String::new(),
+                    message: String::new(),
+                },
+                crate::network::Readiness::NotReady { reason, message } => {
+                    RuntimeCondition { r#type: "NetworkReady".into(), status: false, reason, message }
+                }
             },
         ];
         let info = if request.get_ref().verbose {

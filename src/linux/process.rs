@@ -479,6 +479,24 @@ pub fn reap_children_forever() -> ! {
     }
 }
 
+/// Makes the program `command` starts die (SIGKILL) when the thread that
+/// started it exits: for short-lived helpers (CNI plugins) started from the
+/// daemon's long-lived async worker threads, so a daemon killed mid-call
+/// leaves no helper finishing its work after the restarted daemon undid it.
+pub fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes the async-signal-safe prctl system call.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use crate::linux::mount;
 use crate::linux::namespaces::{self, NewNamespaces};
 use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
+use crate::network::{HostPort, PodInfo, PodNetworks};
 use crate::store::{self, StoreError};
 
 use super::files::{self, DnsSpec};
@@ -60,6 +61,8 @@ pub enum SandboxError {
     Invalid(String),
     #[error("{0}")]
     Precondition(String),
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
@@ -80,6 +83,8 @@ pub struct SandboxView {
     pub state: SandboxState,
     pub pause: Option<ProcessIdentity>,
     pub paths: SandboxPaths,
+    /// The pod's addresses (IPv4 first); empty without a pod network.
+    pub ips: Vec<std::net::IpAddr>,
 }
 
 struct PauseProcess {
@@ -134,6 +139,7 @@ pub struct Sandboxes {
     ahead: Arc<AheadCgroups>,
     reaper: Reaper,
     pause_binary: PathBuf,
+    network: Arc<PodNetworks>,
     index: Mutex<Index>,
 }
 
@@ -147,8 +153,9 @@ impl Sandboxes {
         ahead: Arc<AheadCgroups>,
         reaper: Reaper,
         pause_binary: PathBuf,
+        network: Arc<PodNetworks>,
     ) -> Self {
-        Self { config, cgroups, owned_cgroups, ahead, reaper, pause_binary, index: Mutex::default() }
+        Self { config, cgroups, owned_cgroups, ahead, reaper, pause_binary, network, index: Mutex::default() }
     }
 
     fn index(&self) -> MutexGuard<'_, Index> {
@@ -308,6 +315,9 @@ impl Sandboxes {
             .ok_or_else(|| SandboxError::Launch(LaunchError::SetUp("the pause process died at start".into())))?;
         *pause = Some(PauseProcess { identity: identity.clone(), pidfd });
         store::write_json_with(&paths.pause(), &identity, store::Durability::Volatile)?;
+        if record.namespaces.net {
+            self.network.attach(&pod_network_info(record, identity.pid)).await?;
+        }
 
         let written = written
             .map_err(|e| SandboxError::Io { what: "writing the sandbox record".into(), source: io::Error::other(e) })?;
@@ -370,6 +380,13 @@ impl Sandboxes {
             }
             (live.record.clone(), live.pause.take())
         };
+        // DEL while the pause still holds the namespace; a failure leaves
+        // the pod as it was, for the caller to retry.
+        let live_pid = pause.as_ref().filter(|p| !p.pidfd.has_exited()).map(|p| p.identity.pid);
+        if let Err(e) = self.network.detach(id, live_pid).await {
+            entry.live().pause = pause;
+            return Err(e.into());
+        }
         if let Some(pause) = pause {
             kill_and_wait(&pause).await;
         }
@@ -436,7 +453,10 @@ impl Sandboxes {
         pause: Option<&ProcessIdentity>,
         remove_dirs: bool,
     ) -> Result<(), SandboxError> {
-        if let Some(pidfd) = pause.and_then(ProcessIdentity::open_pidfd) {
+        let pidfd = pause.and_then(ProcessIdentity::open_pidfd);
+        let live_pid = pause.filter(|_| pidfd.as_ref().is_some_and(|p| !p.has_exited())).map(|p| p.pid);
+        self.network.detach(&record.id, live_pid).await?;
+        if let Some(pidfd) = pidfd {
             let _ = pidfd.send_signal(libc::SIGKILL);
             let _ = tokio::time::timeout(PAUSE_EXIT_TIMEOUT, pidfd.exited()).await;
         }
@@ -488,6 +508,7 @@ impl Sandboxes {
             state,
             pause: running.map(|p| p.identity.clone()),
             paths: self.paths(&live.record.id),
+            ips: self.network.ips(&live.record.id),
         }
     }
 
@@ -537,10 +558,16 @@ impl Sandboxes {
                 _ => None,
             };
             tracing::info!(pod_id = %id, ready = pause.is_some(), lifecycle = ?record.lifecycle, "sandbox reloaded");
+            if let Some(pause) = &pause {
+                self.network.resume(id).await;
+                self.network.check_in_background(id, pause.identity.pid);
+            }
             let mut index = self.index();
             index.names.insert(record.name_key.clone(), id.clone());
             index.by_id.insert(id.clone(), Entry::new(record, pause));
         }
+        // Pod networks whose sandbox no longer exists.
+        self.network.sweep(&ids).await;
         // Volatile directories whose sandbox no longer exists.
         for id in store::list_records(&run_base).unwrap_or_default() {
             if !ids.contains(&id) {
@@ -550,6 +577,35 @@ impl Sandboxes {
             }
         }
         Ok(())
+    }
+}
+
+/// What the pod network needs of a sandbox being made.
+fn pod_network_info(record: &SandboxRecord, pause_pid: i32) -> PodInfo {
+    let config = &record.config;
+    let metadata = config.metadata.clone().unwrap_or_default();
+    let host_ports = config
+        .port_mappings
+        .iter()
+        .filter(|p| p.host_port > 0)
+        .map(|p| HostPort {
+            protocol: crate::api::Protocol::try_from(p.protocol)
+                .map(|p| p.as_str_name().to_ascii_lowercase())
+                .unwrap_or_else(|_| "tcp".into()),
+            host_ip: p.host_ip.parse().ok(),
+            host_port: p.host_port as u16,
+            container_port: p.container_port as u16,
+        })
+        .collect();
+    PodInfo {
+        sandbox_id: record.id.clone(),
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        host_ports,
+        dns: config.dns_config.clone(),
+        annotations: config.annotations.clone(),
+        pause_pid,
     }
 }
 

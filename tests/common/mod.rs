@@ -83,9 +83,20 @@ impl TestEnv {
             extra_args: Vec::new(),
             umask: None,
         };
+        // No pod network unless a test asks for one (tests/network.rs passes its own --config).
+        fs::write(
+            env.default_config(),
+            format!("[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"off\"\n", env.base.join("net.d").display()),
+        )
+        .expect("write the test's config");
         // Whatever happens later, the loopback of the daemon's netns is up.
         host::run("ip", &["-n", &env.netns, "link", "set", "lo", "up"]);
         env
+    }
+
+    /// The config file given to `nidus serve` unless the extra arguments name one.
+    pub fn default_config(&self) -> PathBuf {
+        self.base.join("default-config.toml")
     }
 
     /// Extra `nidus serve` arguments for the next start.
@@ -148,6 +159,9 @@ impl TestEnv {
             .arg("--log-level")
             .arg("nidus=debug,info")
             .args(&self.extra_args);
+        if !self.extra_args.iter().any(|a| a == "--config") {
+            cmd.arg("--config").arg(self.default_config());
+        }
         cmd
     }
 

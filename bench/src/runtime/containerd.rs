@@ -6,6 +6,8 @@
 //! no CNI config, `restrict_oom_score_adj` (root here lacks
 //! CAP_SYS_RESOURCE), and the harness's pause image as `sandbox_image`.
 //! Images are imported with `ctr images import` into the `k8s.io` namespace.
+//! Two more flavours: `containerd-cni` (the bench's bridge CNI list and
+//! Debian's plugins) and `containerd-crun` (crun instead of runc).
 
 use std::fs;
 use std::path::PathBuf;
@@ -53,6 +55,21 @@ pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
     for dir in [cni.join("bin"), cni.join("conf")] {
         fs::create_dir_all(dir)?;
     }
+    // The networked variant: the bench's bridge list and Debian's plugins.
+    let cni_bin = match rt.kind {
+        super::Kind::ContainerdCni => {
+            super::network::write_conflist(&cni.join("conf"), &rt.dir.join("cni-leases"))?;
+            PathBuf::from(super::network::CNI_BIN_DIR)
+        }
+        _ => cni.join("bin"),
+    };
+    // The second reference runs containers with crun through the same shim.
+    let binary_name = match rt.kind {
+        super::Kind::ContainerdCrun => {
+            format!("\n        BinaryName = {}", toml_str(host::which("crun")?))
+        }
+        _ => String::new(),
+    };
     let disabled: Vec<String> = DISABLED_PLUGINS.iter().map(|p| format!("{p:?}")).collect();
     let config = format!(
         r#"version = 2
@@ -78,13 +95,13 @@ disabled_plugins = [{disabled}]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        Root = {runc_root}
+        Root = {runc_root}{binary_name}
 "#,
         root = toml_str(root(rt)),
         state = toml_str(state(rt)),
         disabled = disabled.join(", "),
         socket = toml_str(rt.socket.clone()),
-        cni_bin = toml_str(cni.join("bin")),
+        cni_bin = toml_str(cni_bin),
         cni_conf = toml_str(cni.join("conf")),
         runc_root = toml_str(runc_root(rt)),
     );

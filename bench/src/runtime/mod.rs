@@ -4,6 +4,7 @@
 //! leak check), and stopping everything it started.
 
 mod containerd;
+mod network;
 mod nidus;
 
 use std::collections::BTreeSet;
@@ -30,6 +31,14 @@ pub enum Kind {
     Containerd,
     /// A second nidus build (`NIDUS_BIN_B`), beside the first in the profiling mode.
     NidusB,
+    /// nidus with the bench's bridge CNI configuration.
+    NidusCni,
+    /// nidus with its built-in pod network.
+    NidusBuiltin,
+    /// containerd + runc with the same bridge CNI configuration.
+    ContainerdCni,
+    /// containerd + crun (Debian's), the second reference.
+    ContainerdCrun,
 }
 
 impl Kind {
@@ -38,7 +47,16 @@ impl Kind {
             Kind::Nidus => "nidus",
             Kind::Containerd => "containerd",
             Kind::NidusB => "nidus-b",
+            Kind::NidusCni => "nidus-cni",
+            Kind::NidusBuiltin => "nidus-builtin",
+            Kind::ContainerdCni => "containerd-cni",
+            Kind::ContainerdCrun => "containerd-crun",
         }
+    }
+
+    /// nidus (any build or network), as opposed to containerd.
+    pub fn is_nidus(self) -> bool {
+        matches!(self, Kind::Nidus | Kind::NidusB | Kind::NidusCni | Kind::NidusBuiltin)
     }
 }
 
@@ -98,9 +116,9 @@ impl Runtime {
             baseline: BTreeSet::new(),
         };
         fs::create_dir_all(&runtime.logs)?;
-        let (program, args, private_run) = match kind {
-            Kind::Nidus | Kind::NidusB => nidus::prepare(&runtime)?,
-            Kind::Containerd => containerd::prepare(&runtime)?,
+        let (program, args, private_run) = match kind.is_nidus() {
+            true => nidus::prepare(&runtime)?,
+            false => containerd::prepare(&runtime)?,
         };
         runtime.spawn(&program, &args, private_run)?;
         runtime.wait_ready().await?;
@@ -189,9 +207,9 @@ impl Runtime {
     /// baseline of the leak check.
     pub async fn import(&mut self, images: &[&Image]) -> Result<()> {
         for image in images {
-            match self.kind {
-                Kind::Nidus | Kind::NidusB => nidus::import(self, image)?,
-                Kind::Containerd => containerd::import(self, image)?,
+            match self.kind.is_nidus() {
+                true => nidus::import(self, image)?,
+                false => containerd::import(self, image)?,
             }
             if !self.cri().image_present(image.reference).await? {
                 bail!("{} does not list {} after the import", self.name(), image.reference);
@@ -203,9 +221,9 @@ impl Runtime {
 
     /// Per-pod and per-container state the runtime keeps on disk.
     fn state_entries(&self) -> Vec<PathBuf> {
-        let dirs = match self.kind {
-            Kind::Nidus | Kind::NidusB => nidus::state_dirs(self),
-            Kind::Containerd => containerd::state_dirs(self),
+        let dirs = match self.kind.is_nidus() {
+            true => nidus::state_dirs(self),
+            false => containerd::state_dirs(self),
         };
         dirs.iter().flat_map(|d| host::entries(d)).collect()
     }
@@ -213,9 +231,9 @@ impl Runtime {
     /// Lets the runtime delete what nothing references any more (containerd
     /// removes snapshots lazily, in its garbage collection).
     pub fn collect_garbage(&self) -> Result<()> {
-        match self.kind {
-            Kind::Nidus | Kind::NidusB => Ok(()),
-            Kind::Containerd => containerd::collect_garbage(self),
+        match self.kind.is_nidus() {
+            true => Ok(()),
+            false => containerd::collect_garbage(self),
         }
     }
 
@@ -275,9 +293,9 @@ impl Runtime {
     /// the daemon's cgroup keeps the pod inside it in every hierarchy (in v1
     /// the pod cgroup then sits at `<daemon cgroup>/<daemon cgroup>/pod<uid>`).
     pub fn cgroup_prefix(&self) -> String {
-        match self.kind {
-            Kind::Nidus | Kind::NidusB => String::new(),
-            Kind::Containerd => format!("{}/", self.cgroup.relative),
+        match self.kind.is_nidus() {
+            true => String::new(),
+            false => format!("{}/", self.cgroup.relative),
         }
     }
 
@@ -286,9 +304,9 @@ impl Runtime {
     pub fn pod_cgroup_parents(&self) -> Vec<PathBuf> {
         let mut parents = Vec::new();
         for dir in &self.cgroup.dirs {
-            match self.kind {
-                Kind::Nidus | Kind::NidusB => parents.push(dir.join(nidus::CGROUP_ROOT)),
-                Kind::Containerd => {
+            match self.kind.is_nidus() {
+                true => parents.push(dir.join(nidus::CGROUP_ROOT)),
+                false => {
                     // cgroup2 (the path from the mount root), or v1 (below the daemon's).
                     parents.push(dir.clone());
                     parents.push(dir.join(&self.cgroup.relative));

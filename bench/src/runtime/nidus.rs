@@ -52,7 +52,7 @@ pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
         rt.state.join("state").display().to_string(),
         std::env::var("BENCH_NIDUS_LOG").unwrap_or_else(|_| "info".into()),
     );
-    let config = config + &extra_config(rt)?;
+    let config = config + &extra_config(rt)? + &network_section(rt)?;
     fs::write(config_path(rt), config)?;
     let program = binary_of(rt)?.display().to_string();
     Ok((program, vec!["serve".into(), "--config".into(), config_path(rt).display().to_string()], false))
@@ -72,6 +72,27 @@ fn extra_config(rt: &Runtime) -> Result<String> {
     }
 }
 
+/// The `[network]` section: no pod network (pods with their own namespace
+/// get loopback only, as before networking existed), the bench's bridge CNI
+/// list, or the built-in network.
+fn network_section(rt: &Runtime) -> Result<String> {
+    let conf_dir = rt.dir.join("cni-conf");
+    fs::create_dir_all(&conf_dir)?;
+    let builtin = match rt.kind {
+        super::Kind::NidusBuiltin => "auto",
+        super::Kind::NidusCni => {
+            super::network::write_conflist(&conf_dir, &rt.dir.join("cni-leases"))?;
+            "off"
+        }
+        _ => "off",
+    };
+    Ok(format!(
+        "[network]\ncni_conf_dir = {:?}\ncni_bin_dirs = [{:?}]\nbuiltin = {builtin:?}\npod_cidr = \"10.88.0.0/16\"\n",
+        conf_dir.display().to_string(),
+        super::network::CNI_BIN_DIR,
+    ))
+}
+
 pub fn import(rt: &Runtime, image: &Image) -> Result<()> {
     let source = image.layout.as_ref().unwrap_or(&image.archive).display().to_string();
     let config = config_path(rt).display().to_string();
@@ -80,8 +101,16 @@ pub fn import(rt: &Runtime, image: &Image) -> Result<()> {
     Ok(())
 }
 
-/// Directories holding one entry per pod or container.
+/// Directories holding one entry per pod or container (or pod network
+/// attachment and built-in address lease).
 pub fn state_dirs(rt: &Runtime) -> Vec<PathBuf> {
     let (root, state) = (rt.dir.join("root"), rt.state.join("state"));
-    vec![root.join("sandboxes"), root.join("containers"), state.join("sandboxes"), state.join("containers")]
+    vec![
+        root.join("sandboxes"),
+        root.join("containers"),
+        state.join("sandboxes"),
+        state.join("containers"),
+        root.join("network/attachments"),
+        root.join("network/builtin/leases"),
+    ]
 }

@@ -1,0 +1,210 @@
+//! nidus's built-in pod network, used when no CNI configuration exists: a
+//! Linux bridge in the node's namespace whose first address of each pod CIDR
+//! is the pods' gateway, a veth pair per pod (its pod end made directly in
+//! the pause's namespace as `eth0`), an address per family leased from the
+//! pod CIDRs and persisted crash-safely, a default route via the bridge, and
+//! host ports forwarded by the daemon. All of it in-process over netlink: no
+//! plugin programs run.
+
+pub mod hostport;
+pub mod leases;
+pub mod links;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ipnet::IpNet;
+
+use super::{Attachment, Backend, NetworkConfig, PodInfo, POD_IFNAME};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltinError {
+    #[error("{0}")]
+    Netlink(#[from] links::LinkError),
+    #[error("cannot open a netlink connection: {0}")]
+    Connect(std::io::Error),
+    #[error("address leases: {0}")]
+    Leases(std::io::Error),
+    #[error("{0}")]
+    HostPort(std::io::Error),
+    #[error("{0}")]
+    Unusable(String),
+}
+
+pub struct Builtin {
+    bridge: String,
+    leases: Arc<leases::Leases>,
+    host_ports: hostport::HostPorts,
+    handle: tokio::sync::OnceCell<rtnetlink::Handle>,
+    /// The bridge's index and the networks it has gateways for, once set
+    /// up (re-checked at each attach).
+    bridge_ready: Mutex<Option<(u32, Vec<IpNet>)>>,
+    /// Serialises the bridge's creation.
+    bridge_setup: tokio::sync::Mutex<()>,
+    /// Whether the kernel makes bridges and veth pairs (probed at start).
+    kernel_support: std::sync::OnceLock<Result<(), String>>,
+}
+
+/// The host end of a pod's veth: `nv` and the first 12 characters of its id.
+pub fn host_veth_name(sandbox_id: &str) -> String {
+    format!("nv{}", sandbox_id.get(..12).unwrap_or(sandbox_id))
+}
+
+impl Builtin {
+    pub fn new(config: &NetworkConfig, root: &Path) -> std::io::Result<Self> {
+        let dir: PathBuf = root.join("network").join("builtin").join("leases");
+        Ok(Self {
+            bridge: config.bridge_name.clone(),
+            leases: Arc::new(leases::Leases::open(&dir)?),
+            host_ports: hostport::HostPorts::default(),
+            handle: tokio::sync::OnceCell::new(),
+            bridge_ready: Mutex::new(None),
+            bridge_setup: tokio::sync::Mutex::new(()),
+            kernel_support: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Whether the built-in network can serve pods here: CAP_NET_ADMIN, and
+    /// a kernel that makes bridges and veth pairs (once probed).
+    pub fn usable(&self) -> Result<(), BuiltinError> {
+        match caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_NET_ADMIN) {
+            Ok(true) => {}
+            Ok(false) => return Err(BuiltinError::Unusable("nidus lacks CAP_NET_ADMIN".into())),
+            Err(e) => return Err(BuiltinError::Unusable(format!("cannot read capabilities: {e}"))),
+        }
+        match self.kernel_support.get() {
+            Some(Err(why)) => Err(BuiltinError::Unusable(why.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Probes (once, at start) whether the kernel makes bridges and veth
+    /// pairs, by making one of each and deleting it.
+    pub async fn probe(&self) {
+        if self.kernel_support.get().is_some() || self.usable().is_err() {
+            return;
+        }
+        let outcome = match self.handle().await {
+            Ok(handle) => {
+                links::probe(handle, &format!("{}", std::process::id() % 1_000_000)).await.map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(why) = &outcome {
+            tracing::warn!(reason = %why, "the built-in pod network cannot work on this kernel");
+        }
+        let _ = self.kernel_support.set(outcome);
+    }
+
+    async fn handle(&self) -> Result<&rtnetlink::Handle, BuiltinError> {
+        self.handle.get_or_try_init(|| async { links::connect().map_err(BuiltinError::Connect) }).await
+    }
+
+    async fn bridge(&self, handle: &rtnetlink::Handle, nets: &[IpNet]) -> Result<u32, BuiltinError> {
+        let current = links::index_of(handle, &self.bridge).await?;
+        let ready = self.bridge_ready.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let (Some(index), Some((known, known_nets))) = (current, ready) {
+            if index == known && known_nets == nets {
+                return Ok(index);
+            }
+        }
+        let _setup = self.bridge_setup.lock().await;
+        let index = links::ensure_bridge(handle, &self.bridge, nets).await?;
+        *self.bridge_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some((index, nets.to_vec()));
+        tracing::info!(bridge = %self.bridge, nets = ?nets, "built-in network bridge ready");
+        Ok(index)
+    }
+
+    /// Attaches a pod; the caller undoes a failure with `detach`.
+    pub async fn attach(&self, pod: &PodInfo, nets: &[IpNet]) -> Result<Vec<IpAddr>, BuiltinError> {
+        let started = std::time::Instant::now();
+        let leases = self.leases.clone();
+        let (owner, wanted) = (pod.sandbox_id.clone(), nets.to_vec());
+        let ips = tokio::task::spawn_blocking(move || leases.lease(&owner, &wanted))
+            .await
+            .map_err(|e| BuiltinError::Leases(std::io::Error::other(e)))?
+            .map_err(BuiltinError::Leases)?;
+        let leased = started.elapsed();
+        let handle = self.handle().await?;
+        let bridge = self.bridge(handle, nets).await?;
+        let netns = PathBuf::from(format!("/proc/{}/ns/net", pod.pause_pid));
+        links::add_veth(handle, &host_veth_name(&pod.sandbox_id), POD_IFNAME, &netns, bridge).await?;
+        let veth = started.elapsed();
+        let in_pod = links::connect_in(&netns).await.map_err(BuiltinError::Connect)?;
+        let connected = started.elapsed();
+        let addresses: Vec<(IpAddr, IpNet)> = ips.iter().copied().zip(nets.iter().copied()).collect();
+        links::configure_pod(&in_pod, POD_IFNAME, &addresses).await?;
+        drop(in_pod);
+        let configured = started.elapsed();
+        let mut ips = ips;
+        ips.sort_by_key(|ip| ip.is_ipv6());
+        if !pod.host_ports.is_empty() {
+            self.host_ports.open(&pod.sandbox_id, &pod.host_ports, &ips).await.map_err(BuiltinError::HostPort)?;
+        }
+        tracing::debug!(
+            pod_id = %pod.sandbox_id,
+            leased_us = leased.as_micros() as u64,
+            veth_us = veth.as_micros() as u64,
+            connected_us = connected.as_micros() as u64,
+            configured_us = configured.as_micros() as u64,
+            total_us = started.elapsed().as_micros() as u64,
+            "built-in network attached"
+        );
+        Ok(ips)
+    }
+
+    /// Detaches a pod: host ports closed, veth deleted, addresses released.
+    /// Idempotent; what is already gone is skipped.
+    pub async fn detach(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
+        let started = std::time::Instant::now();
+        self.host_ports.close(&attachment.sandbox_id);
+        if let Backend::Builtin { host_veth, .. } = &attachment.backend {
+            let handle = self.handle().await?;
+            links::delete_link(handle, host_veth).await?;
+        }
+        let deleted = started.elapsed();
+        let leases = self.leases.clone();
+        let owner = attachment.sandbox_id.clone();
+        tokio::task::spawn_blocking(move || leases.release(&owner))
+            .await
+            .map_err(|e| BuiltinError::Leases(std::io::Error::other(e)))?
+            .map_err(BuiltinError::Leases)?;
+        tracing::debug!(
+            pod_id = %attachment.sandbox_id,
+            veth_deleted_us = deleted.as_micros() as u64,
+            total_us = started.elapsed().as_micros() as u64,
+            "built-in network detached"
+        );
+        Ok(())
+    }
+
+    /// After a daemon restart: a running pod's host ports open again.
+    pub async fn resume(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
+        if let Backend::Builtin { host_ports, .. } = &attachment.backend {
+            if !host_ports.is_empty() && !attachment.ips.is_empty() {
+                self.host_ports
+                    .open(&attachment.sandbox_id, host_ports, &attachment.ips)
+                    .await
+                    .map_err(BuiltinError::HostPort)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the leases whose owner has no attachment record.
+    pub fn sweep(&self, owners: &[String]) -> std::io::Result<()> {
+        for owner in self.leases.owners() {
+            if !owners.contains(&owner) {
+                tracing::warn!(pod_id = %owner, "releasing built-in addresses no pod network owns");
+                self.leases.release(&owner)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Addresses leased (Status verbose).
+    pub fn leased(&self) -> usize {
+        self.leases.count()
+    }
+}

@@ -1,0 +1,422 @@
+//! Pod networking: which network serves a pod (the first valid CNI
+//! configuration, else nidus's built-in bridge network when `builtin = "auto"`,
+//! else none: loopback only), attaching a pod at RunPodSandbox and detaching
+//! it at Stop/Remove (from the attachment cache, so after a restart or a
+//! reboot too), the pod's addresses, and NetworkReady.
+
+pub mod builtin;
+pub mod cache;
+pub mod cidr;
+pub mod cni;
+pub mod config;
+pub mod runtime_config;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::linux::reaper::Reaper;
+use crate::store::{Durability, StoreError};
+
+pub use cache::{Attachment, AttachmentCache, Backend};
+pub use config::{BuiltinMode, NetworkConfig};
+
+/// The pod's interface name.
+pub const POD_IFNAME: &str = "eth0";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    #[error("pod network: {0}")]
+    Cni(#[from] cni::CniError),
+    #[error("built-in pod network: {0}")]
+    Builtin(#[from] builtin::BuiltinError),
+    #[error("pod network cache: {0}")]
+    Store(#[from] StoreError),
+    #[error("pod network cache: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the cached CNI configuration of pod {0} is unusable: {1}")]
+    BadCache(String, String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A host port forwarded to a pod port.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostPort {
+    /// `tcp`, `udp` or `sctp`.
+    pub protocol: String,
+    pub host_ip: Option<IpAddr>,
+    pub host_port: u16,
+    pub container_port: u16,
+}
+
+/// What a pod's attachment needs to know of it.
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    pub sandbox_id: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub host_ports: Vec<HostPort>,
+    pub dns: Option<crate::api::DnsConfig>,
+    pub annotations: HashMap<String, String>,
+    /// The pause process holding the pod's network namespace.
+    pub pause_pid: i32,
+}
+
+/// NetworkReady as Status reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Readiness {
+    Ready,
+    NotReady { reason: String, message: String },
+}
+
+/// The network a new pod would get.
+enum Chosen {
+    Cni(cni::NetworkList),
+    Builtin,
+    None(String),
+}
+
+struct Loaded {
+    fingerprint: Vec<(PathBuf, u64, Option<std::time::SystemTime>)>,
+    result: Result<cni::NetworkList, cni::conf::NoList>,
+}
+
+pub struct PodNetworks {
+    config: NetworkConfig,
+    cache: AttachmentCache,
+    cni: cni::CniClient,
+    builtin: builtin::Builtin,
+    /// Pod CIDRs set by UpdateRuntimeConfig (None: the config's).
+    pod_cidrs: Mutex<Option<Vec<IpNet>>>,
+    /// The configuration directory as last read.
+    loaded: Mutex<Option<Loaded>>,
+    /// Addresses of attached pods, by sandbox id.
+    ips: Mutex<HashMap<String, Vec<IpAddr>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PodNetworks {
+    pub fn new(config: NetworkConfig, root: &std::path::Path, reaper: Reaper) -> std::io::Result<Arc<Self>> {
+        let cache = AttachmentCache::open(root)?;
+        let cni = cni::CniClient {
+            bin_dirs: config.cni_bin_dirs.clone(),
+            timeout: Duration::from_secs(config.plugin_timeout_secs),
+            reaper,
+        };
+        let builtin = builtin::Builtin::new(&config, root)?;
+        let mut ips = HashMap::new();
+        for id in cache.ids() {
+            match cache.read(&id) {
+                Ok(Some(a)) if !a.ips.is_empty() => {
+                    ips.insert(id, a.ips);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(pod_id = %id, error = %e, "unreadable pod network cache entry"),
+            }
+        }
+        Ok(Arc::new(Self {
+            config,
+            cache,
+            cni,
+            builtin,
+            pod_cidrs: Mutex::new(None),
+            loaded: Mutex::new(None),
+            ips: Mutex::new(ips),
+        }))
+    }
+
+    /// The first valid CNI list, re-read when the directory changed.
+    fn cni_list(&self) -> Result<cni::NetworkList, cni::conf::NoList> {
+        let dir = &self.config.cni_conf_dir;
+        let fingerprint = cni::conf::fingerprint(dir);
+        let mut loaded = lock(&self.loaded);
+        if let Some(l) = loaded.as_ref().filter(|l| l.fingerprint == fingerprint) {
+            return l.result.clone();
+        }
+        let result = cni::conf::load_first(dir, &self.config.cni_bin_dirs);
+        match &result {
+            Ok(list) => {
+                tracing::info!(file = %list.file.display(), network = %list.name, "CNI network configuration loaded")
+            }
+            Err(e) => tracing::info!(reason = %e, "no CNI network configuration in use"),
+        }
+        *loaded = Some(Loaded { fingerprint, result: result.clone() });
+        result
+    }
+
+    fn choose(&self) -> Chosen {
+        match self.cni_list() {
+            Ok(list) => Chosen::Cni(list),
+            Err(why) => match self.config.builtin {
+                BuiltinMode::Auto => match self.builtin.usable() {
+                    Ok(()) => Chosen::Builtin,
+                    Err(e) => Chosen::None(format!("{why}, and the built-in network is unusable here: {e}")),
+                },
+                BuiltinMode::Off => {
+                    Chosen::None(format!("{why}, and the built-in network is off (network.builtin = \"off\")"))
+                }
+            },
+        }
+    }
+
+    /// At start: whether the built-in network can work on this kernel (when
+    /// it may be used).
+    pub async fn probe(&self) {
+        if self.config.builtin == BuiltinMode::Auto {
+            self.builtin.probe().await;
+        }
+    }
+
+    /// The pod CIDRs in force.
+    pub fn pod_cidrs(&self) -> Vec<IpNet> {
+        lock(&self.pod_cidrs).clone().unwrap_or_else(|| cidr::parse_list(&self.config.pod_cidr).unwrap_or_default())
+    }
+
+    /// UpdateRuntimeConfig: new pod CIDRs (comma-separated); empty keeps them.
+    pub fn set_pod_cidrs(&self, text: &str) -> Result<(), String> {
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        let nets = cidr::parse_list(text)?;
+        tracing::info!(pod_cidr = %text, "pod CIDR updated");
+        *lock(&self.pod_cidrs) = Some(nets);
+        Ok(())
+    }
+
+    /// NetworkReady: true exactly when new pods get a usable network.
+    pub fn readiness(&self) -> Readiness {
+        match self.choose() {
+            Chosen::Cni(_) => Readiness::Ready,
+            Chosen::Builtin => Readiness::Ready,
+            Chosen::None(why) => Readiness::NotReady { reason: "NetworkPluginNotReady".into(), message: why },
+        }
+    }
+
+    /// Status(verbose): what serves new pods.
+    pub fn describe(&self) -> serde_json::Value {
+        match self.choose() {
+            Chosen::Cni(list) => {
+                serde_json::json!({"kind": "cni", "file": list.file, "name": list.name, "cniVersion": list.cni_version})
+            }
+            Chosen::Builtin => serde_json::json!({"kind": "builtin", "bridge": self.config.bridge_name,
+                "podCidrs": self.pod_cidrs().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                "leasedAddresses": self.builtin.leased()}),
+            Chosen::None(why) => serde_json::json!({"kind": "none", "reason": why}),
+        }
+    }
+
+    /// The addresses of an attached pod (IPv4 first).
+    pub fn ips(&self, sandbox_id: &str) -> Vec<IpAddr> {
+        lock(&self.ips).get(sandbox_id).cloned().unwrap_or_default()
+    }
+
+    /// Attaches a pod (RunPodSandbox). On failure everything made is undone
+    /// and the cache entry removed; the error is returned.
+    pub async fn attach(&self, pod: &PodInfo) -> Result<Vec<IpAddr>, NetworkError> {
+        let started = std::time::Instant::now();
+        let netns = format!("/proc/{}/ns/net", pod.pause_pid);
+        let attached = match self.choose() {
+            Chosen::None(why) => {
+                tracing::info!(pod_id = %pod.sandbox_id, reason = %why, "no pod network: the pod gets loopback only");
+                return Ok(Vec::new());
+            }
+            Chosen::Cni(list) => self.attach_cni(pod, list, &netns).await,
+            Chosen::Builtin => self.attach_builtin(pod).await,
+        };
+        match attached {
+            Ok(ips) => {
+                tracing::info!(pod_id = %pod.sandbox_id, ips = ?ips, elapsed_us = started.elapsed().as_micros() as u64, "pod network attached");
+                lock(&self.ips).insert(pod.sandbox_id.clone(), ips.clone());
+                Ok(ips)
+            }
+            Err(e) => {
+                tracing::warn!(pod_id = %pod.sandbox_id, error = %e, "pod network ADD failed; undoing it");
+                if let Err(undo) = self.detach(&pod.sandbox_id, Some(pod.pause_pid)).await {
+                    tracing::error!(pod_id = %pod.sandbox_id, error = %undo, "cannot undo a failed pod network ADD");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn attach_cni(
+        &self,
+        pod: &PodInfo,
+        list: cni::NetworkList,
+        netns: &str,
+    ) -> Result<Vec<IpAddr>, NetworkError> {
+        let args = runtime_config::cni_args(pod).map_err(NetworkError::Invalid)?;
+        let runtime_config = runtime_config::for_cni(pod, &self.pod_cidrs_set());
+        let mut attachment = Attachment {
+            sandbox_id: pod.sandbox_id.clone(),
+            ifname: POD_IFNAME.into(),
+            backend: Backend::Cni {
+                file: list.file.clone(),
+                list: list.raw.clone(),
+                args: args.clone(),
+                runtime_config: runtime_config.clone(),
+                result: None,
+            },
+            ips: Vec::new(),
+        };
+        // The intent first: a crash from here on leaves what DEL needs.
+        self.cache.write(&attachment, Durability::Durable)?;
+        let pod_args = cni::PodArgs {
+            container_id: pod.sandbox_id.clone(),
+            netns: netns.to_string(),
+            ifname: POD_IFNAME.into(),
+            args,
+            runtime_config,
+        };
+        let result = self.cni.add(&list, &pod_args).await?;
+        let ips = cni::result::pod_ips(&result, POD_IFNAME);
+        if let Backend::Cni { result: cached, .. } = &mut attachment.backend {
+            *cached = Some(result);
+        }
+        attachment.ips = ips.clone();
+        self.cache.write(&attachment, Durability::Durable)?;
+        Ok(ips)
+    }
+
+    async fn attach_builtin(&self, pod: &PodInfo) -> Result<Vec<IpAddr>, NetworkError> {
+        let cidrs = self.pod_cidrs();
+        let mut attachment = Attachment {
+            sandbox_id: pod.sandbox_id.clone(),
+            ifname: POD_IFNAME.into(),
+            backend: Backend::Builtin {
+                bridge: self.config.bridge_name.clone(),
+                host_veth: builtin::host_veth_name(&pod.sandbox_id),
+                host_ports: pod.host_ports.clone(),
+            },
+            ips: Vec::new(),
+        };
+        self.cache.write(&attachment, Durability::Volatile)?;
+        let ips = self.builtin.attach(pod, &cidrs).await?;
+        attachment.ips = ips.clone();
+        self.cache.write(&attachment, Durability::Volatile)?;
+        Ok(ips)
+    }
+
+    /// Only the CIDRs UpdateRuntimeConfig set (CNI's ipRanges come from kubelet, as containerd's).
+    fn pod_cidrs_set(&self) -> Vec<IpNet> {
+        lock(&self.pod_cidrs).clone().unwrap_or_default()
+    }
+
+    /// Detaches a pod (StopPodSandbox, RemovePodSandbox, undo, restart
+    /// clean-up): DEL from the cache entry; idempotent. `pause_pid` names the
+    /// live pause holding the netns, None when it is gone.
+    pub async fn detach(&self, sandbox_id: &str, pause_pid: Option<i32>) -> Result<(), NetworkError> {
+        let started = std::time::Instant::now();
+        let Some(attachment) = self.cache.read(sandbox_id)? else {
+            lock(&self.ips).remove(sandbox_id);
+            return Ok(());
+        };
+        let netns = pause_pid.map(|pid| format!("/proc/{pid}/ns/net")).unwrap_or_default();
+        let durability = match &attachment.backend {
+            Backend::Cni { .. } => Durability::Durable,
+            Backend::Builtin { .. } => Durability::Volatile,
+        };
+        match &attachment.backend {
+            Backend::Cni { file, list, args, runtime_config, result } => {
+                let list = cni::NetworkList::from_value(file, list.clone())
+                    .map_err(|e| NetworkError::BadCache(sandbox_id.into(), e))?;
+                let pod_args = cni::PodArgs {
+                    container_id: sandbox_id.to_string(),
+                    netns,
+                    ifname: attachment.ifname.clone(),
+                    args: args.clone(),
+                    runtime_config: runtime_config.clone(),
+                };
+                self.cni.del(&list, &pod_args, result.as_ref()).await?;
+            }
+            Backend::Builtin { .. } => {
+                self.builtin.detach(&attachment).await?;
+            }
+        }
+        self.cache.remove(sandbox_id, durability)?;
+        lock(&self.ips).remove(sandbox_id);
+        tracing::info!(pod_id = %sandbox_id, elapsed_us = started.elapsed().as_micros() as u64, "pod network detached");
+        Ok(())
+    }
+
+    /// CHECK of a CNI-attached pod (where the configuration has CHECK).
+    pub async fn check(&self, sandbox_id: &str, pause_pid: i32) -> Result<bool, NetworkError> {
+        let Some(Attachment {
+            backend: Backend::Cni { file, list, args, runtime_config, result: Some(result) },
+            ifname,
+            ..
+        }) = self.cache.read(sandbox_id)?
+        else {
+            return Ok(false);
+        };
+        let list =
+            cni::NetworkList::from_value(&file, list).map_err(|e| NetworkError::BadCache(sandbox_id.into(), e))?;
+        let pod_args = cni::PodArgs {
+            container_id: sandbox_id.to_string(),
+            netns: format!("/proc/{pause_pid}/ns/net"),
+            ifname,
+            args,
+            runtime_config,
+        };
+        Ok(self.cni.check(&list, &pod_args, &result).await?)
+    }
+
+    /// After a daemon restart, for a pod whose pause still runs: what the
+    /// daemon itself provides for it (the built-in network's host ports).
+    pub async fn resume(&self, sandbox_id: &str) {
+        let attachment = match self.cache.read(sandbox_id) {
+            Ok(Some(a)) => a,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(pod_id = %sandbox_id, error = %e, "unreadable pod network cache entry");
+                return;
+            }
+        };
+        if let Err(e) = self.builtin.resume(&attachment).await {
+            tracing::error!(pod_id = %sandbox_id, error = %e, "cannot open the pod's host ports again");
+        }
+    }
+
+    /// After a daemon restart: CHECK a running CNI-attached pod's network in
+    /// the background (a network broken while the daemon was away is logged).
+    pub fn check_in_background(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
+        let (networks, id) = (self.clone(), sandbox_id.to_string());
+        tokio::spawn(async move {
+            match networks.check(&id, pause_pid).await {
+                Ok(true) => tracing::info!(pod_id = %id, "CNI CHECK passed"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(pod_id = %id, error = %e, "CNI CHECK failed: the pod's network is not as it was attached")
+                }
+            }
+        });
+    }
+
+    /// Detaches cached pods that no sandbox owns any more (left by a crash
+    /// between the sandbox's removal and its cache entry's).
+    pub async fn sweep(&self, known: &[String]) {
+        for id in self.cache.ids() {
+            if !known.contains(&id) {
+                tracing::warn!(pod_id = %id, "detaching the network of a pod that no longer exists");
+                if let Err(e) = self.detach(&id, None).await {
+                    tracing::error!(pod_id = %id, error = %e, "cannot detach an orphaned pod network");
+                }
+            }
+        }
+        // Built-in leases no record owns (their record lost in a power cut).
+        let owners = self.cache.ids();
+        if let Err(e) = self.builtin.sweep(&owners) {
+            tracing::error!(error = %e, "cannot release built-in leases without an owner");
+        }
+    }
+}

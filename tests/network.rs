@@ -1,0 +1,676 @@
+//! Pod networking through the socket, with Debian's CNI plugins (bridge,
+//! host-local, portmap) inside each test's own network namespace: pod
+//! addresses, pod-to-pod TCP, host ports, DEL releasing addresses, daemon
+//! restart and simulated reboot, a failed ADD leaving nothing, NetworkReady
+//! following the configuration directory.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::client::container_config;
+use common::{host, Cri, TestEnv};
+use nidus::api::*;
+
+const PLUGINS: &str = "/usr/lib/cni";
+const SUBNET_PREFIX: &str = "10.99.0.";
+const GATEWAY: &str = "10.99.0.1";
+
+/// A test environment whose daemon reads `net.d` in the test directory,
+/// finds plugins in Debian's directory, and has the built-in network `builtin`.
+fn net_env(label: &str, builtin: &str) -> TestEnv {
+    let env = TestEnv::new(label);
+    let config = env.base.join("nidus.toml");
+    fs::create_dir_all(conf_dir(&env)).unwrap();
+    fs::write(
+        &config,
+        format!(
+            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\nbuiltin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\n",
+            conf_dir(&env).display()
+        ),
+    )
+    .unwrap();
+    env.with_args(&["--config", config.to_str().unwrap()])
+}
+
+fn conf_dir(env: &TestEnv) -> PathBuf {
+    env.base.join("net.d")
+}
+
+fn ipam_dir(env: &TestEnv) -> PathBuf {
+    env.base.join("ipam")
+}
+
+/// bridge + host-local (its leases in the test directory) + portmap.
+fn bridge_conflist(env: &TestEnv) -> String {
+    serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "testnet",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.99.0.0/24", "gateway": GATEWAY}]],
+                      "dataDir": ipam_dir(env).display().to_string()}},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    })
+    .to_string()
+}
+
+fn write_conflist(env: &TestEnv, name: &str, text: &str) {
+    fs::write(conf_dir(env).join(name), text).unwrap();
+}
+
+/// Addresses host-local has leased.
+fn leases(env: &TestEnv) -> Vec<String> {
+    let mut found: Vec<String> = fs::read_dir(ipam_dir(env).join("testnet"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(SUBNET_PREFIX))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// veth interfaces in the daemon's network namespace.
+fn veths(env: &TestEnv) -> Vec<String> {
+    host::run("ip", &["-n", &env.netns, "-o", "link", "show", "type", "veth"])
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1).map(|n| n.split('@').next().unwrap_or(n).to_string()))
+        .collect()
+}
+
+/// portmap's per-pod DNAT chains in the daemon's network namespace.
+fn hostport_chains(env: &TestEnv) -> Vec<String> {
+    let out = std::process::Command::new("nsenter")
+        .args([format!("--net=/run/netns/{}", env.netns).as_str(), "--", "iptables-save", "-t", "nat"])
+        .output()
+        .expect("iptables-save");
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with(":CNI-DN-")).map(str::to_string).collect()
+}
+
+fn cache_entries(env: &TestEnv) -> Vec<PathBuf> {
+    fs::read_dir(env.root.join("network").join("attachments"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+async fn network_ready(cri: &mut Cri) -> RuntimeCondition {
+    let status = cri.runtime.status(StatusRequest { verbose: false }).await.expect("Status").into_inner();
+    status.status.unwrap().conditions.into_iter().find(|c| c.r#type == "NetworkReady").expect("NetworkReady")
+}
+
+async fn pod_ips(cri: &mut Cri, id: &str) -> Vec<String> {
+    let network = cri.pod_status(id).await.unwrap().status.unwrap().network.unwrap();
+    let mut ips = vec![network.ip];
+    ips.extend(network.additional_ips.into_iter().map(|p| p.ip));
+    ips.retain(|ip| !ip.is_empty());
+    ips
+}
+
+/// Runs a pod whose container serves `body` over HTTP on port 8080.
+async fn web_pod(env: &TestEnv, cri: &mut Cri, image: &str, name: &str, host_port: Option<i32>) -> (String, String) {
+    let mut config = env.pod(name);
+    if let Some(host_port) = host_port {
+        config.port_mappings = vec![PortMapping {
+            protocol: Protocol::Tcp as i32,
+            container_port: 8080,
+            host_port,
+            host_ip: String::new(),
+        }];
+    }
+    let id = cri.run_pod(config.clone()).await.expect("RunPodSandbox");
+    let script = format!("mkdir -p /tmp/www && echo hello-from-{name} > /tmp/www/index.html && exec busybox httpd -f -p 8080 -h /tmp/www");
+    let container = cri.run_container(&id, &config, container_config("web", image, &["sh", "-c", &script])).await;
+    (id, container)
+}
+
+/// The body `ip`:8080 serves, fetched from inside a container over TCP with
+/// busybox nc (retrying while the server starts).
+async fn fetch_in(cri: &mut Cri, container: &str, ip: &str) -> String {
+    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} 8080");
+    let mut last = String::new();
+    for _ in 0..50 {
+        let out = cri.exec(container, &["sh", "-c", &script], 10).await.expect("ExecSync");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.exit_code == 0 && text.contains("200 OK") {
+            return text.rsplit("\r\n\r\n").next().unwrap_or_default().to_string();
+        }
+        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer from {ip}:8080: {last}");
+}
+
+/// The body `ip`:`port` serves, fetched from the daemon's network namespace
+/// (the test's own) with busybox nc.
+async fn fetch_from_node(env: &TestEnv, ip: &str, port: u16) -> String {
+    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 3 {ip} {port}");
+    let mut last = String::new();
+    for _ in 0..50 {
+        let out = std::process::Command::new("nsenter")
+            .args([format!("--net=/run/netns/{}", env.netns).as_str(), "--", "sh", "-c", &script])
+            .output()
+            .expect("nc");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && text.contains("200 OK") {
+            return text.rsplit("\r\n\r\n").next().unwrap_or_default().to_string();
+        }
+        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer from {ip}:{port} on the node: {last}");
+}
+
+async fn remove_all(cri: &mut Cri) {
+    for pod in cri.list_pods(None).await {
+        cri.stop_pod(&pod.id).await.expect("StopPodSandbox");
+        cri.remove_pod(&pod.id).await.expect("RemovePodSandbox");
+    }
+}
+
+fn assert_no_network_leftovers(env: &TestEnv, after: &str) {
+    assert_eq!(leases(env), Vec::<String>::new(), "address leases left after {after}");
+    assert_eq!(veths(env), Vec::<String>::new(), "veths left after {after}");
+    assert_eq!(hostport_chains(env), Vec::<String>::new(), "host port rules left after {after}");
+    assert_eq!(cache_entries(env), Vec::<PathBuf>::new(), "network cache entries left after {after}");
+}
+
+#[tokio::test]
+async fn cni_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
+    let mut env = net_env("cni", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let mut cri = env.start().await;
+    assert!(network_ready(&mut cri).await.status, "NetworkReady with a valid CNI configuration");
+    let image = env.import_busybox(&mut cri).await;
+
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", Some(18080)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+    let ip_b = pod_ips(&mut cri, &b).await;
+    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
+    assert!(ip_a[0].starts_with(SUBNET_PREFIX) && ip_b[0].starts_with(SUBNET_PREFIX), "{ip_a:?} {ip_b:?}");
+    assert_ne!(ip_a, ip_b);
+    assert_eq!(leases(&env), {
+        let mut l = vec![ip_a[0].clone(), ip_b[0].clone()];
+        l.sort();
+        l
+    });
+    // The pod's interface has the address the status reports.
+    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
+    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
+
+    // Pod to pod over TCP, both ways.
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_in(&mut cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
+    // The host port reaches pod a from the node.
+    assert_eq!(fetch_from_node(&env, GATEWAY, 18080).await.trim(), "hello-from-a");
+    assert_eq!(hostport_chains(&env).len(), 1, "one DNAT chain for pod a");
+
+    // DEL at StopPodSandbox releases the address, the veth and the rules.
+    cri.stop_pod(&a).await.unwrap();
+    assert_eq!(leases(&env), vec![ip_b[0].clone()]);
+    assert_eq!(veths(&env).len(), 1);
+    assert_eq!(hostport_chains(&env), Vec::<String>::new());
+    // Stop and Remove again are harmless.
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+    remove_all(&mut cri).await;
+    assert_no_network_leftovers(&env, "removing every pod");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn host_network_pods_are_untouched() {
+    let mut env = net_env("cnihost", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let mut cri = env.start().await;
+    let config =
+        common::client::with_namespaces(env.pod("h"), NamespaceMode::Node, NamespaceMode::Pod, NamespaceMode::Pod);
+    let id = cri.run_pod(config).await.unwrap();
+    assert_eq!(pod_ips(&mut cri, &id).await, Vec::<String>::new());
+    assert_eq!(leases(&env), Vec::<String>::new());
+    assert_eq!(cache_entries(&env), Vec::<PathBuf>::new());
+    remove_all(&mut cri).await;
+}
+
+#[tokio::test]
+async fn network_ready_follows_the_configuration_directory() {
+    let mut env = net_env("cniready", "off");
+    let mut cri = env.start().await;
+    let cond = network_ready(&mut cri).await;
+    assert!(!cond.status);
+    assert_eq!(cond.reason, "NetworkPluginNotReady");
+    assert!(cond.message.contains("no CNI network configuration"), "{}", cond.message);
+    // Without a network a pod still runs, with loopback only.
+    let id = cri.run_pod(env.pod("lo")).await.unwrap();
+    assert_eq!(pod_ips(&mut cri, &id).await, Vec::<String>::new());
+
+    // A list naming a plugin that does not exist is not usable.
+    write_conflist(
+        &env,
+        "05-broken.conflist",
+        r#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"no-such-plugin"}]}"#,
+    );
+    let cond = network_ready(&mut cri).await;
+    assert!(!cond.status && cond.message.contains("no-such-plugin"), "{}", cond.message);
+    // A valid one after it (by name) is taken; no restart needed.
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    assert!(network_ready(&mut cri).await.status);
+    let id2 = cri.run_pod(env.pod("net")).await.unwrap();
+    assert!(pod_ips(&mut cri, &id2).await[0].starts_with(SUBNET_PREFIX));
+    // Removed again: not ready.
+    fs::remove_file(conf_dir(&env).join("10-test.conflist")).unwrap();
+    assert!(!network_ready(&mut cri).await.status);
+    // The pod attached before is still detached from its cached configuration.
+    remove_all(&mut cri).await;
+    assert_no_network_leftovers(&env, "removing the pods after the configuration went");
+}
+
+#[tokio::test]
+async fn a_failed_add_leaves_no_address_veth_or_cache_entry() {
+    let mut env = net_env("cnifail", "off");
+    // bridge succeeds, then tuning fails on a sysctl that does not exist.
+    let mut list: serde_json::Value = serde_json::from_str(&bridge_conflist(&env)).unwrap();
+    list["plugins"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "tuning", "sysctl": {"net.no.such.key": "1"}}));
+    write_conflist(&env, "10-test.conflist", &list.to_string());
+    let mut cri = env.start().await;
+    let err = cri.run_pod(env.pod("f")).await.unwrap_err();
+    assert!(err.message().contains("tuning"), "{err:?}");
+    assert_eq!(cri.list_pods(None).await.len(), 0);
+    assert_no_network_leftovers(&env, "a failed ADD");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
+    let mut env = net_env("cnirestart", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, _) = web_pod(&env, &mut cri, &image, "a", Some(18081)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+
+    // kill -9: the restarted daemon reports the same addresses, pods still talk, and DEL works.
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    assert_eq!(pod_ips(&mut cri, &a).await, ip_a);
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    // The restarted daemon CHECKs each running pod's network (1.0.0 has
+    // CHECK). Pod b's passes; pod a's host port trips Debian's portmap 1.1.1,
+    // whose CHECK looks for IPv6 rules it never made (containernetworking/
+    // plugins#819): reported as a warning, the pod left as it is.
+    let checked = |log: &str| {
+        log.contains(&format!("CNI CHECK passed pod_id={b}"))
+            && log.contains(&format!("CNI CHECK failed: the pod's network is not as it was attached pod_id={a}"))
+    };
+    for _ in 0..100 {
+        if checked(&env.daemon_log()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(checked(&env.daemon_log()), "both pods CHECKed after the restart");
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+    assert_eq!(leases(&env).len(), 1);
+    assert_eq!(hostport_chains(&env), Vec::<String>::new());
+
+    // A reboot: the pause and its namespace are gone, the cache is not.
+    let ip_b = pod_ips(&mut cri, &b).await;
+    env.simulate_reboot();
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(&b).await, PodSandboxState::SandboxNotready);
+    assert_eq!(leases(&env), ip_b, "the lease outlives the reboot until DEL");
+    cri.stop_pod(&b).await.unwrap();
+    assert_eq!(leases(&env), Vec::<String>::new(), "DEL from the cache released the address");
+    cri.remove_pod(&b).await.unwrap();
+    // A new attempt gets a working address.
+    let (c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
+    remove_all(&mut cri).await;
+    assert_no_network_leftovers(&env, "the restarts");
+}
+
+// ---- the built-in network ----
+
+const BUILTIN_PREFIX: &str = "10.98.0.";
+const BUILTIN_GATEWAY: &str = "10.98.0.1";
+
+/// Addresses the built-in network has leased.
+fn builtin_leases(env: &TestEnv) -> Vec<String> {
+    let mut found: Vec<String> = fs::read_dir(env.root.join("network/builtin/leases"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+fn assert_no_builtin_leftovers(env: &TestEnv, after: &str) {
+    assert_eq!(builtin_leases(env), Vec::<String>::new(), "address leases left after {after}");
+    assert_eq!(veths(env), Vec::<String>::new(), "veths left after {after}");
+    assert_eq!(cache_entries(env), Vec::<PathBuf>::new(), "network cache entries left after {after}");
+}
+
+/// Whether something listens on `port` of the node: a TCP connect from a
+/// thread that entered the daemon's network namespace.
+fn node_port_open(env: &TestEnv, port: u16) -> bool {
+    let netns = fs::File::open(format!("/run/netns/{}", env.netns)).expect("open the test netns");
+    std::thread::spawn(move || {
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let address: std::net::SocketAddr = format!("{BUILTIN_GATEWAY}:{port}").parse().unwrap();
+        std::net::TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok()
+    })
+    .join()
+    .expect("connect thread")
+}
+
+#[tokio::test]
+async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
+    let mut env = net_env("builtin", "auto");
+    let mut cri = env.start().await;
+    assert!(network_ready(&mut cri).await.status, "NetworkReady with the built-in network");
+    let image = env.import_busybox(&mut cri).await;
+
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", Some(18080)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+    let ip_b = pod_ips(&mut cri, &b).await;
+    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
+    assert!(ip_a[0].starts_with(BUILTIN_PREFIX) && ip_b[0].starts_with(BUILTIN_PREFIX), "{ip_a:?} {ip_b:?}");
+    assert_ne!(ip_a, ip_b);
+    assert_eq!(builtin_leases(&env), {
+        let mut l = vec![ip_a[0].clone(), ip_b[0].clone()];
+        l.sort();
+        l
+    });
+    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
+    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
+    let routes = cri.exec_ok(&web_a, &["ip", "route"]).await;
+    assert!(routes.contains(&format!("default via {BUILTIN_GATEWAY}")), "{routes}");
+    let lo = cri.exec_ok(&web_a, &["ip", "-o", "addr", "show", "lo"]).await;
+    assert!(lo.contains("127.0.0.1"), "{lo}");
+
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_in(&mut cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
+    assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18080).await.trim(), "hello-from-a");
+    assert_eq!(fetch_from_node(&env, "127.0.0.1", 18080).await.trim(), "hello-from-a");
+
+    assert!(node_port_open(&env, 18080), "the host port is open while the pod runs");
+    cri.stop_pod(&a).await.unwrap();
+    assert_eq!(builtin_leases(&env), vec![ip_b[0].clone()]);
+    assert_eq!(veths(&env).len(), 1);
+    assert!(!node_port_open(&env, 18080), "the host port closes at StopPodSandbox");
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+
+    // UpdateRuntimeConfig's pod CIDR serves new pods.
+    cri.runtime
+        .update_runtime_config(UpdateRuntimeConfigRequest {
+            runtime_config: Some(RuntimeConfig {
+                network_config: Some(NetworkConfig { pod_cidr: "10.97.0.0/24".into() }),
+            }),
+        })
+        .await
+        .unwrap();
+    let (c, _) = web_pod(&env, &mut cri, &image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert!(ip_c[0].starts_with("10.97.0."), "{ip_c:?}");
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_c[0]).await.trim(), "hello-from-c", "across the two pod CIDRs");
+    let bad = cri
+        .runtime
+        .update_runtime_config(UpdateRuntimeConfigRequest {
+            runtime_config: Some(RuntimeConfig {
+                network_config: Some(NetworkConfig { pod_cidr: "10.97.0.1/33".into() }),
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert!(bad.message().contains("pod_cidr"), "{bad:?}");
+
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing every pod");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
+    let mut env = net_env("builtinrestart", "auto");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, _) = web_pod(&env, &mut cri, &image, "a", Some(18081)).await;
+    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    assert_eq!(pod_ips(&mut cri, &a).await, ip_a);
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18081).await.trim(), "hello-from-a", "host port reopened");
+    cri.stop_pod(&a).await.unwrap();
+    cri.remove_pod(&a).await.unwrap();
+    assert_eq!(builtin_leases(&env).len(), 1);
+
+    let ip_b = pod_ips(&mut cri, &b).await;
+    env.simulate_reboot();
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(&b).await, PodSandboxState::SandboxNotready);
+    assert_eq!(builtin_leases(&env), ip_b, "the lease outlives the reboot until DEL");
+    cri.stop_pod(&b).await.unwrap();
+    assert_eq!(builtin_leases(&env), Vec::<String>::new());
+    cri.remove_pod(&b).await.unwrap();
+    let (c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "the restarts");
+}
+
+#[tokio::test]
+async fn cni_configuration_takes_over_from_the_builtin_network_and_back() {
+    let mut env = net_env("handover", "auto");
+    let mut cri = env.start().await;
+    let first = cri.run_pod(env.pod("first")).await.unwrap();
+    assert!(pod_ips(&mut cri, &first).await[0].starts_with(BUILTIN_PREFIX));
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let second = cri.run_pod(env.pod("second")).await.unwrap();
+    assert!(pod_ips(&mut cri, &second).await[0].starts_with(SUBNET_PREFIX));
+    fs::remove_file(conf_dir(&env).join("10-test.conflist")).unwrap();
+    assert!(network_ready(&mut cri).await.status, "the built-in network serves again");
+    let third = cri.run_pod(env.pod("third")).await.unwrap();
+    assert!(pod_ips(&mut cri, &third).await[0].starts_with(BUILTIN_PREFIX));
+    // Each pod is detached by the network it was attached with.
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing the pods");
+    assert_eq!(leases(&env), Vec::<String>::new());
+}
+
+// ---- churn and crashes, for both networks ----
+
+/// Runs `total` pods through RunPodSandbox, PodSandboxStatus (an address),
+/// StopPodSandbox and RemovePodSandbox, `concurrency` at a time.
+async fn churn(env: &TestEnv, cri: &Cri, total: usize, concurrency: usize, prefix: &'static str) {
+    let started = std::time::Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let configs: Vec<PodSandboxConfig> =
+            (w..total).step_by(concurrency).map(|i| env.pod(&format!("churn-{i}"))).collect();
+        let mut cri = cri.clone();
+        workers.push(tokio::spawn(async move {
+            for config in configs {
+                let id = cri.run_pod(config).await.expect("RunPodSandbox");
+                let ips = pod_ips(&mut cri, &id).await;
+                assert!(ips.first().is_some_and(|ip| ip.starts_with(prefix)), "{ips:?}");
+                cri.stop_pod(&id).await.expect("StopPodSandbox");
+                cri.remove_pod(&id).await.expect("RemovePodSandbox");
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("churn worker");
+    }
+    eprintln!("churn: {total} networked pods at concurrency {concurrency} in {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn cni_churn_of_500_pods_leaves_nothing_behind() {
+    let mut env = net_env("cnichurn", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    let cri = env.start().await;
+    churn(&env, &cri, 500, 8, SUBNET_PREFIX).await;
+    assert_no_network_leftovers(&env, "500 pods");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_churn_of_500_pods_leaves_nothing_behind() {
+    let mut env = net_env("builtinchurn", "auto");
+    let cri = env.start().await;
+    churn(&env, &cri, 500, 8, BUILTIN_PREFIX).await;
+    assert_no_builtin_leftovers(&env, "500 pods");
+    env.assert_no_leftovers();
+}
+
+/// Kills the daemon at several points of RunPodSandbox and StopPodSandbox;
+/// after each restart, removing the pods must leave nothing.
+async fn kill_during_run_and_stop(env: &mut TestEnv) {
+    let mut cri = env.start().await;
+    for (round, delay_ms) in [0u64, 3, 8, 15, 25, 40, 60, 90].into_iter().enumerate() {
+        // A RunPodSandbox cut short.
+        let mut caller = cri.clone();
+        let config = env.pod(&format!("run-{round}"));
+        let call = tokio::spawn(async move { caller.run_pod(config).await });
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        env.kill_daemon();
+        let _ = call.await;
+        cri = env.start().await;
+        // A StopPodSandbox cut short.
+        let id = cri.run_pod(env.pod(&format!("stop-{round}"))).await.expect("RunPodSandbox");
+        let mut caller = cri.clone();
+        let call = tokio::spawn(async move { caller.stop_pod(&id).await });
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        env.kill_daemon();
+        let _ = call.await;
+        cri = env.start().await;
+    }
+    remove_all(&mut cri).await;
+}
+
+#[tokio::test]
+async fn cni_kill_9_during_run_and_stop_leaves_nothing_after_remove() {
+    let mut env = net_env("cnikill", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    kill_during_run_and_stop(&mut env).await;
+    assert_no_network_leftovers(&env, "kills during Run and Stop");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_kill_9_during_run_and_stop_leaves_nothing_after_remove() {
+    let mut env = net_env("builtinkill", "auto");
+    kill_during_run_and_stop(&mut env).await;
+    assert_no_builtin_leftovers(&env, "kills during Run and Stop");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn builtin_failed_attach_is_undone() {
+    let mut env = net_env("builtinfail", "auto");
+    let mut cri = env.start().await;
+    let mapped = |name: &str| {
+        let mut config = env.pod(name);
+        config.port_mappings = vec![PortMapping {
+            protocol: Protocol::Tcp as i32,
+            container_port: 80,
+            host_port: 18090,
+            host_ip: String::new(),
+        }];
+        config
+    };
+    let first = cri.run_pod(mapped("first")).await.unwrap();
+    let leased = builtin_leases(&env);
+    // The same host port again: the attach fails and leaves nothing of the second pod.
+    let err = cri.run_pod(mapped("second")).await.unwrap_err();
+    assert!(err.message().contains("18090"), "{err:?}");
+    assert_eq!(cri.list_pods(None).await.len(), 1);
+    assert_eq!(builtin_leases(&env), leased);
+    assert_eq!(veths(&env).len(), 1);
+    assert_eq!(cache_entries(&env).len(), 1);
+    // An SCTP host port needs a CNI configuration: refused, undone.
+    let mut sctp = env.pod("sctp");
+    sctp.port_mappings = vec![PortMapping {
+        protocol: Protocol::Sctp as i32,
+        container_port: 80,
+        host_port: 18091,
+        host_ip: String::new(),
+    }];
+    let err = cri.run_pod(sctp).await.unwrap_err();
+    assert!(err.message().contains("sctp"), "{err:?}");
+    assert_eq!(builtin_leases(&env), leased);
+    cri.stop_pod(&first).await.unwrap();
+    cri.remove_pod(&first).await.unwrap();
+    assert_no_builtin_leftovers(&env, "the failed attaches");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn dual_stack_pods_get_an_address_of_each_family() {
+    // The built-in network with an IPv4 and an IPv6 pod CIDR.
+    let env = net_env("dualstack", "auto");
+    let config = env.base.join("dual.toml");
+    fs::write(
+        &config,
+        format!(
+            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24,fd00:98::/64\"\n",
+            conf_dir(&env).display()
+        ),
+    )
+    .unwrap();
+    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", None).await;
+    let ips = pod_ips(&mut cri, &a).await;
+    assert_eq!(ips.len(), 2, "{ips:?}");
+    assert!(ips[0].starts_with(BUILTIN_PREFIX) && ips[1].starts_with("fd00:98::"), "IPv4 first: {ips:?}");
+    let v6 = cri.exec_ok(&web_a, &["ip", "-6", "addr", "show", "eth0"]).await;
+    assert!(v6.contains(&format!("{}/64", ips[1])), "{v6}");
+    let routes = cri.exec_ok(&web_a, &["ip", "-6", "route"]).await;
+    assert!(routes.contains("default via fd00:98::1"), "{routes}");
+
+    // A CNI list with both families: the same, through host-local.
+    let mut list: serde_json::Value = serde_json::from_str(&bridge_conflist(&env)).unwrap();
+    list["plugins"][0]["ipam"]["ranges"] =
+        serde_json::json!([[{"subnet": "10.99.0.0/24"}], [{"subnet": "fd00:99::/64"}]]);
+    write_conflist(&env, "10-test.conflist", &list.to_string());
+    let b = cri.run_pod(env.pod("b")).await.unwrap();
+    let ips = pod_ips(&mut cri, &b).await;
+    assert_eq!(ips.len(), 2, "{ips:?}");
+    assert!(ips[0].starts_with(SUBNET_PREFIX) && ips[1].starts_with("fd00:99::"), "IPv4 first: {ips:?}");
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing the dual-stack pods");
+    assert_eq!(leases(&env), Vec::<String>::new());
+    let v6_leases: Vec<String> = fs::read_dir(ipam_dir(&env).join("testnet"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("fd00"))
+        .collect();
+    assert_eq!(v6_leases, Vec::<String>::new(), "IPv6 leases left");
+}

@@ -1,0 +1,254 @@
+//! PullImage from a real registry (Debian's docker-registry on 127.0.0.1 in
+//! the test's network namespace, images pushed with skopeo): by tag and by
+//! digest, OCI and Docker schema 2 manifests, multi-platform indexes,
+//! gzip/zstd/plain layers, layers shared between images fetched once,
+//! corrupt blobs refused without leftovers, mirrors, auth, stalls,
+//! concurrent pulls, a daemon killed mid-pull.
+
+mod common;
+mod registry;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::client::{container_config, image_spec};
+use common::images::{self, Compression, ImageDef, LayerTar, Written};
+use common::{Cri, TestEnv};
+use nidus::api::*;
+use registry::Registry;
+
+/// A three-layer image: busybox (gzip), a zstd layer and a plain one.
+fn app_def(marker: &str) -> ImageDef {
+    ImageDef {
+        name: None,
+        layers: vec![
+            (images::busybox_base_layer(), Compression::Gzip),
+            (
+                LayerTar::new().file("etc/zstd-layer", 0o644, format!("{marker}\n").as_bytes()).finish(),
+                Compression::Zstd,
+            ),
+            (LayerTar::new().file("etc/plain-layer", 0o644, b"plain\n").finish(), Compression::None),
+        ],
+        config: serde_json::json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]}),
+    }
+}
+
+fn layout(env: &TestEnv, name: &str, def: &ImageDef) -> (PathBuf, Written) {
+    let dir = env.base.join(format!("layout-{name}"));
+    let written = images::write_oci_layout(&dir, def);
+    (dir, written)
+}
+
+async fn pull(cri: &mut Cri, reference: &str, auth: Option<AuthConfig>) -> Result<String, tonic::Status> {
+    let request = PullImageRequest { image: Some(image_spec(reference)), auth, sandbox_config: None };
+    Ok(cri.images.pull_image(request).await?.into_inner().image_ref)
+}
+
+fn config_file(env: &TestEnv, toml_text: &str) -> String {
+    let path = env.base.join("config.toml");
+    fs::write(&path, toml_text).expect("config file");
+    path.display().to_string()
+}
+
+/// Files left in the store's blob and layer directories.
+fn store_files(env: &TestEnv) -> Vec<String> {
+    let mut found = Vec::new();
+    for dir in ["images/blobs/sha256", "images/layers"] {
+        if let Ok(entries) = fs::read_dir(env.root.join(dir)) {
+            found.extend(entries.flatten().map(|e| format!("{dir}/{}", e.file_name().to_string_lossy())));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn pull_by_tag_and_by_digest_runs_and_names_the_image_as_kubelet_expects() {
+    let mut env = TestEnv::new("pull-tag");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, written) = layout(&env, "app", &app_def("tag"));
+    registry.push(&dir, "test/app:v1", None, None);
+    let mut cri = env.start().await;
+    let name = format!("{}/test/app:v1", registry.host());
+
+    // A loopback registry without TLS needs no configuration.
+    let id = pull(&mut cri, &name, None).await.expect("pull by tag");
+    assert_eq!(id, written.id);
+    let image = cri.image(&name).await.expect("ImageStatus of the pulled image");
+    assert_eq!(image.id, written.id);
+    assert_eq!(image.repo_tags, vec![name.clone()]);
+    let digest_ref = format!("{}/test/app@{}", registry.host(), written.manifest_digest);
+    assert_eq!(image.repo_digests, vec![digest_ref.clone()]);
+    assert!(cri.image(&digest_ref).await.is_some(), "ImageStatus by repo digest");
+    assert!(cri.image(&written.id).await.is_some(), "ImageStatus by id");
+    let listed = cri.list_images(None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].repo_digests, vec![digest_ref.clone()]);
+    for digest in &written.layer_digests {
+        assert_eq!(registry.blob_gets(digest), 1, "layer {digest} fetched once");
+    }
+
+    // Pulled again: nothing downloaded again.
+    assert_eq!(pull(&mut cri, &name, None).await.unwrap(), written.id);
+    for digest in &written.layer_digests {
+        assert_eq!(registry.blob_gets(digest), 1, "layer {digest} not fetched again");
+    }
+
+    // A container runs from it: every layer (gzip, zstd, plain) unpacked.
+    let pod_config = env.pod("pulled");
+    let pod = cri.run_pod(pod_config.clone()).await.unwrap();
+    let config = container_config("c", &name, &["sh", "-c", "cat /etc/zstd-layer /etc/plain-layer"]);
+    let container = cri.run_container(&pod, &pod_config, config).await;
+    let status = cri.wait_exited(&container, 20).await;
+    assert_eq!(status.exit_code, 0);
+    let lines = common::client::log_lines(&cri.logs(&container).await, "stdout");
+    assert_eq!(lines, vec!["tag".to_string(), "plain".to_string()]);
+    cri.remove_container(&container).await.unwrap();
+    cri.stop_pod(&pod).await.unwrap();
+    cri.remove_pod(&pod).await.unwrap();
+
+    // kubelet's image GC round trip: removed by id, pulled again by digest.
+    cri.remove_image(&written.id).await.unwrap();
+    assert!(cri.image(&name).await.is_none());
+    assert_eq!(pull(&mut cri, &digest_ref, None).await.expect("pull by digest"), written.id);
+    let image = cri.image(&digest_ref).await.expect("pulled by digest");
+    assert!(image.repo_tags.is_empty(), "{:?}", image.repo_tags);
+    assert_eq!(image.repo_digests, vec![digest_ref.clone()]);
+    let fs_info = cri.images.image_fs_info(ImageFsInfoRequest {}).await.unwrap().into_inner();
+    let used = fs_info.image_filesystems[0].used_bytes.as_ref().map(|u| u.value).unwrap_or_default();
+    assert!(used > 1 << 20, "ImageFsInfo counts the pulled layers: {used}");
+
+    // An absent tag is NotFound, naming the image.
+    let missing = pull(&mut cri, &format!("{}/test/app:nope", registry.host()), None).await.unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+    assert!(missing.message().contains("test/app:nope"), "{}", missing.message());
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn docker_schema_2_and_a_multi_platform_index_resolved_to_this_node() {
+    let mut env = TestEnv::new("pull-index");
+    let registry = Registry::start(&env, "main", 5000, None);
+    // Docker schema 2 (gzip layers only: schema 2 has no zstd).
+    let docker_def = ImageDef {
+        name: None,
+        layers: vec![(LayerTar::new().file("etc/docker", 0o644, b"v2s2\n").finish(), Compression::Gzip)],
+        config: serde_json::json!({"Cmd": ["sh"]}),
+    };
+    let (dir, docker) = layout(&env, "docker", &docker_def);
+    registry.push(&dir, "test/docker:v1", Some("v2s2"), None);
+
+    // An index listing this node's image and another platform's.
+    let (dir, native) = layout(&env, "multi", &app_def("multi"));
+    let index_digest = make_index(&dir, &native, &[("s390x", None), (images::host_arch(), None)]);
+    registry.push(&dir, "test/multi:v1", None, None);
+    // An index without this node's platform.
+    let (dir, other) = layout(&env, "foreign", &app_def("foreign"));
+    make_index(&dir, &other, &[("s390x", None), ("arm", Some("v5"))]);
+    registry.push(&dir, "test/foreign:v1", None, None);
+
+    let mut cri = env.start().await;
+    let host = registry.host();
+    assert_eq!(pull(&mut cri, &format!("{host}/test/docker:v1"), None).await.expect("schema 2"), docker.id);
+    let image = cri.image(&format!("{host}/test/docker:v1")).await.unwrap();
+    let info = cri.image_info(&format!("{host}/test/docker:v1")).await;
+    assert_eq!(
+        info["layers"][0]["mediaType"], "application/vnd.docker.image.rootfs.diff.tar.gzip",
+        "pushed as Docker schema 2: {info}"
+    );
+    assert_eq!(image.repo_digests.len(), 1);
+
+    let multi = format!("{host}/test/multi:v1");
+    assert_eq!(pull(&mut cri, &multi, None).await.expect("index"), native.id);
+    let image = cri.image(&multi).await.unwrap();
+    // The repo digest is the index's: what the tag resolves to.
+    assert_eq!(image.repo_digests, vec![format!("{host}/test/multi@{index_digest}")]);
+    // By the index's digest and by the platform manifest's digest.
+    cri.remove_image(&native.id).await.unwrap();
+    assert_eq!(pull(&mut cri, &format!("{host}/test/multi@{index_digest}"), None).await.unwrap(), native.id);
+    cri.remove_image(&native.id).await.unwrap();
+    let by_manifest = format!("{host}/test/multi@{}", native.manifest_digest);
+    assert_eq!(pull(&mut cri, &by_manifest, None).await.unwrap(), native.id);
+    assert!(cri.image(&by_manifest).await.is_some());
+
+    let refused = pull(&mut cri, &format!("{host}/test/foreign:v1"), None).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
+    assert!(refused.message().contains("platform") && refused.message().contains("s390x"), "{}", refused.message());
+    assert!(cri.image(&other.id).await.is_none());
+}
+
+/// Turns the layout's index.json into one whose single entry is a nested
+/// image index listing the layout's manifest under each platform; returns
+/// the nested index's digest.
+fn make_index(dir: &Path, written: &Written, platforms: &[(&str, Option<&str>)]) -> String {
+    let manifest_size =
+        fs::metadata(dir.join("blobs/sha256").join(written.manifest_digest.trim_start_matches("sha256:")))
+            .unwrap()
+            .len();
+    let manifests: Vec<serde_json::Value> = platforms
+        .iter()
+        .map(|(arch, variant)| {
+            let mut platform = serde_json::json!({"architecture": arch, "os": "linux"});
+            if let Some(v) = variant {
+                platform["variant"] = serde_json::json!(v);
+            }
+            serde_json::json!({
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": written.manifest_digest,
+                "size": manifest_size,
+                "platform": platform,
+            })
+        })
+        .collect();
+    let nested = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": manifests,
+    }))
+    .unwrap();
+    let digest = images::sha256(&nested);
+    fs::write(dir.join("blobs/sha256").join(digest.trim_start_matches("sha256:")), &nested).unwrap();
+    let top = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": digest, "size": nested.len()}],
+    });
+    fs::write(dir.join("index.json"), serde_json::to_vec(&top).unwrap()).unwrap();
+    digest
+}
+
+#[tokio::test]
+async fn a_shared_layer_is_fetched_once_and_a_corrupt_blob_leaves_nothing() {
+    let mut env = TestEnv::new("pull-shared");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, first) = layout(&env, "first", &app_def("first"));
+    registry.push(&dir, "test/first:v1", None, None);
+    let (dir, second) = layout(&env, "second", &app_def("second"));
+    registry.push(&dir, "test/second:v1", None, None);
+    assert_eq!(first.layer_digests[0], second.layer_digests[0], "the busybox layer is shared");
+
+    let mut cri = env.start().await;
+    let host = registry.host();
+    pull(&mut cri, &format!("{host}/test/first:v1"), None).await.unwrap();
+    pull(&mut cri, &format!("{host}/test/second:v1"), None).await.unwrap();
+    assert_eq!(registry.blob_gets(&first.layer_digests[0]), 1, "the shared layer is downloaded once");
+    assert_eq!(registry.blob_gets(&second.layer_digests[1]), 1);
+    cri.remove_image(&first.id).await.unwrap();
+    cri.remove_image(&second.id).await.unwrap();
+    assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
+
+    // A layer blob corrupted in the registry's storage: refused, nothing kept.
+    let (dir, bad) = layout(&env, "bad", &app_def("bad"));
+    registry.push(&dir, "test/bad:v1", None, None);
+    let hex = bad.layer_digests[1].trim_start_matches("sha256:");
+    let data = registry.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data");
+    let mut bytes = fs::read(&data).expect("the blob in the registry's storage");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&data, bytes).unwrap();
+    let refused = pull(&mut cri, &format!("{host}/test/bad:v1"), None).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::DataLoss, "{refused:?}");
+    assert!(refused.message().contains("test/bad:v1"), "{}", refused.message());
+    assert!(cri.list_images(None).await.unwrap().is_empty());
+    assert!(store_files(&env).is_empty(), "a failed pull leaves nothing: {:?}", store_files(&env));
+}

@@ -252,3 +252,187 @@ async fn a_shared_layer_is_fetched_once_and_a_corrupt_blob_leaves_nothing() {
     assert!(cri.list_images(None).await.unwrap().is_empty());
     assert!(store_files(&env).is_empty(), "a failed pull leaves nothing: {:?}", store_files(&env));
 }
+
+#[tokio::test]
+async fn mirrors_are_tried_in_order_with_rewrites_and_fall_back_to_the_registry() {
+    let env = TestEnv::new("pull-mirror");
+    let upstream = Registry::start(&env, "upstream", 5000, None);
+    let mirror = Registry::start(&env, "mirror", 5001, None);
+    let (dir, app) = layout(&env, "app", &app_def("mirrored"));
+    upstream.push(&dir, "test/app:v1", None, None);
+    // The mirror holds it under another repository (rewritten) and as a public image.
+    mirror.push(&dir, "mirrored/app:v1", None, None);
+    mirror.push(&dir, "pause:3.9", None, None);
+    let (dir, only_upstream) = layout(&env, "upstream-only", &app_def("upstream-only"));
+    upstream.push(&dir, "test/other:v1", None, None);
+    let config = config_file(
+        &env,
+        r#"
+[registry.hosts."127.0.0.1:5000"]
+mirrors = [{ url = "http://127.0.0.1:5001", rewrite = [{ from = "test/app", to = "mirrored/app" }] }]
+
+[registry.hosts."*"]
+mirrors = [{ url = "http://127.0.0.1:5001" }]
+mirrors_only = true
+"#,
+    );
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+
+    // The mirror has it: the registry itself is not asked.
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/app:v1", None).await.unwrap(), app.id);
+    assert_eq!(upstream.manifest_gets(), 0, "the upstream was asked although the mirror has the image");
+    assert_eq!(mirror.blob_gets(&app.layer_digests[0]), 1);
+    let image = cri.image("127.0.0.1:5000/test/app:v1").await.unwrap();
+    assert_eq!(image.repo_tags, vec!["127.0.0.1:5000/test/app:v1".to_string()], "named as asked, not as mirrored");
+
+    // The mirror lacks it: the registry serves it.
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/other:v1", None).await.unwrap(), only_upstream.id);
+    assert!(upstream.manifest_gets() >= 1);
+
+    // Every other registry (no network here at all) comes from the one local mirror.
+    assert_eq!(pull(&mut cri, "registry.k8s.io/pause:3.9", None).await.expect("through the mirror"), app.id);
+    let image = cri.image("registry.k8s.io/pause:3.9").await.unwrap();
+    assert!(image.repo_digests.contains(&format!("registry.k8s.io/pause@{}", app.manifest_digest)));
+    let missing = pull(&mut cri, "busybox:1.36", None).await.unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+    assert!(missing.message().contains("docker.io/library/busybox:1.36"), "{}", missing.message());
+}
+
+fn basic(username: &str, password: &str) -> Option<AuthConfig> {
+    Some(AuthConfig { username: username.into(), password: password.into(), ..Default::default() })
+}
+
+#[tokio::test]
+async fn basic_and_bearer_auth_with_right_and_wrong_credentials_never_logged() {
+    let mut env = TestEnv::new("pull-auth");
+    let htpasswd = env.base.join("htpasswd");
+    let hash = bcrypt::hash("s3cret-pw", 5).unwrap();
+    fs::write(&htpasswd, format!("tester:{hash}\n")).unwrap();
+    let locked = Registry::start(&env, "locked", 5000, Some(&htpasswd));
+    let (dir, app) = layout(&env, "app", &app_def("auth"));
+    locked.push(&dir, "test/app:v1", None, Some("tester:s3cret-pw"));
+    let open = Registry::start(&env, "open", 5001, None);
+    open.push(&dir, "test/app:v1", None, None);
+    let token = "tok-0123456789";
+    let behaviour = registry::proxy::Behaviour {
+        bearer: Some(("alice".into(), "wonder-pw".into(), token.into())),
+        ..Default::default()
+    };
+    let _proxy = registry::proxy::Proxy::start(&env.netns, 5002, 5001, behaviour);
+    let mut cri = env.start().await;
+
+    let name = "127.0.0.1:5000/test/app:v1";
+    let denied = pull(&mut cri, name, None).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    let wrong = pull(&mut cri, name, basic("tester", "wrong-pw")).await.unwrap_err();
+    assert_eq!(wrong.code(), tonic::Code::PermissionDenied, "{wrong:?}");
+    assert!(!wrong.message().contains("wrong-pw"));
+    assert_eq!(pull(&mut cri, name, basic("tester", "s3cret-pw")).await.expect("basic auth"), app.id);
+    cri.remove_image(&app.id).await.unwrap();
+    use base64::Engine;
+    let auth = base64::engine::general_purpose::STANDARD.encode("tester:s3cret-pw");
+    let with_auth_field = Some(AuthConfig { auth, ..Default::default() });
+    assert_eq!(pull(&mut cri, name, with_auth_field).await.expect("auth field"), app.id);
+    cri.remove_image(&app.id).await.unwrap();
+
+    // The bearer flow: challenge, token from the realm with basic auth, retry.
+    let name = "127.0.0.1:5002/test/app:v1";
+    let denied = pull(&mut cri, name, basic("alice", "bad-pw")).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    assert_eq!(pull(&mut cri, name, basic("alice", "wonder-pw")).await.expect("bearer"), app.id);
+    cri.remove_image(&app.id).await.unwrap();
+    let registry_token = Some(AuthConfig { registry_token: token.into(), ..Default::default() });
+    assert_eq!(pull(&mut cri, name, registry_token).await.expect("registry token"), app.id);
+
+    let log = env.daemon_log();
+    for secret in ["s3cret-pw", "wrong-pw", "wonder-pw", "bad-pw", token] {
+        assert!(!log.contains(secret), "{secret} in the daemon log");
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_download_is_cancelled_naming_image_and_layer() {
+    let env = TestEnv::new("pull-stall");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def("stall"));
+    registry.push(&dir, "test/app:v1", None, None);
+    let behaviour = registry::proxy::Behaviour { stall_blobs: true, ..Default::default() };
+    let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let config = config_file(&env, "[registry]\nstall_timeout_secs = 2\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+
+    let started = std::time::Instant::now();
+    let stalled = pull(&mut cri, "127.0.0.1:5001/test/app:v1", None).await.unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    assert_eq!(stalled.code(), tonic::Code::DeadlineExceeded, "{stalled:?}");
+    assert!(stalled.message().contains("127.0.0.1:5001/test/app:v1"), "{}", stalled.message());
+    assert!(app.layer_digests.iter().any(|d| stalled.message().contains(d.as_str())), "{}", stalled.message());
+    assert!(cri.list_images(None).await.unwrap().is_empty());
+    assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
+
+    // Nothing is stuck: the same pull works once the registry recovers.
+    proxy.set(|b| b.stall_blobs = false);
+    assert_eq!(pull(&mut cri, "127.0.0.1:5001/test/app:v1", None).await.unwrap(), app.id);
+}
+
+#[tokio::test]
+async fn ten_concurrent_pulls_download_each_layer_once() {
+    let mut env = TestEnv::new("pull-many");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def("many"));
+    registry.push(&dir, "test/app:v1", None, None);
+    // Slowed so that the pulls overlap.
+    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(4 << 20), ..Default::default() };
+    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let cri = env.start().await;
+    let mut pulls = Vec::new();
+    for _ in 0..10 {
+        let mut cri = cri.clone();
+        pulls.push(tokio::spawn(async move { pull(&mut cri, "127.0.0.1:5001/test/app:v1", None).await }));
+    }
+    for p in pulls {
+        assert_eq!(p.await.unwrap().expect("every caller answered"), app.id);
+    }
+    for digest in &app.layer_digests {
+        assert_eq!(registry.blob_gets(digest), 1, "layer {digest}: one download for ten pulls");
+    }
+}
+
+#[tokio::test]
+async fn a_daemon_killed_mid_pull_restarts_consistent_and_the_pull_can_be_retried() {
+    let env = TestEnv::new("pull-kill");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def("kill"));
+    registry.push(&dir, "test/app:v1", None, None);
+    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(256 << 10), ..Default::default() };
+    let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let mut env = env;
+    let mut cri = env.start().await;
+    let name = "127.0.0.1:5001/test/app:v1";
+    let mut background = cri.clone();
+    let pulling = tokio::spawn(async move { pull(&mut background, name, None).await });
+
+    // The pull is listed in flight (Status verbose) with bytes arriving.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
+        let info: serde_json::Value = serde_json::from_str(&status.info["config"]).unwrap();
+        let pulls = info["pulls"].as_array().cloned().unwrap_or_default();
+        if pulls.iter().any(|p| p["image"] == name && p["bytes"].as_u64().unwrap_or(0) > 0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no pull in flight: {info}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    env.kill_daemon();
+    assert!(pulling.await.unwrap().is_err());
+
+    let mut cri = env.start().await;
+    assert!(cri.list_images(None).await.unwrap().is_empty(), "a half pull is no image");
+    assert!(store_files(&env).is_empty(), "leftovers of the killed pull: {:?}", store_files(&env));
+    proxy.set(|b| b.throttle_bytes_per_sec = None);
+    assert_eq!(pull(&mut cri, name, None).await.expect("retried"), app.id);
+    assert!(cri.image(name).await.is_some());
+}

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::TestEnv;
 
+pub mod proxy;
+
 pub struct Registry {
     child: Option<Child>,
     pub port: u16,

@@ -46,8 +46,9 @@ pub enum PullError {
     Unauthorized { image: String, why: String },
     #[error("image {image} has no manifest for this node's platform {platform} (it offers {offered})")]
     NoPlatform { image: String, platform: String, offered: String },
-    #[error("pulling {image}: layer {layer} stalled: no data for {secs} s")]
-    Stalled { image: String, layer: String, secs: u64 },
+    /// `blob` says which: `layer sha256:…` or `config sha256:…`.
+    #[error("pulling {image}: {blob} stalled: no data for {secs} s")]
+    Stalled { image: String, blob: String, secs: u64 },
     #[error("pulling {image}: {why}")]
     Registry { image: String, why: String },
     #[error("pulling {image}: {why}")]
@@ -147,7 +148,7 @@ impl Puller {
         let config = client
             .small_blob(&config_digest.to_string(), MAX_JSON_BYTES)
             .await
-            .map_err(|e| remote_error(&image, "the image config", e, self.config.stall_timeout_secs))?;
+            .map_err(|e| remote_error(&image, &format!("config {config_digest}"), e, self.config.stall_timeout_secs))?;
         if Digest::of(&config) != config_digest {
             return Err(bad(format!("config blob does not match its digest {config_digest}")));
         }
@@ -346,12 +347,11 @@ impl LayerJob {
         let _guard = self.puller.blocking(&self.image, |store| store.pull_guard()).await?;
         let digest = self.layer.digest.to_string();
         let stall_secs = self.puller.config.stall_timeout_secs.max(1);
-        let stalled = || PullError::Stalled { image: self.image.clone(), layer: digest.clone(), secs: stall_secs };
+        let stalled =
+            || PullError::Stalled { image: self.image.clone(), blob: format!("layer {digest}"), secs: stall_secs };
         self.counter.set(LayerState::Downloading);
-        let response = self.client.blob(&digest).await.map_err(|e| match e {
-            RemoteError::Transport { timeout: true, .. } => stalled(),
-            e => remote_error(&self.image, &format!("layer {digest}"), e, stall_secs),
-        })?;
+        let response = (self.client.blob(&digest).await)
+            .map_err(|e| remote_error(&self.image, &format!("layer {digest}"), e, stall_secs))?;
         let (sender, receiver) = mpsc::channel(bridge::QUEUED_CHUNKS);
         let store = self.puller.store.clone();
         let (layer, diff_id) = (self.layer.clone(), self.diff_id.clone());
@@ -406,7 +406,7 @@ fn remote_error(image: &str, what: &str, e: RemoteError, stall_secs: u64) -> Pul
         RemoteError::NotFound(url) => PullError::NotFound { image, why: format!("{what}: {url} not found") },
         RemoteError::Unauthorized { .. } => PullError::Unauthorized { image, why: format!("{what}: {e}") },
         RemoteError::Transport { timeout: true, .. } => {
-            PullError::Registry { image, why: format!("{what}: no answer for {stall_secs} s ({e})") }
+            PullError::Stalled { image, blob: what.to_string(), secs: stall_secs }
         }
         RemoteError::TooLarge { .. } => PullError::BadContent { image, why: format!("{what}: {e}") },
         e => PullError::Registry { image, why: format!("{what}: {e}") },

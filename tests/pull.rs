@@ -436,3 +436,55 @@ async fn a_daemon_killed_mid_pull_restarts_consistent_and_the_pull_can_be_retrie
     assert_eq!(pull(&mut cri, name, None).await.expect("retried"), app.id);
     assert!(cri.image(name).await.is_some());
 }
+
+#[tokio::test]
+async fn the_cli_pulls_with_progress_lines_and_lists_pulls_in_flight() {
+    let env = TestEnv::new("pull-cli");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def("cli"));
+    registry.push(&dir, "test/app:v1", None, None);
+    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(512 << 10), ..Default::default() };
+    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let config = config_file(&env, "[registry]\nprogress_interval_secs = 1\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    let socket = env.socket.display().to_string();
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let pull_socket = socket.clone();
+    let pulling = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(common::nidus_bin())
+            .args(["image", "pull", "--socket", &pull_socket, name])
+            .output()
+            .unwrap()
+    });
+    // `nidus image pulls` lists it while it runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = std::process::Command::new(common::nidus_bin())
+            .args(["image", "pulls", "--socket", &socket])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        if text.contains(name) && text.contains("Downloading") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never listed in flight: {text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let out = pulling.await.unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains(&format!("pulled {name} {}", app.id)), "{stdout}");
+    // Not a terminal: plain progress lines.
+    assert!(stderr.lines().any(|l| l.starts_with(name) && l.contains("/3 layers")), "{stderr}");
+    assert!(cri.image(name).await.is_some());
+    let out =
+        std::process::Command::new(common::nidus_bin()).args(["image", "pulls", "--socket", &socket]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no pull in flight");
+    // The daemon logged the pull's progress at its interval, and its end.
+    let log = env.daemon_log();
+    assert!(log.lines().any(|l| l.contains("pull progress") && l.contains("layers_done")), "{log}");
+    assert!(log.contains("image pulled"), "{log}");
+}

@@ -7,6 +7,7 @@
 
 pub mod auth;
 mod bridge;
+pub mod cli;
 mod client;
 pub mod hosts;
 mod inflight;

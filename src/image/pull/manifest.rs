@@ -14,8 +14,8 @@ pub const ACCEPTED: &[&str] = &[OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MAN
 
 /// A fetched manifest or index.
 pub enum Fetched {
-    Index(ImageIndex),
-    Manifest(ImageManifest),
+    Index(Box<ImageIndex>),
+    Manifest(Box<ImageManifest>),
 }
 
 /// One layer of a manifest.
@@ -43,20 +43,22 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Fetched, String>
         return Err("Docker schema 1 manifests are not supported (deprecated; push the image again)".into());
     }
     match media_type {
-        OCI_INDEX | DOCKER_LIST => {
-            ImageIndex::from_reader(body).map(Fetched::Index).map_err(|e| format!("invalid image index: {e}"))
-        }
-        OCI_MANIFEST | DOCKER_MANIFEST => {
-            ImageManifest::from_reader(body).map(Fetched::Manifest).map_err(|e| format!("invalid image manifest: {e}"))
-        }
+        OCI_INDEX | DOCKER_LIST => ImageIndex::from_reader(body)
+            .map(|i| Fetched::Index(Box::new(i)))
+            .map_err(|e| format!("invalid image index: {e}")),
+        OCI_MANIFEST | DOCKER_MANIFEST => ImageManifest::from_reader(body)
+            .map(|m| Fetched::Manifest(Box::new(m)))
+            .map_err(|e| format!("invalid image manifest: {e}")),
         // An OCI index or manifest need not name its media type: tell them by their fields.
         _ if declared.is_none() => {
             let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
             if value.get("manifests").is_some() {
-                ImageIndex::from_reader(body).map(Fetched::Index).map_err(|e| format!("invalid image index: {e}"))
+                ImageIndex::from_reader(body)
+                    .map(|i| Fetched::Index(Box::new(i)))
+                    .map_err(|e| format!("invalid image index: {e}"))
             } else {
                 ImageManifest::from_reader(body)
-                    .map(Fetched::Manifest)
+                    .map(|m| Fetched::Manifest(Box::new(m)))
                     .map_err(|e| format!("invalid image manifest: {e}"))
             }
         }

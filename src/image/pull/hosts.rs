@@ -253,3 +253,34 @@ mod tests {
         assert!(c.validate().is_err());
     }
 }
+
+#[cfg(test)]
+mod tls_config_tests {
+    use super::*;
+
+    #[test]
+    fn tls_settings_parse_beside_the_other_fields_and_unknown_ones_are_refused() {
+        let c: RegistryConfig = toml::from_str(
+            r#"
+            [hosts."r.example"]
+            plain_http = false
+            ca_certs = ["/etc/ca.pem"]
+            client_cert = "/etc/c.pem"
+            client_key = "/etc/k.pem"
+            mirrors = [{ url = "https://m.example", ca_certs = ["/etc/m.pem"] }]
+            "#,
+        )
+        .unwrap();
+        let host = &c.hosts["r.example"];
+        assert_eq!(host.tls.ca_certs, vec![PathBuf::from("/etc/ca.pem")]);
+        assert_eq!(host.tls.client_key, Some(PathBuf::from("/etc/k.pem")));
+        assert_eq!(host.mirrors[0].tls.ca_certs, vec![PathBuf::from("/etc/m.pem")]);
+        assert!(toml::from_str::<RegistryConfig>("[hosts.\"r\"]\nca_cert = \"/x\"\n").is_err());
+        assert!(
+            toml::from_str::<RegistryConfig>("[hosts.\"r\"]\nmirrors = [{ url = \"http://x\", bogus = 1 }]\n").is_err()
+        );
+        // The default config prints as TOML and reads back.
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(toml::from_str::<RegistryConfig>(&text).unwrap(), c);
+    }
+}

@@ -488,3 +488,43 @@ async fn the_cli_pulls_with_progress_lines_and_lists_pulls_in_flight() {
     assert!(log.lines().any(|l| l.contains("pull progress") && l.contains("layers_done")), "{log}");
     assert!(log.contains("image pulled"), "{log}");
 }
+
+#[tokio::test]
+async fn a_tls_registry_is_reached_with_the_configured_ca_and_client_certificate() {
+    let env = TestEnv::new("pull-tls");
+    let plain = Registry::start(&env, "plain", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def("tls"));
+    plain.push(&dir, "test/app:v1", None, None);
+    let certs = env.base.join("certs");
+    registry::make_certificates(&certs);
+    let _tls = Registry::start_tls(&env, "tls", 5443, &plain, &certs);
+    // The same TLS registry as a mirror of two names: once without the
+    // client certificate it requires, once without the CA that signed it.
+    let config = config_file(
+        &env,
+        &format!(
+            r#"
+[registry.hosts."127.0.0.1:5443"]
+ca_certs = ["{c}/ca.pem"]
+client_cert = "{c}/client.pem"
+client_key = "{c}/client.key"
+
+[registry.hosts."tls-without-client-cert.test"]
+mirrors = [{{ url = "https://127.0.0.1:5443", ca_certs = ["{c}/ca.pem"] }}]
+mirrors_only = true
+
+[registry.hosts."tls-without-ca.test"]
+mirrors = [{{ url = "https://127.0.0.1:5443", client_cert = "{c}/client.pem", client_key = "{c}/client.key" }}]
+mirrors_only = true
+"#,
+            c = certs.display()
+        ),
+    );
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    assert_eq!(pull(&mut cri, "127.0.0.1:5443/test/app:v1", None).await.expect("over TLS"), app.id);
+    for refused in ["tls-without-client-cert.test/test/app:v1", "tls-without-ca.test/test/app:v1"] {
+        let e = pull(&mut cri, refused, None).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{refused}: {e:?}");
+    }
+}

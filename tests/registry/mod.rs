@@ -53,14 +53,31 @@ impl Registry {
     /// Starts a registry on 127.0.0.1:`port` in the env's netns; with
     /// `htpasswd`, it requires basic auth with those users.
     pub fn start(env: &TestEnv, name: &str, port: u16, htpasswd: Option<&Path>) -> Self {
-        let dir = env.base.join(format!("registry-{name}"));
-        fs::create_dir_all(dir.join("data")).expect("registry dir");
         let auth = htpasswd
             .map(|p| format!("auth:\n  htpasswd:\n    realm: nidus-test\n    path: {}\n", p.display()))
             .unwrap_or_default();
+        Self::start_with(env, name, port, None, "", &auth)
+    }
+
+    /// Serves what `other` stores over TLS with `certs` (`server.pem`,
+    /// `server.key`, and `ca.pem`, whose client certificates it requires).
+    pub fn start_tls(env: &TestEnv, name: &str, port: u16, other: &Registry, certs: &Path) -> Self {
+        let tls = format!(
+            "  tls:\n    certificate: {}\n    key: {}\n    clientcas:\n      - {}\n",
+            certs.join("server.pem").display(),
+            certs.join("server.key").display(),
+            certs.join("ca.pem").display()
+        );
+        Self::start_with(env, name, port, Some(&other.dir.join("data")), &tls, "")
+    }
+
+    fn start_with(env: &TestEnv, name: &str, port: u16, storage: Option<&Path>, http: &str, auth: &str) -> Self {
+        let dir = env.base.join(format!("registry-{name}"));
+        fs::create_dir_all(dir.join("data")).expect("registry dir");
+        let storage = storage.map(Path::to_path_buf).unwrap_or_else(|| dir.join("data"));
         let config = format!(
-            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}",
-            dir.join("data").display()
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{http}{auth}",
+            storage.display()
         );
         let config_path = dir.join("config.yml");
         fs::write(&config_path, config).expect("registry config");
@@ -123,6 +140,46 @@ impl Registry {
     pub fn manifest_gets(&self) -> usize {
         let log = fs::read_to_string(&self.log).unwrap_or_default();
         log.lines().filter(|l| l.contains("\"GET ") && l.contains("/manifests/")).count()
+    }
+}
+
+/// Makes, in `dir`, a CA (`ca.pem`), a server certificate for 127.0.0.1
+/// (`server.pem`, `server.key`) and a client certificate (`client.pem`,
+/// `client.key`), both signed by the CA, with `openssl`.
+pub fn make_certificates(dir: &Path) {
+    fs::create_dir_all(dir).unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("running openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let ca: Vec<&str> =
+        ["req", "-x509"].into_iter().chain(key).chain(["-keyout", "ca.key", "-out", "ca.pem"]).collect();
+    openssl(&[&ca[..], &["-days", "2", "-subj", "/CN=nidus-test-ca"]].concat());
+    for (name, usage, san) in [("server", "serverAuth", "subjectAltName=IP:127.0.0.1\n"), ("client", "clientAuth", "")]
+    {
+        fs::write(dir.join(format!("{name}.ext")), format!("{san}extendedKeyUsage={usage}\n")).unwrap();
+        let (k, csr, pem, ext) =
+            (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"), format!("{name}.ext"));
+        let req: Vec<&str> = ["req"].into_iter().chain(key).chain(["-keyout", &k, "-out", &csr]).collect();
+        openssl(&[&req[..], &["-subj", &format!("/CN=nidus-test-{name}")]].concat());
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
     }
 }
 

@@ -528,3 +528,30 @@ mirrors_only = true
         assert_eq!(e.code(), tonic::Code::Unavailable, "{refused}: {e:?}");
     }
 }
+
+#[tokio::test]
+async fn a_caller_that_gives_up_leaves_no_half_pull_and_no_stuck_lock() {
+    let env = TestEnv::new("pull-deadline");
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def("deadline"));
+    registry.push(&dir, "test/app:v1", None, None);
+    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(512 << 10), ..Default::default() };
+    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let mut env = env;
+    let mut cri = env.start().await;
+    let name = "127.0.0.1:5001/test/app:v1";
+
+    let mut request = tonic::Request::new(PullImageRequest { image: Some(image_spec(name)), ..Default::default() });
+    request.set_timeout(std::time::Duration::from_millis(500));
+    let gave_up = cri.images.pull_image(request).await.unwrap_err();
+    assert!(matches!(gave_up.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{gave_up:?}");
+    // The pull goes on to its end in the daemon; a new caller joins it.
+    assert_eq!(pull(&mut cri, name, None).await.expect("joined or finished"), app.id);
+    for digest in &app.layer_digests {
+        assert_eq!(registry.blob_gets(digest), 1, "layer {digest}: one download");
+    }
+    // Nothing stuck: the image can be removed, collected and pulled again.
+    cri.remove_image(&app.id).await.unwrap();
+    assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
+    assert_eq!(pull(&mut cri, name, None).await.unwrap(), app.id);
+}

@@ -39,6 +39,21 @@ fn layout(env: &TestEnv, name: &str, def: &ImageDef) -> (PathBuf, Written) {
     (dir, written)
 }
 
+/// A test env with a registry on 127.0.0.1:5000 serving `app_def(marker)` as `test/app:v1`.
+fn serving_app(label: &str, marker: &str) -> (TestEnv, Registry, Written) {
+    let env = TestEnv::new(label);
+    let registry = Registry::start(&env, "main", 5000, None);
+    let (dir, app) = layout(&env, "app", &app_def(marker));
+    registry.push(&dir, "test/app:v1", None, None);
+    (env, registry, app)
+}
+
+/// A proxy on 127.0.0.1:5001 in front of the registry on 5000, slowing blobs to `rate` bytes/s.
+fn throttled(env: &TestEnv, rate: usize) -> registry::proxy::Proxy {
+    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(rate), ..Default::default() };
+    registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour)
+}
+
 async fn pull(cri: &mut Cri, reference: &str, auth: Option<AuthConfig>) -> Result<String, tonic::Status> {
     let request = PullImageRequest { image: Some(image_spec(reference)), auth, sandbox_config: None };
     Ok(cri.images.pull_image(request).await?.into_inner().image_ref)
@@ -64,10 +79,7 @@ fn store_files(env: &TestEnv) -> Vec<String> {
 
 #[tokio::test]
 async fn pull_by_tag_and_by_digest_runs_and_names_the_image_as_kubelet_expects() {
-    let mut env = TestEnv::new("pull-tag");
-    let registry = Registry::start(&env, "main", 5000, None);
-    let (dir, written) = layout(&env, "app", &app_def("tag"));
-    registry.push(&dir, "test/app:v1", None, None);
+    let (mut env, registry, written) = serving_app("pull-tag", "tag");
     let mut cri = env.start().await;
     let name = format!("{}/test/app:v1", registry.host());
 
@@ -353,10 +365,7 @@ async fn basic_and_bearer_auth_with_right_and_wrong_credentials_never_logged() {
 
 #[tokio::test]
 async fn a_stalled_download_is_cancelled_naming_image_and_layer() {
-    let env = TestEnv::new("pull-stall");
-    let registry = Registry::start(&env, "main", 5000, None);
-    let (dir, app) = layout(&env, "app", &app_def("stall"));
-    registry.push(&dir, "test/app:v1", None, None);
+    let (env, _registry, app) = serving_app("pull-stall", "stall");
     let behaviour = registry::proxy::Behaviour { stall_blobs: true, ..Default::default() };
     let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
     let config = config_file(&env, "[registry]\nstall_timeout_secs = 2\n");
@@ -379,13 +388,9 @@ async fn a_stalled_download_is_cancelled_naming_image_and_layer() {
 
 #[tokio::test]
 async fn ten_concurrent_pulls_download_each_layer_once() {
-    let mut env = TestEnv::new("pull-many");
-    let registry = Registry::start(&env, "main", 5000, None);
-    let (dir, app) = layout(&env, "app", &app_def("many"));
-    registry.push(&dir, "test/app:v1", None, None);
+    let (mut env, registry, app) = serving_app("pull-many", "many");
     // Slowed so that the pulls overlap.
-    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(4 << 20), ..Default::default() };
-    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let _proxy = throttled(&env, 4 << 20);
     let cri = env.start().await;
     let mut pulls = Vec::new();
     for _ in 0..10 {
@@ -402,12 +407,8 @@ async fn ten_concurrent_pulls_download_each_layer_once() {
 
 #[tokio::test]
 async fn a_daemon_killed_mid_pull_restarts_consistent_and_the_pull_can_be_retried() {
-    let env = TestEnv::new("pull-kill");
-    let registry = Registry::start(&env, "main", 5000, None);
-    let (dir, app) = layout(&env, "app", &app_def("kill"));
-    registry.push(&dir, "test/app:v1", None, None);
-    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(256 << 10), ..Default::default() };
-    let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let (env, _registry, app) = serving_app("pull-kill", "kill");
+    let proxy = throttled(&env, 256 << 10);
     let mut env = env;
     let mut cri = env.start().await;
     let name = "127.0.0.1:5001/test/app:v1";
@@ -439,12 +440,8 @@ async fn a_daemon_killed_mid_pull_restarts_consistent_and_the_pull_can_be_retrie
 
 #[tokio::test]
 async fn the_cli_pulls_with_progress_lines_and_lists_pulls_in_flight() {
-    let env = TestEnv::new("pull-cli");
-    let registry = Registry::start(&env, "main", 5000, None);
-    let (dir, app) = layout(&env, "app", &app_def("cli"));
-    registry.push(&dir, "test/app:v1", None, None);
-    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(512 << 10), ..Default::default() };
-    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let (env, _registry, app) = serving_app("pull-cli", "cli");
+    let _proxy = throttled(&env, 512 << 10);
     let config = config_file(&env, "[registry]\nprogress_interval_secs = 1\n");
     let mut env = env.with_args(&["--config", &config]);
     let mut cri = env.start().await;
@@ -531,12 +528,8 @@ mirrors_only = true
 
 #[tokio::test]
 async fn a_caller_that_gives_up_leaves_no_half_pull_and_no_stuck_lock() {
-    let env = TestEnv::new("pull-deadline");
-    let registry = Registry::start(&env, "main", 5000, None);
-    let (dir, app) = layout(&env, "app", &app_def("deadline"));
-    registry.push(&dir, "test/app:v1", None, None);
-    let behaviour = registry::proxy::Behaviour { throttle_bytes_per_sec: Some(512 << 10), ..Default::default() };
-    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let (env, registry, app) = serving_app("pull-deadline", "deadline");
+    let _proxy = throttled(&env, 512 << 10);
     let mut env = env;
     let mut cri = env.start().await;
     let name = "127.0.0.1:5001/test/app:v1";

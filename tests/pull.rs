@@ -356,6 +356,13 @@ async fn basic_and_bearer_auth_with_right_and_wrong_credentials_never_logged() {
     cri.remove_image(&app.id).await.unwrap();
     let registry_token = Some(AuthConfig { registry_token: token.into(), ..Default::default() });
     assert_eq!(pull(&mut cri, name, registry_token).await.expect("registry token"), app.id);
+    cri.remove_image(&app.id).await.unwrap();
+    let identity_token = Some(AuthConfig { identity_token: "wonder-pw".into(), ..Default::default() });
+    assert_eq!(pull(&mut cri, name, identity_token).await.expect("identity (refresh) token"), app.id);
+    cri.remove_image(&app.id).await.unwrap();
+    let bad_identity = Some(AuthConfig { identity_token: "bad-pw".into(), ..Default::default() });
+    let denied = pull(&mut cri, name, bad_identity).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
 
     let log = env.daemon_log();
     for secret in ["s3cret-pw", "wrong-pw", "wonder-pw", "bad-pw", token] {

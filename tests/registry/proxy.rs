@@ -15,7 +15,8 @@ use super::in_netns;
 #[derive(Debug, Clone, Default)]
 pub struct Behaviour {
     /// `(username, password, token)`: every registry request needs
-    /// `Authorization: Bearer <token>`, got from `/token` with basic auth.
+    /// `Authorization: Bearer <token>`, got from `/token` with basic auth,
+    /// or by POSTing `password` as an OAuth2 refresh token.
     pub bearer: Option<(String, String, String)>,
     /// Blob bodies above 64 KiB (layers, not configs) stop after half their
     /// bytes (the connection stays open).
@@ -114,7 +115,15 @@ fn serve(
         if path.starts_with("/token") {
             let expected =
                 format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")));
-            return if header(&head, "authorization") == Some(expected.as_str()) {
+            // OAuth2: a POSTed form exchanging the refresh token `password` (an identity token).
+            let length: usize = header(&head, "content-length").and_then(|n| n.parse().ok()).unwrap_or(0);
+            let mut form = vec![0u8; length.min(64 << 10)];
+            client.read_exact(&mut form)?;
+            let form = String::from_utf8_lossy(&form).into_owned();
+            let refreshed = method == "POST"
+                && form.split('&').any(|kv| kv == "grant_type=refresh_token")
+                && form.split('&').any(|kv| kv == format!("refresh_token={password}"));
+            return if refreshed || header(&head, "authorization") == Some(expected.as_str()) {
                 reply(&mut client, "200 OK", &[], format!("{{\"token\":\"{token}\"}}").as_bytes())
             } else {
                 reply(&mut client, "401 Unauthorized", &[], b"{}")

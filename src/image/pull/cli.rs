@@ -42,7 +42,7 @@ pub async fn pull(socket: &Path, reference: &str, creds: Option<&str>) -> Result
     loop {
         tokio::select! {
             answer = &mut call => {
-                view.finish();
+                view.finish(answer.is_ok());
                 let id = answer.map_err(|s| s.message().to_string())?.into_inner().image_ref;
                 println!("pulled {wanted} {id} in {:.2} s", started.elapsed().as_secs_f64());
                 return Ok(());
@@ -125,9 +125,13 @@ impl View {
         }
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self, pulled: bool) {
         if let View::Bars(bars) = self {
             for bar in bars.layers.values() {
+                if pulled {
+                    bar.set_position(bar.length().unwrap_or_default());
+                    bar.set_message("done");
+                }
                 bar.finish();
             }
         }

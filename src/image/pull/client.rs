@@ -45,14 +45,19 @@ pub struct RegistryClient {
 }
 
 fn transport(what: &str, e: &reqwest::Error) -> RemoteError {
-    // reqwest's message can carry the URL (never credentials: nidus never puts them in URLs).
+    RemoteError::Transport { what: what.to_string(), why: error_chain(e), timeout: e.is_timeout() }
+}
+
+/// An HTTP error with its causes. reqwest's message can carry the URL
+/// (never credentials: nidus never puts them in URLs).
+pub fn error_chain(e: &reqwest::Error) -> String {
     let mut why = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         why = format!("{why}: {s}");
         source = s.source();
     }
-    RemoteError::Transport { what: what.to_string(), why, timeout: e.is_timeout() }
+    why
 }
 
 fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, RemoteError> {

@@ -33,6 +33,9 @@ use super::content::MAX_JSON_BYTES;
 use super::import::{Candidate, StoredLayer};
 use super::{Digest, Image, ImageError, ImageStore, Reference};
 
+/// Tries of one layer download whose connection fails.
+const DOWNLOAD_ATTEMPTS: u32 = 3;
+
 /// Largest manifest or index accepted from a registry.
 const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 
@@ -353,6 +356,22 @@ impl LayerJob {
         // The job may outlive the pull that started it (another pull shares
         // it): it holds off garbage collection itself.
         let _guard = self.puller.blocking(&self.image, |store| store.pull_guard()).await?;
+        // A connection lost mid-download is tried again from the start (what
+        // the failed attempt wrote is gone with it); stalls and bad content are not.
+        for attempt in 1.. {
+            match self.download().await {
+                Err(PullError::Registry { why, .. }) if attempt < DOWNLOAD_ATTEMPTS => {
+                    tracing::warn!(image = %self.image, layer = %self.layer.digest, attempt, error = %why,
+                        "layer download failed; trying again");
+                    self.counter.restart();
+                }
+                outcome => return outcome,
+            }
+        }
+        Ok(())
+    }
+
+    async fn download(&self) -> Result<(), PullError> {
         let digest = self.layer.digest.to_string();
         let stall_secs = self.puller.config.stall_timeout_secs.max(1);
         let stalled =
@@ -388,7 +407,7 @@ impl LayerJob {
                     } else {
                         PullError::Registry {
                             image: self.image.clone(),
-                            why: format!("downloading layer {digest}: {e}"),
+                            why: format!("downloading layer {digest}: {}", client::error_chain(&e)),
                         }
                     });
                     break;

@@ -62,6 +62,11 @@ impl LayerProgress {
         self.bytes.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// A download starting again from its first byte.
+    pub fn restart(&self) {
+        self.bytes.store(0, Ordering::Relaxed);
+    }
+
     pub fn set(&self, state: LayerState) {
         self.state.store(state.to_u8(), Ordering::Relaxed);
         if state.finished() {

@@ -555,3 +555,15 @@ async fn a_caller_that_gives_up_leaves_no_half_pull_and_no_stuck_lock() {
     assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
     assert_eq!(pull(&mut cri, name, None).await.unwrap(), app.id);
 }
+
+#[tokio::test]
+async fn a_connection_lost_mid_layer_is_tried_again() {
+    let (mut env, registry, app) = serving_app("pull-retry", "retry");
+    let behaviour = registry::proxy::Behaviour { cut_blobs: 1, ..Default::default() };
+    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let mut cri = env.start().await;
+    assert_eq!(pull(&mut cri, "127.0.0.1:5001/test/app:v1", None).await.expect("pulled on the second try"), app.id);
+    // The busybox layer (the only one above 64 KiB) was fetched twice.
+    assert_eq!(registry.blob_gets(&app.layer_digests[0]), 2);
+    assert!(env.daemon_log().contains("trying again"), "{}", env.daemon_log());
+}

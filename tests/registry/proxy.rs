@@ -21,6 +21,9 @@ pub struct Behaviour {
     /// Blob bodies above 64 KiB (layers, not configs) stop after half their
     /// bytes (the connection stays open).
     pub stall_blobs: bool,
+    /// The next this many blob bodies above 64 KiB stop after half their
+    /// bytes and their connection closes (a lost connection).
+    pub cut_blobs: usize,
     /// Blob bodies are sent at about this many bytes per second.
     pub throttle_bytes_per_sec: Option<usize>,
 }
@@ -109,7 +112,8 @@ fn serve(
     let head = read_head(&mut client)?;
     let mut first = head.lines().next().unwrap_or_default().split(' ');
     let (method, path) = (first.next().unwrap_or_default().to_string(), first.next().unwrap_or_default().to_string());
-    let behaviour = behaviour.lock().unwrap().clone();
+    let shared = behaviour;
+    let behaviour = shared.lock().unwrap().clone();
     if let Some((user, password, token)) = &behaviour.bearer {
         use base64::Engine;
         if path.starts_with("/token") {
@@ -150,6 +154,12 @@ fn serve(
         while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(100));
         }
+        return Ok(());
+    }
+    if is_blob && body.len() > 64 << 10 && behaviour.cut_blobs > 0 {
+        shared.lock().unwrap().cut_blobs -= 1;
+        client.write_all(response_head)?;
+        client.write_all(&body[..body.len() / 2])?;
         return Ok(());
     }
     if let (true, Some(rate)) = (is_blob, behaviour.throttle_bytes_per_sec) {

@@ -38,6 +38,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub container: ContainerConfig,
     pub image: ImageStoreConfig,
+    /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls.
+    pub registry: crate::image::pull::RegistryConfig,
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
     pub hooks: HooksConfig,
@@ -220,6 +222,7 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             container: ContainerConfig::default(),
             image: ImageStoreConfig::default(),
+            registry: Default::default(),
             checkpoint: CheckpointConfig::default(),
             limits: LimitsConfig::default(),
             hooks: HooksConfig::default(),
@@ -315,6 +318,7 @@ impl Config {
         if self.root == self.state {
             return Err(ConfigError::Invalid("root and state must be different directories".into()));
         }
+        self.registry.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if has_dot_dot(Path::new(&self.cgroup_root)) || self.cgroup_root.is_empty() {
             return Err(ConfigError::Invalid(format!(
                 "cgroup_root must be a non-empty path without '..', got {:?}",

@@ -40,6 +40,8 @@ pub struct Daemon {
     pub pause_binary: PathBuf,
     pub monitor_binary: PathBuf,
     pub images: Arc<ImageStore>,
+    /// Pulls from registries into `images`.
+    pub puller: Arc<crate::image::pull::Puller>,
     /// pause and monitor as exec'd (from read-only mounts of their files).
     pub runtime_programs: Vec<RuntimeProgram>,
     /// Cgroups nidus still has to remove (reported in Status verbose).
@@ -91,6 +93,7 @@ impl Daemon {
             "seccompPrograms": self.containers.seccomp_cache_stats(),
             "sandboxes": self.sandboxes.list().len(),
             "network": self.network.describe(),
+            "pulls": self.puller.in_flight(),
         })
     }
 }
@@ -176,6 +179,7 @@ pub async fn serve(config: Config) -> Result<()> {
         containers,
         pause_binary,
         monitor_binary,
+        puller: crate::image::pull::Puller::new(images.clone(), config.registry.clone()),
         images,
         runtime_programs: vec![pause_program, monitor_program],
         owned_cgroups,

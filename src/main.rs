@@ -99,6 +99,30 @@ enum ImageCommand {
     /// tarball (plain, gzip or zstd), into the store under --root; works while
     /// the daemon runs, which lists the image at once.
     Import(ImportArgs),
+    /// Pull an image from its registry through the daemon (PullImage), with
+    /// its progress: a bar per layer on a terminal, plain lines otherwise.
+    Pull(PullArgs),
+    /// List the pulls the daemon has in flight.
+    Pulls(PullsArgs),
+}
+
+#[derive(clap::Args)]
+struct PullArgs {
+    /// The image, e.g. `busybox:1.36` or `registry.k8s.io/pause@sha256:…`.
+    reference: String,
+    /// Registry credentials as `username:password`.
+    #[arg(long, env = "NIDUS_PULL_CREDS", hide_env_values = true)]
+    creds: Option<String>,
+    /// The daemon's CRI socket.
+    #[arg(long, default_value = "/run/nidus/nidus.sock")]
+    socket: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct PullsArgs {
+    /// The daemon's CRI socket.
+    #[arg(long, default_value = "/run/nidus/nidus.sock")]
+    socket: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -165,6 +189,10 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve(args),
         Command::Image(ImageCommand::Import(args)) => image_import(args),
+        Command::Image(ImageCommand::Pull(args)) => {
+            on_socket(nidus::image::pull::cli::pull(&args.socket, &args.reference, args.creds.as_deref()))
+        }
+        Command::Image(ImageCommand::Pulls(args)) => on_socket(nidus::image::pull::cli::list(&args.socket)),
         Command::Seccomp(SeccompCommand::Check(args)) => seccomp_check(args),
         Command::Checkpoint(args) => {
             on_socket(nidus::checkpoint::cli::checkpoint(&args.socket, &args.container, &args.location, args.timeout))

@@ -162,6 +162,23 @@ impl Cri {
         Ok(())
     }
 
+    /// Pulls `reference` from its registry (PullImage); answers the image id.
+    pub async fn pull_image(&self, reference: &str) -> Result<String> {
+        let mut images = ImageServiceClient::new(self.channel.clone());
+        let request = PullImageRequest {
+            image: Some(ImageSpec { image: reference.into(), ..Default::default() }),
+            ..Default::default()
+        };
+        Ok(call("PullImage", images.pull_image(request)).await?.image_ref)
+    }
+
+    pub async fn remove_image(&self, reference: &str) -> Result<()> {
+        let mut images = ImageServiceClient::new(self.channel.clone());
+        let request = RemoveImageRequest { image: Some(ImageSpec { image: reference.into(), ..Default::default() }) };
+        call("RemoveImage", images.remove_image(request)).await?;
+        Ok(())
+    }
+
     /// True when the runtime lists `reference` (ImageStatus).
     pub async fn image_present(&self, reference: &str) -> Result<bool> {
         let mut images = ImageServiceClient::new(self.channel.clone());

@@ -1,9 +1,10 @@
 //! Installs what the benchmark needs from Debian's packages when it is
 //! missing: containerd with runc and crun (the references), the CNI plugins
-//! and iptables (the networked variants), Debian's dynamic
-//! busybox (the test image), gcc (the static pause program), iproute2 and
-//! util-linux. Nothing is started as a service: while apt runs, a
-//! `policy-rc.d` that refuses service starts is in place unless one exists.
+//! and iptables (the networked variants), Debian's dynamic busybox (the test
+//! image), gcc (the static pause program), iproute2, util-linux,
+//! docker-registry and skopeo (the pull step). Nothing is started as a
+//! service: while apt runs, a `policy-rc.d` that refuses service starts is in
+//! place unless one exists.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -26,6 +27,8 @@ const NEEDED: &[(&str, &str)] = &[
     ("nsenter", "util-linux"),
     ("unshare", "util-linux"),
     ("python3", "python3"),
+    ("docker-registry", "docker-registry"),
+    ("skopeo", "skopeo"),
 ];
 
 const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";

@@ -21,6 +21,7 @@ mod netns;
 mod options;
 mod pods;
 mod profile;
+mod pull;
 mod report;
 mod runtime;
 mod stats;
@@ -98,6 +99,19 @@ async fn run() -> Result<bool> {
     let mut containerd = Runtime::start(Kind::Containerd, &lab.places).await?;
     nidus.import(&[&busybox]).await?;
     containerd.import(&[&pause, &busybox]).await?;
+    if options.only_pull {
+        let figures = pull::run(&nidus, &containerd, &lab.places.dir, options.pull_iterations.max(1)).await?;
+        print!("{}", pull::table(&figures).to_text());
+        let dir = Path::new(&options.results_dir);
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("pull-latest.json"), serde_json::to_string_pretty(&figures)?)?;
+        nidus.shut_down();
+        containerd.shut_down();
+        drop((nidus, containerd));
+        let errors = lab.final_check();
+        errors.iter().for_each(|e| eprintln!("error: {e}"));
+        return Ok(errors.is_empty());
+    }
     // The networked variants (bridge CNI for both runtimes, nidus's built-in
     // network) and the second reference, containerd + crun.
     eprintln!("starting nidus (bridge CNI), nidus (built-in network), containerd (bridge CNI), containerd + crun");
@@ -195,6 +209,15 @@ async fn run() -> Result<bool> {
         figures.density = density::run(rt, t, options.density, options.concurrency).await;
     }
 
+    let mut pull_figures = None;
+    if options.pull_iterations > 0 {
+        eprintln!("pull: {} cold pulls per runtime from a local registry", options.pull_iterations);
+        match pull::run(&nidus, &containerd, &lab.places.dir, options.pull_iterations).await {
+            Ok(figures) => pull_figures = Some(figures),
+            Err(e) => errors.push(format!("pull step: {e:#}")),
+        }
+    }
+
     let meta = Meta {
         date: host::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).map(|s| s.trim().to_string()).unwrap_or_default(),
         kernel: host::run("uname", &["-r"]).map(|s| s.trim().to_string()).unwrap_or_default(),
@@ -237,6 +260,7 @@ async fn run() -> Result<bool> {
         nidus: nidus_figures,
         containerd: containerd_figures,
         errors: errors.clone(),
+        pull: pull_figures,
     };
     print!("{}", results.to_text());
     let written = results.write(Path::new(&options.results_dir))?;

@@ -1,7 +1,8 @@
 //! Run options from the environment: `BENCH_N` (iterations per step, default
 //! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
-//! `BENCH_RESULTS` (output directory, default `bench-results`);
+//! `BENCH_RESULTS` (output directory, default `bench-results`), `BENCH_PULL_N`
+//! (pulls per runtime in the pull step, default 5) and `BENCH_ONLY=pull` (that step alone);
 //! `BENCH_PROFILE=1` runs nidus alone (see `profile`); `BENCH_EXEC_ONLY=1`
 //! runs only the streaming exec round trip (see `exec_stream`). nidus's log
 //! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
@@ -20,6 +21,10 @@ pub struct Options {
     pub profile: bool,
     /// Only the streaming exec round trip, for both runtimes.
     pub exec_only: bool,
+    /// Pulls per runtime in the pull step (`BENCH_PULL_N`, default 5; 0 skips it).
+    pub pull_iterations: usize,
+    /// `BENCH_ONLY=pull`: the pull step alone.
+    pub only_pull: bool,
 }
 
 impl Options {
@@ -32,6 +37,12 @@ impl Options {
             results_dir: std::env::var("BENCH_RESULTS").unwrap_or_else(|_| "bench-results".into()),
             profile: number("BENCH_PROFILE", 0)? != 0,
             exec_only: number("BENCH_EXEC_ONLY", 0)? != 0,
+            pull_iterations: number("BENCH_PULL_N", 5)?,
+            only_pull: match std::env::var("BENCH_ONLY").unwrap_or_default().as_str() {
+                "" => false,
+                "pull" => true,
+                other => bail!("BENCH_ONLY={other:?}: the only step that runs alone is `pull`"),
+            },
         };
         if options.iterations == 0 || options.concurrency == 0 {
             bail!("BENCH_N and BENCH_CONCURRENCY must be at least 1");

@@ -73,6 +73,8 @@ pub struct Results {
     pub containerd: RuntimeFigures,
     /// Failures outside the figures (latency iterations, the final check).
     pub errors: Vec<String>,
+    /// The pull step, when it ran.
+    pub pull: Option<crate::pull::PullFigures>,
 }
 
 /// One target of the issue and whether this run met it.
@@ -239,6 +241,7 @@ impl Results {
             "targets": self.targets(),
             "meta": self.meta,
             "errors": self.errors,
+            "pull": self.pull,
         })
     }
 
@@ -354,6 +357,7 @@ impl Results {
             targets.row(vec![t.target, t.measured, if t.met { "yes".into() } else { "NO".into() }]);
         }
         tables.push(targets);
+        tables.extend(self.pull.as_ref().map(crate::pull::table));
         tables
     }
 

@@ -105,3 +105,18 @@ pub fn image_error(field: &str, e: ImageError) -> Status {
         | ImageError::Io { .. } => Status::internal(e.to_string()),
     }
 }
+
+/// A failed pull → its gRPC status (kubelet shows the message in ErrImagePull).
+pub fn pull_status(e: crate::image::pull::PullError) -> Status {
+    use crate::image::pull::PullError;
+    let message = e.to_string();
+    match e {
+        PullError::InvalidReference(_) => invalid("image.image", message),
+        PullError::NotFound { .. } | PullError::NoPlatform { .. } => Status::not_found(message),
+        PullError::Unauthorized { .. } => Status::permission_denied(message),
+        PullError::Stalled { .. } => Status::deadline_exceeded(message),
+        PullError::Registry { .. } => Status::unavailable(message),
+        PullError::BadContent { .. } => Status::data_loss(message),
+        PullError::Store { .. } | PullError::Internal(_) => Status::internal(message),
+    }
+}

@@ -1,7 +1,5 @@
-//! The CRI ImageService over the local image store: list, status, remove and
-//! filesystem usage. Registry pulls arrive with a later issue; until then
-//! `PullImage` answers for images already present (so kubelet's
-//! `IfNotPresent` works) and is Unimplemented otherwise.
+//! The CRI ImageService over the local image store: list, status, remove,
+//! filesystem usage, and pulls from registries (`image::pull`).
 
 use std::sync::Arc;
 
@@ -10,9 +8,9 @@ use tonic::{Request, Response, Status};
 use crate::api::image_service_server::ImageService;
 use crate::api::*;
 use crate::daemon::Daemon;
-use crate::image::{self, ImageError, ImageStore, ImageUser};
+use crate::image::{self, pull, ImageError, ImageStore, ImageUser};
 
-use super::errors::image_error;
+use super::errors::{image_error, pull_status};
 use super::runtime_service::{chunked, StreamOf};
 
 pub struct ImageApi {
@@ -118,17 +116,17 @@ impl ImageService for ImageApi {
     }
 
     async fn pull_image(&self, request: Request<PullImageRequest>) -> Result<Response<PullImageResponse>, Status> {
-        let reference = reference(request.into_inner().image)?;
-        let shown = reference.clone();
-        let found =
-            self.with_store(move |store| store.find(&reference)).await.map_err(|e| image_error("image.image", e))?;
-        match found {
-            Some(image) => Ok(Response::new(PullImageResponse { image_ref: image.id })),
-            None => Err(Status::unimplemented(format!(
-                "PullImage is not implemented by nidus yet (registry pulls come with a later issue) and {shown:?} \
-                 is not in the local store; import it with `nidus image import`"
-            ))),
-        }
+        let request = request.into_inner();
+        let reference = reference(request.image)?;
+        let credentials = match request.auth {
+            Some(a) => {
+                pull::Credentials::from_cri(&a.username, &a.password, &a.auth, &a.identity_token, &a.registry_token)
+                    .map_err(|e| super::errors::invalid("auth.auth", e))?
+            }
+            None => pull::Credentials::Anonymous,
+        };
+        let image = self.daemon.puller.pull(&reference, credentials).await.map_err(pull_status)?;
+        Ok(Response::new(PullImageResponse { image_ref: image.id }))
     }
 
     async fn remove_image(

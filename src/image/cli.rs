@@ -43,7 +43,7 @@ fn shown_name(image: &ImportedImage) -> String {
     }
 }
 
-fn human_bytes(bytes: u64) -> String {
+pub fn human_bytes(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
@@ -94,14 +94,7 @@ fn check_daemon(socket: &Path, root: &Path, imported: &[ImportedImage]) -> Resul
 }
 
 async fn daemon_lists(socket: &Path, ids: Vec<String>) -> Result<Vec<bool>, String> {
-    let socket = socket.to_path_buf();
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
-        }))
-        .await
-        .map_err(|e| e.to_string())?;
+    let channel = socket_channel(socket).await?;
     let mut client = ImageServiceClient::new(channel);
     let mut listed = Vec::new();
     for id in ids {
@@ -110,4 +103,16 @@ async fn daemon_lists(socket: &Path, ids: Vec<String>) -> Result<Vec<bool>, Stri
         listed.push(status.into_inner().image.is_some());
     }
     Ok(listed)
+}
+
+/// A gRPC channel to the daemon's Unix socket.
+pub async fn socket_channel(socket: &Path) -> Result<tonic::transport::Channel, String> {
+    let path = socket.to_path_buf();
+    Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
+        }))
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))
 }

@@ -75,47 +75,24 @@ impl ContentStore {
     /// (storing nothing) when it does not match `expected`. Content already
     /// stored under the digest is kept as it is.
     pub fn write(&self, source: &mut dyn Read, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
-        let dir = self.dir.join("sha256");
-        let tmp = dir.join(temp::new_name());
-        let result = (|| {
-            let file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-                .open(&tmp)
-                .map_err(|e| ImageError::io(format!("creating {}", tmp.display()), e))?;
-            let mut writer = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
-            let limit = expected.size.map(|s| s + 1).unwrap_or(u64::MAX);
-            io::copy(&mut source.take(limit), &mut writer).map_err(|e| ImageError::io("copying blob", e))?;
-            let (buffered, digest, size) = writer.finish();
-            if let Some(want) = expected.size {
-                if want != size {
-                    let name = expected.digest.map(|d| d.to_string()).unwrap_or_else(|| "blob".into());
-                    return Err(ImageError::BadContent(format!(
-                        "{name} has the wrong size: the descriptor says {want} bytes, the content has {}",
-                        if size > want { format!("more than {want}") } else { size.to_string() }
-                    )));
-                }
-            }
-            if let Some(want) = expected.digest {
-                if *want != digest {
-                    return Err(ImageError::BadContent(format!(
-                        "blob content does not match its digest: expected {want}, got {digest}"
-                    )));
-                }
-            }
-            let file = buffered.into_inner().map_err(|e| ImageError::io("writing blob", e.into_error()))?;
-            file.sync_all().map_err(|e| ImageError::io("syncing blob", e))?;
-            let path = self.path(&digest);
-            if !path.exists() {
-                fs::rename(&tmp, &path).map_err(|e| ImageError::io(format!("storing blob {digest}"), e))?;
-                store::sync_dir(&dir).map_err(|e| ImageError::io("syncing the blob directory", e))?;
-            }
-            Ok((digest, size))
-        })();
-        let _ = fs::remove_file(&tmp);
-        result
+        let mut blob = self.create()?;
+        let limit = expected.size.map(|s| s + 1).unwrap_or(u64::MAX);
+        io::copy(&mut source.take(limit), &mut blob).map_err(|e| ImageError::io("copying blob", e))?;
+        blob.commit(expected)
+    }
+
+    /// A blob to be written piece by piece, then checked and published by
+    /// [`BlobWriter::commit`] (once); dropped uncommitted, it leaves nothing.
+    pub fn create(&self) -> Result<BlobWriter<'_>, ImageError> {
+        let tmp = self.dir.join("sha256").join(temp::new_name());
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(|e| ImageError::io(format!("creating {}", tmp.display()), e))?;
+        Ok(BlobWriter { store: self, tmp, writer: Some(HashingWriter::new(BufWriter::with_capacity(1 << 20, file))) })
     }
 
     /// Stores `data` (a manifest nidus wrote itself).
@@ -160,6 +137,87 @@ impl ContentStore {
             .flatten()
             .filter_map(|e| e.metadata().ok())
             .fold((0, 2), |(bytes, inodes), m| (bytes + m.blocks() * 512, inodes + 1))
+    }
+}
+
+/// A blob being written: its bytes go to a temp file, hashed on the way.
+pub struct BlobWriter<'a> {
+    store: &'a ContentStore,
+    tmp: PathBuf,
+    /// `None` once committed.
+    writer: Option<HashingWriter<BufWriter<File>>>,
+}
+
+impl Drop for BlobWriter<'_> {
+    fn drop(&mut self) {
+        // Committed or not, the temp file goes (a committed one was renamed).
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
+fn committed() -> io::Error {
+    io::Error::other("the blob is already committed")
+}
+
+impl io::Write for BlobWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.as_mut().ok_or_else(committed)?.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.as_mut().ok_or_else(committed)?.flush()
+    }
+}
+
+impl BlobWriter<'_> {
+    /// Checks what was written against `expected`, makes it durable and
+    /// renames it into place (keeping a blob already stored under the digest).
+    pub fn commit(&mut self, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
+        let writer = self.writer.take().ok_or_else(|| ImageError::io("committing a blob", committed()))?;
+        let (buffered, digest, size) = writer.finish();
+        let tmp = &self.tmp;
+        let store = self.store;
+        (|| {
+            if let Some(want) = expected.size {
+                if want != size {
+                    let name = expected.digest.map(|d| d.to_string()).unwrap_or_else(|| "blob".into());
+                    return Err(ImageError::BadContent(format!(
+                        "{name} has the wrong size: the descriptor says {want} bytes, the content has {}",
+                        if size > want { format!("more than {want}") } else { size.to_string() }
+                    )));
+                }
+            }
+            if let Some(want) = expected.digest {
+                if *want != digest {
+                    return Err(ImageError::BadContent(format!(
+                        "blob content does not match its digest: expected {want}, got {digest}"
+                    )));
+                }
+            }
+            let file = buffered.into_inner().map_err(|e| ImageError::io("writing blob", e.into_error()))?;
+            file.sync_all().map_err(|e| ImageError::io("syncing blob", e))?;
+            let path = store.path(&digest);
+            if !path.exists() {
+                fs::rename(tmp, &path).map_err(|e| ImageError::io(format!("storing blob {digest}"), e))?;
+                let dir = store.dir.join("sha256");
+                store::sync_dir(&dir).map_err(|e| ImageError::io("syncing the blob directory", e))?;
+            }
+            Ok((digest, size))
+        })()
+    }
+}
+
+/// Reads through to `inner` and writes everything read into a blob.
+pub struct Tee<'b, 'a, R> {
+    pub inner: R,
+    pub blob: &'b mut BlobWriter<'a>,
+}
+
+impl<R: Read> Read for Tee<'_, '_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        io::Write::write_all(self.blob, &buf[..n])?;
+        Ok(n)
     }
 }
 

@@ -18,13 +18,13 @@ use super::unpack::{decompressed, Compression};
 use super::ImageError;
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
-const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+pub const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 const OCI_LAYER: &str = "application/vnd.oci.image.layer.v1.tar";
-const LAYER_TYPES: &[&str] = &[
+pub const LAYER_TYPES: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar",
     "application/vnd.oci.image.layer.v1.tar+gzip",
     "application/vnd.oci.image.layer.v1.tar+zstd",

@@ -62,9 +62,32 @@ impl LayerStore {
         if let Some(record) = self.record(diff_id)? {
             return Ok(record);
         }
+        let mut file = fs::File::open(blob).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ImageError::BlobMissing(blob_digest.clone()),
+            _ => ImageError::io(format!("opening the blob for layer {diff_id}"), e),
+        })?;
+        self.unpack_stream(&mut file, blob_digest, diff_id, |_| Ok(()))
+    }
+
+    /// Unpacks a layer from its blob as `source` yields it, verifying the
+    /// diff id. `complete` runs once the layer's tar has ended and before
+    /// the layer is published: it reads what is left of `source` and checks
+    /// the blob (a failure there publishes nothing). A layer already
+    /// unpacked is not unpacked again; `complete` still runs.
+    pub fn unpack_stream<R: io::Read>(
+        &self,
+        source: &mut R,
+        blob_digest: &Digest,
+        diff_id: &Digest,
+        complete: impl FnOnce(&mut R) -> Result<(), ImageError>,
+    ) -> Result<LayerRecord, ImageError> {
+        if let Some(record) = self.record(diff_id)? {
+            complete(source)?;
+            return Ok(record);
+        }
         let started = std::time::Instant::now();
         let work = self.dir.join(temp::new_name());
-        let result = self.unpack_into(&work, blob, blob_digest, diff_id);
+        let result = self.unpack_into(&work, source, blob_digest, diff_id, complete);
         if result.is_err() || work.exists() {
             let _ = store::remove_tree(&work);
         }
@@ -74,23 +97,21 @@ impl LayerStore {
         Ok(record)
     }
 
-    fn unpack_into(
+    fn unpack_into<R: io::Read>(
         &self,
         work: &Path,
-        blob: &Path,
+        source: &mut R,
         blob_digest: &Digest,
         diff_id: &Digest,
+        complete: impl FnOnce(&mut R) -> Result<(), ImageError>,
     ) -> Result<LayerRecord, ImageError> {
         let io_err = |what: &str, e| ImageError::io(format!("{what} for layer {diff_id}"), e);
         store::create_dir_new(work, 0o700).map_err(|e| io_err("creating a work directory", e))?;
         let fs_dir = work.join(FS_DIR);
         store::create_dir_new(&fs_dir, 0o755).map_err(|e| io_err("creating a work directory", e))?;
-        let file = fs::File::open(blob).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => ImageError::BlobMissing(blob_digest.clone()),
-            _ => io_err("opening the blob", e),
-        })?;
-        let found = unpack::unpack(BufReader::with_capacity(1 << 20, file), &fs_dir)
+        let found = unpack::unpack(BufReader::with_capacity(1 << 20, &mut *source), &fs_dir)
             .map_err(|e| ImageError::BadLayer { layer: blob_digest.clone(), why: e.to_string() })?;
+        complete(source)?;
         if found != *diff_id {
             return Err(ImageError::BadLayer {
                 layer: blob_digest.clone(),

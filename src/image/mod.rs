@@ -13,6 +13,7 @@ mod index;
 mod layer_entry;
 pub mod layers;
 mod lease;
+pub mod pull;
 pub mod reference;
 mod store;
 mod temp;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use oci_spec::image::ImageConfiguration;
 
-use super::content::ContentStore;
+use super::content::{ContentStore, Expected, Tee};
 use super::digest::{chain_id, Digest};
 use super::gc::find_garbage;
 use super::import::{self, Candidate};
@@ -419,6 +419,65 @@ impl ImageStore {
         Ok(())
     }
 
+    /// Held by a pull from its first blob until its image is in the index:
+    /// garbage collection waits until then.
+    pub fn pull_guard(&self) -> Result<LockFile, ImageError> {
+        self.work_in_flight()
+    }
+
+    pub fn has_blob(&self, digest: &Digest) -> bool {
+        self.content.contains(digest)
+    }
+
+    /// Stores a manifest or config a pull fetched, verified against `digest`.
+    pub fn store_fetched(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
+        if !self.content.contains(digest) {
+            let expected = Expected { digest: Some(digest), size: Some(data.len() as u64) };
+            self.content.write(&mut &data[..], expected)?;
+        }
+        Ok(())
+    }
+
+    /// Stores a layer blob of `size` bytes as `source` yields it, unpacking
+    /// it on the way unless its layer `diff_id` is unpacked already. The blob
+    /// is checked against `digest` and the layer against `diff_id` before
+    /// either is published; on failure neither is left behind.
+    pub fn store_layer(
+        &self,
+        source: &mut dyn std::io::Read,
+        digest: &Digest,
+        size: u64,
+        diff_id: &Digest,
+    ) -> Result<(), ImageError> {
+        let mut blob = self.content.create()?;
+        let mut tee = Tee { inner: std::io::Read::take(source, size + 1), blob: &mut blob };
+        self.layers.unpack_stream(&mut tee, digest, diff_id, |tee| {
+            std::io::copy(tee, &mut std::io::sink())
+                .map_err(|e| ImageError::BadLayer { layer: digest.clone(), why: format!("reading the blob: {e}") })?;
+            tee.blob.commit(Expected { digest: Some(digest), size: Some(size) }).map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Adds a pulled image under `name`, its repo digest `name@repo_digest`
+    /// (the digest the registry serves it by: the index's for a multi-platform image).
+    pub fn add_pulled(
+        &self,
+        candidate: Candidate,
+        name: &Reference,
+        repo_digest: &Digest,
+    ) -> Result<Image, ImageError> {
+        let (mut record, _) = self.prepare(candidate, Some(name))?;
+        record.repo_digests = vec![name.with_digest(repo_digest)];
+        let image = record.to_image();
+        self.update_index(|index| {
+            add_image(index, record);
+            Ok(())
+        })?;
+        // The index may have merged names of an image with the same id.
+        Ok(self.resolve(&image.id).unwrap_or(image))
+    }
+
     /// Holders of leases (containers, to reconcile with those that exist).
     pub fn lease_holders(&self) -> Result<Vec<String>, ImageError> {
         Ok(self.leases.all()?.into_iter().map(|l| l.holder).collect())
@@ -462,7 +521,7 @@ impl ImageStore {
         Ok(report)
     }
 
-    fn collect_garbage_logged(&self) {
+    pub fn collect_garbage_logged(&self) {
         if let Err(e) = self.collect_garbage() {
             tracing::warn!(error = %e, "image garbage collection failed; it is retried at the next one");
         }

@@ -5,7 +5,8 @@
 //! `/run/containerd/s`). CRI plugin: cgroupfs driver, overlayfs snapshotter,
 //! no CNI config, `restrict_oom_score_adj` (root here lacks
 //! CAP_SYS_RESOURCE), and the harness's pause image as `sandbox_image`.
-//! Images are imported with `ctr images import` into the `k8s.io` namespace.
+//! Images are imported with `ctr images import` into the `k8s.io` namespace;
+//! the pull step's registry (127.0.0.1, plain HTTP) is configured as a mirror.
 //! Two more flavours: `containerd-cni` (the bench's bridge CNI list and
 //! Debian's plugins) and `containerd-crun` (crun instead of runc).
 
@@ -85,6 +86,8 @@ disabled_plugins = [{disabled}]
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:{pull_port}"]
+    endpoint = ["http://127.0.0.1:{pull_port}"]
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = {cni_bin}
     conf_dir = {cni_conf}
@@ -104,6 +107,7 @@ disabled_plugins = [{disabled}]
         cni_bin = toml_str(cni_bin),
         cni_conf = toml_str(cni.join("conf")),
         runc_root = toml_str(runc_root(rt)),
+        pull_port = crate::pull::REGISTRY_PORT,
     );
     fs::write(config_path(rt), config)?;
     Ok(("containerd".into(), vec!["--config".into(), config_path(rt).display().to_string()], true))

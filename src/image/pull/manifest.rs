@@ -1,0 +1,136 @@
+//! What a registry serves for a reference: an image index (manifest list),
+//! resolved to this node's platform, or an image manifest (OCI or Docker
+//! schema 2), checked for what nidus can run.
+
+use oci_spec::image::{ImageIndex, ImageManifest};
+
+use super::super::import::{
+    host_architecture, DOCKER_CONFIG, DOCKER_LIST, DOCKER_MANIFEST, LAYER_TYPES, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST,
+};
+use super::super::Digest;
+
+/// The media types a pull accepts, in the `Accept` header.
+pub const ACCEPTED: &[&str] = &[OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
+
+/// A fetched manifest or index.
+pub enum Fetched {
+    Index(Box<ImageIndex>),
+    Manifest(Box<ImageManifest>),
+}
+
+/// One layer of a manifest.
+#[derive(Debug, Clone)]
+pub struct LayerDescriptor {
+    pub digest: Digest,
+    pub size: u64,
+    pub media_type: String,
+}
+
+/// Reads `body` as what the registry says it is (`content_type`, else the
+/// body's own `mediaType`).
+pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Fetched, String> {
+    let declared: Option<String> = serde_json::from_slice::<serde_json::Value>(body)
+        .map_err(|e| format!("not JSON: {e}"))?
+        .get("mediaType")
+        .and_then(|m| m.as_str())
+        .map(str::to_string);
+    let schema1 = [
+        "application/vnd.docker.distribution.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v1+prettyjws",
+    ];
+    let media_type = declared.as_deref().or(content_type).unwrap_or_default();
+    if schema1.contains(&media_type) {
+        return Err("Docker schema 1 manifests are not supported (deprecated; push the image again)".into());
+    }
+    match media_type {
+        OCI_INDEX | DOCKER_LIST => ImageIndex::from_reader(body)
+            .map(|i| Fetched::Index(Box::new(i)))
+            .map_err(|e| format!("invalid image index: {e}")),
+        OCI_MANIFEST | DOCKER_MANIFEST => ImageManifest::from_reader(body)
+            .map(|m| Fetched::Manifest(Box::new(m)))
+            .map_err(|e| format!("invalid image manifest: {e}")),
+        // An OCI index or manifest need not name its media type: tell them by their fields.
+        _ if declared.is_none() => {
+            let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+            if value.get("manifests").is_some() {
+                ImageIndex::from_reader(body)
+                    .map(|i| Fetched::Index(Box::new(i)))
+                    .map_err(|e| format!("invalid image index: {e}"))
+            } else {
+                ImageManifest::from_reader(body)
+                    .map(|m| Fetched::Manifest(Box::new(m)))
+                    .map_err(|e| format!("invalid image manifest: {e}"))
+            }
+        }
+        other => Err(format!("unsupported manifest media type {other:?}")),
+    }
+}
+
+/// The platform this node runs: `linux/<arch>[/<variant>]`.
+pub fn node_platform() -> String {
+    match node_variant() {
+        Some(variant) => format!("linux/{}/{variant}", host_architecture()),
+        None => format!("linux/{}", host_architecture()),
+    }
+}
+
+fn node_variant() -> Option<&'static str> {
+    match host_architecture() {
+        "arm64" => Some("v8"),
+        "arm" => Some("v7"),
+        _ => None,
+    }
+}
+
+/// The manifest of `index` for this node: linux, this architecture, and
+/// the variant when the index names one (arm64's `v8` also matches none).
+pub fn choose(index: &ImageIndex) -> Option<(Digest, u64)> {
+    index.manifests().iter().find_map(|d| {
+        let platform = d.platform().as_ref()?;
+        let media_type = d.media_type().to_string();
+        if ![OCI_MANIFEST, DOCKER_MANIFEST].contains(&media_type.as_str()) {
+            return None;
+        }
+        let variant_ok = match (platform.variant().as_deref(), node_variant()) {
+            (None | Some(""), _) => true,
+            (Some(v), Some(node)) => v == node,
+            (Some(_), None) => false,
+        };
+        let fits = platform.os().to_string() == "linux"
+            && platform.architecture().to_string() == host_architecture()
+            && variant_ok;
+        fits.then(|| d.digest().to_string().parse().ok().map(|digest| (digest, d.size()))).flatten()
+    })
+}
+
+/// The platforms an index offers (for the error when none fits).
+pub fn offered(index: &ImageIndex) -> Vec<String> {
+    index
+        .manifests()
+        .iter()
+        .filter_map(|d| d.platform().as_ref())
+        .map(|p| match p.variant() {
+            Some(v) if !v.is_empty() => format!("{}/{}/{v}", p.os(), p.architecture()),
+            _ => format!("{}/{}", p.os(), p.architecture()),
+        })
+        .collect()
+}
+
+/// Config digest and size, and the layers, of an image manifest nidus can run.
+pub fn image_parts(manifest: &ImageManifest) -> Result<((Digest, u64), Vec<LayerDescriptor>), String> {
+    let config_type = manifest.config().media_type().to_string();
+    if config_type != OCI_CONFIG && config_type != DOCKER_CONFIG {
+        return Err(format!("the manifest is not a container image (config media type {config_type:?})"));
+    }
+    let config: Digest = manifest.config().digest().to_string().parse().map_err(|e| format!("config digest: {e}"))?;
+    let mut layers = Vec::new();
+    for layer in manifest.layers() {
+        let media_type = layer.media_type().to_string();
+        if !LAYER_TYPES.contains(&media_type.as_str()) {
+            return Err(format!("unsupported layer media type {media_type:?}"));
+        }
+        let digest = layer.digest().to_string().parse().map_err(|e| format!("layer digest: {e}"))?;
+        layers.push(LayerDescriptor { digest, size: layer.size(), media_type });
+    }
+    Ok(((config, manifest.config().size()), layers))
+}

@@ -1,0 +1,467 @@
+//! Pulling images from OCI registries (distribution API v2) into the image
+//! store: endpoints from the hosts configuration tried in order; the
+//! manifest (an index resolved to this node's platform) and config fetched
+//! with size bounds and verified; layers not yet stored fetched in parallel,
+//! hashed, stored and unpacked as they arrive, each verified before it is
+//! published; pulls of one image and downloads of one layer de-duplicated.
+
+pub mod auth;
+mod bridge;
+pub mod cli;
+mod client;
+pub mod hosts;
+mod inflight;
+mod manifest;
+pub mod progress;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, Semaphore};
+
+pub use auth::Credentials;
+pub use hosts::RegistryConfig;
+pub use progress::PullSnapshot;
+
+use self::client::{RegistryClient, RemoteError};
+use self::inflight::InFlight;
+use self::manifest::{Fetched, LayerDescriptor};
+use self::progress::{LayerProgress, LayerState, Pulls};
+use super::content::MAX_JSON_BYTES;
+use super::import::{Candidate, StoredLayer};
+use super::{Digest, Image, ImageError, ImageStore, Reference};
+
+/// Tries of one layer download whose connection fails.
+const DOWNLOAD_ATTEMPTS: u32 = 3;
+
+/// Largest manifest or index accepted from a registry.
+const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+
+/// Why a pull failed. Messages name the image (and layer), never credentials.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PullError {
+    #[error("{0}")]
+    InvalidReference(String),
+    #[error("image {image} not found: {why}")]
+    NotFound { image: String, why: String },
+    #[error("pulling {image}: {why}")]
+    Unauthorized { image: String, why: String },
+    #[error("image {image} has no manifest for this node's platform {platform} (it offers {offered})")]
+    NoPlatform { image: String, platform: String, offered: String },
+    /// `blob` says which: `layer sha256:…` or `config sha256:…`.
+    #[error("pulling {image}: {blob} stalled: no data for {secs} s")]
+    Stalled { image: String, blob: String, secs: u64 },
+    #[error("pulling {image}: {why}")]
+    Registry { image: String, why: String },
+    #[error("pulling {image}: {why}")]
+    BadContent { image: String, why: String },
+    #[error("pulling {image}: {why}")]
+    Store { image: String, why: String },
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Pulls images for the daemon; one per daemon, shared by its services.
+pub struct Puller {
+    store: Arc<ImageStore>,
+    config: RegistryConfig,
+    images: InFlight<(String, Credentials), Image>,
+    layers: InFlight<Digest, ()>,
+    pulls: Arc<Pulls>,
+}
+
+impl Puller {
+    pub fn new(store: Arc<ImageStore>, config: RegistryConfig) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            config,
+            images: InFlight::default(),
+            layers: InFlight::default(),
+            pulls: Arc::default(),
+        })
+    }
+
+    /// The pulls in flight now.
+    pub fn in_flight(&self) -> Vec<PullSnapshot> {
+        self.pulls.snapshots()
+    }
+
+    /// Pulls `reference` (normalised as everywhere: `busybox` is
+    /// `docker.io/library/busybox:latest`) and returns the image now stored.
+    /// A pull of the same image with the same credentials already running
+    /// is joined rather than repeated.
+    pub async fn pull(self: &Arc<Self>, reference: &str, credentials: Credentials) -> Result<Image, PullError> {
+        let reference = Reference::parse(reference).map_err(|e| PullError::InvalidReference(e.to_string()))?;
+        if reference.digest.is_some() {
+            // Content named by its digest cannot have changed: a present image needs no registry.
+            let (shown, wanted) = (reference.to_string(), reference.to_string());
+            if let Some(image) = self.blocking(&shown, move |store| store.find(&wanted)).await? {
+                return Ok(image);
+            }
+        }
+        let key = (reference.to_string(), credentials.clone());
+        let this = self.clone();
+        let (result, joined) =
+            self.images.run(key, move || async move { this.pull_once(reference, credentials).await });
+        if joined {
+            tracing::debug!("joined a pull of the same image in flight");
+        }
+        result.await
+    }
+
+    async fn pull_once(self: Arc<Self>, reference: Reference, credentials: Credentials) -> Result<Image, PullError> {
+        let image = reference.to_string();
+        let started = std::time::Instant::now();
+        let pulls = self.pulls.clone();
+        let listed = pulls.start(&image);
+        let interval = Duration::from_secs(self.config.progress_interval_secs.max(1));
+        let logging = tokio::spawn(log_progress(listed.progress.clone(), interval));
+        let result = self.fetch_and_store(&reference, credentials, &listed.progress).await;
+        logging.abort();
+        let snapshot = listed.progress.snapshot();
+        drop(listed);
+        match &result {
+            Ok(pulled) => tracing::info!(image = %image, id = %pulled.id, layers = snapshot.layers.len(),
+                bytes = snapshot.bytes, ms = started.elapsed().as_millis() as u64, "image pulled"),
+            Err(e) => {
+                tracing::warn!(image = %image, error = %e, "image pull failed");
+                // What the failed pull stored goes (unless other work is in flight: then at the next collection).
+                let store = self.store.clone();
+                let _ = tokio::task::spawn_blocking(move || store.collect_garbage_logged()).await;
+            }
+        }
+        result
+    }
+
+    async fn fetch_and_store(
+        self: &Arc<Self>,
+        reference: &Reference,
+        credentials: Credentials,
+        progress: &progress::PullProgress,
+    ) -> Result<Image, PullError> {
+        let image = reference.to_string();
+        let (client, top_digest, manifest_bytes) = self.resolve_manifest(reference, &credentials).await?;
+        let bad = |why: String| PullError::BadContent { image: image.clone(), why };
+        let manifest_digest = Digest::of(&manifest_bytes);
+        let manifest = match manifest::parse(&manifest_bytes, None)
+            .map_err(|why| bad(format!("manifest {manifest_digest}: {why}")))?
+        {
+            Fetched::Manifest(m) => m,
+            Fetched::Index(_) => return Err(bad(format!("index {top_digest} lists another index for this platform"))),
+        };
+        let ((config_digest, config_size), layers) =
+            manifest::image_parts(&manifest).map_err(|why| bad(format!("manifest {manifest_digest}: {why}")))?;
+        if config_size > MAX_JSON_BYTES {
+            return Err(bad(format!("config {config_digest} is larger than {MAX_JSON_BYTES} bytes")));
+        }
+        let config = client
+            .small_blob(&config_digest.to_string(), MAX_JSON_BYTES)
+            .await
+            .map_err(|e| remote_error(&image, &format!("config {config_digest}"), e, self.config.stall_timeout_secs))?;
+        if Digest::of(&config) != config_digest {
+            return Err(bad(format!("config blob does not match its digest {config_digest}")));
+        }
+        let diff_ids = diff_ids(&config).map_err(|why| bad(format!("config {config_digest}: {why}")))?;
+        if diff_ids.len() != layers.len() {
+            return Err(bad(format!(
+                "config {config_digest} lists {} layers, manifest {manifest_digest} {}",
+                diff_ids.len(),
+                layers.len()
+            )));
+        }
+
+        // From the first blob stored until the image is in the index, GC waits.
+        let guard = self.blocking(&image, |store| store.pull_guard()).await?;
+        let (m, c) = (manifest_bytes.clone(), config.clone());
+        let (md, cd) = (manifest_digest.clone(), config_digest.clone());
+        self.blocking(&image, move |store| {
+            store.store_fetched(&m, &md)?;
+            store.store_fetched(&c, &cd)
+        })
+        .await?;
+
+        let counters = progress.set_layers(&layers.iter().map(|l| (l.digest.to_string(), l.size)).collect::<Vec<_>>());
+        let limit = Arc::new(Semaphore::new(self.config.max_concurrent_downloads.max(1)));
+        let client = Arc::new(client);
+        let mut waits = Vec::new();
+        for ((layer, diff_id), counter) in layers.iter().zip(&diff_ids).zip(counters) {
+            if self.store.has_blob(&layer.digest) {
+                counter.set(LayerState::Present);
+                continue;
+            }
+            let job = LayerJob {
+                puller: self.clone(),
+                client: client.clone(),
+                image: image.clone(),
+                layer: layer.clone(),
+                diff_id: diff_id.clone(),
+                counter: counter.clone(),
+                limit: limit.clone(),
+            };
+            let (wait, joined) = self.layers.run(layer.digest.clone(), move || job.run());
+            if joined {
+                counter.set(LayerState::Shared);
+            }
+            waits.push(async move {
+                let result = wait.await;
+                if result.is_ok() {
+                    counter.set(LayerState::Done);
+                }
+                result
+            });
+        }
+        // Every layer job of this pull ends before it answers: a failed pull
+        // leaves no download behind it still writing.
+        for result in futures_util::future::join_all(waits).await {
+            result?;
+        }
+
+        let candidate = Candidate {
+            manifest: manifest_digest,
+            manifest_size: manifest_bytes.len() as u64,
+            config: config_digest,
+            config_size: config.len() as u64,
+            layers: layers
+                .iter()
+                .map(|l| StoredLayer { digest: l.digest.clone(), size: l.size, media_type: l.media_type.clone() })
+                .collect(),
+            names: Vec::new(),
+            registry_manifest: true,
+        };
+        let name = reference.clone();
+        let pulled = self.blocking(&image, move |store| store.add_pulled(candidate, &name, &top_digest)).await?;
+        drop(guard);
+        Ok(pulled)
+    }
+
+    /// Finds the endpoint that serves the image and fetches its manifest
+    /// (through the index for this platform). Answers the client, the digest
+    /// the reference resolves to (the index's for a multi-platform image) and
+    /// the manifest.
+    async fn resolve_manifest(
+        &self,
+        reference: &Reference,
+        credentials: &Credentials,
+    ) -> Result<(RegistryClient, Digest, Bytes), PullError> {
+        let image = reference.to_string();
+        let endpoints = self
+            .config
+            .endpoints(&reference.domain, &reference.path)
+            .map_err(|e| PullError::Internal(e.to_string()))?;
+        let wanted = match (&reference.digest, &reference.tag) {
+            (Some(digest), _) => digest.to_string(),
+            (None, Some(tag)) => tag.clone(),
+            (None, None) => super::reference::DEFAULT_TAG.to_string(),
+        };
+        let stall = Duration::from_secs(self.config.stall_timeout_secs.max(1));
+        let mut failures: Vec<RemoteError> = Vec::new();
+        for endpoint in endpoints {
+            let client = match RegistryClient::new(endpoint, &reference.domain, credentials.clone(), stall) {
+                Ok(client) => client,
+                Err(e) => return Err(PullError::Registry { image, why: e.to_string() }),
+            };
+            match client.manifest(&wanted, manifest::ACCEPTED, MAX_MANIFEST_BYTES).await {
+                Ok((body, media_type)) => {
+                    let top = Digest::of(&body);
+                    if let Some(want) = &reference.digest {
+                        if *want != top {
+                            return Err(PullError::BadContent {
+                                image,
+                                why: format!("the registry served a manifest with digest {top}"),
+                            });
+                        }
+                    }
+                    let fetched = manifest::parse(&body, media_type.as_deref())
+                        .map_err(|why| PullError::BadContent { image: image.clone(), why: format!("{top}: {why}") })?;
+                    let manifest = match fetched {
+                        Fetched::Manifest(_) => body,
+                        Fetched::Index(index) => {
+                            let Some((chosen, _)) = manifest::choose(&index) else {
+                                return Err(PullError::NoPlatform {
+                                    image,
+                                    platform: manifest::node_platform(),
+                                    offered: manifest::offered(&index).join(", "),
+                                });
+                            };
+                            let (body, _) = client
+                                .manifest(&chosen.to_string(), manifest::ACCEPTED, MAX_MANIFEST_BYTES)
+                                .await
+                                .map_err(|e| remote_error(&image, "the platform manifest", e, stall.as_secs()))?;
+                            if Digest::of(&body) != chosen {
+                                return Err(PullError::BadContent {
+                                    image,
+                                    why: format!("manifest {chosen} does not match its digest"),
+                                });
+                            }
+                            body
+                        }
+                    };
+                    tracing::debug!(image = %image, endpoint = %client.endpoint().base_url(), "manifest resolved");
+                    return Ok((client, top, manifest));
+                }
+                Err(e) => {
+                    tracing::debug!(image = %image, endpoint = %client.endpoint().base_url(), error = %e,
+                        "endpoint cannot serve the manifest; trying the next");
+                    failures.push(e);
+                }
+            }
+        }
+        // Every endpoint failed. The most telling failure is the answer: a
+        // refusal of credentials, else the last answer a registry gave (a
+        // TLS attempt at a plain-HTTP loopback registry is no answer).
+        let worst = failures
+            .iter()
+            .find(|e| matches!(e, RemoteError::Unauthorized { .. }))
+            .or_else(|| failures.iter().rev().find(|e| !matches!(e, RemoteError::Transport { .. })))
+            .or(failures.last())
+            .cloned();
+        let why = failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        Err(match worst {
+            Some(RemoteError::NotFound(_)) => PullError::NotFound { image, why },
+            Some(RemoteError::Unauthorized { .. }) => PullError::Unauthorized { image, why },
+            _ => PullError::Registry { image, why },
+        })
+    }
+
+    /// Runs blocking store work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        image: &str,
+        work: impl FnOnce(&ImageStore) -> Result<T, ImageError> + Send + 'static,
+    ) -> Result<T, PullError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || work(&store))
+            .await
+            .map_err(|e| PullError::Internal(format!("image store task: {e}")))?
+            .map_err(|e| store_error(image, e))
+    }
+}
+
+/// One layer to download: stored and unpacked as its bytes arrive.
+struct LayerJob {
+    puller: Arc<Puller>,
+    client: Arc<RegistryClient>,
+    image: String,
+    layer: LayerDescriptor,
+    diff_id: Digest,
+    counter: Arc<LayerProgress>,
+    limit: Arc<Semaphore>,
+}
+
+impl LayerJob {
+    async fn run(self) -> Result<(), PullError> {
+        let _permit = self.limit.acquire().await.map_err(|e| PullError::Internal(e.to_string()))?;
+        // The job may outlive the pull that started it (another pull shares
+        // it): it holds off garbage collection itself.
+        let _guard = self.puller.blocking(&self.image, |store| store.pull_guard()).await?;
+        // A connection lost mid-download is tried again from the start (what
+        // the failed attempt wrote is gone with it); stalls and bad content are not.
+        for attempt in 1.. {
+            match self.download().await {
+                Err(PullError::Registry { why, .. }) if attempt < DOWNLOAD_ATTEMPTS => {
+                    tracing::warn!(image = %self.image, layer = %self.layer.digest, attempt, error = %why,
+                        "layer download failed; trying again");
+                    self.counter.restart();
+                }
+                outcome => return outcome,
+            }
+        }
+        Ok(())
+    }
+
+    async fn download(&self) -> Result<(), PullError> {
+        let digest = self.layer.digest.to_string();
+        let stall_secs = self.puller.config.stall_timeout_secs.max(1);
+        let stalled =
+            || PullError::Stalled { image: self.image.clone(), blob: format!("layer {digest}"), secs: stall_secs };
+        self.counter.set(LayerState::Downloading);
+        let response = (self.client.blob(&digest).await)
+            .map_err(|e| remote_error(&self.image, &format!("layer {digest}"), e, stall_secs))?;
+        let (sender, receiver) = mpsc::channel(bridge::QUEUED_CHUNKS);
+        let store = self.puller.store.clone();
+        let (layer, diff_id) = (self.layer.clone(), self.diff_id.clone());
+        let unpacking = tokio::task::spawn_blocking(move || {
+            let mut reader = bridge::ChannelReader::new(receiver);
+            store.store_layer(&mut reader, &layer.digest, layer.size, &diff_id)
+        });
+        let mut body = response.bytes_stream();
+        let mut failure = None;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(stall_secs), body.next()).await {
+                Err(_) => {
+                    failure = Some(stalled());
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(Ok(chunk))) => {
+                    self.counter.received(chunk.len() as u64);
+                    if sender.send(Ok(chunk)).await.is_err() {
+                        break; // The unpacker has failed: its error is the answer.
+                    }
+                }
+                Ok(Some(Err(e))) => {
+                    failure = Some(if e.is_timeout() {
+                        stalled()
+                    } else {
+                        PullError::Registry {
+                            image: self.image.clone(),
+                            why: format!("downloading layer {digest}: {}", client::error_chain(&e)),
+                        }
+                    });
+                    break;
+                }
+            }
+        }
+        if failure.is_some() {
+            let _ = sender.send(Err(std::io::Error::other("download failed"))).await;
+        }
+        drop(sender);
+        let stored = unpacking.await.map_err(|e| PullError::Internal(format!("layer task: {e}")))?;
+        match (failure, stored) {
+            (Some(failure), _) => Err(failure),
+            (None, Err(e)) => Err(store_error(&self.image, e)),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+}
+
+fn remote_error(image: &str, what: &str, e: RemoteError, stall_secs: u64) -> PullError {
+    let image = image.to_string();
+    match e {
+        RemoteError::NotFound(url) => PullError::NotFound { image, why: format!("{what}: {url} not found") },
+        RemoteError::Unauthorized { .. } => PullError::Unauthorized { image, why: format!("{what}: {e}") },
+        RemoteError::Transport { timeout: true, .. } => {
+            PullError::Stalled { image, blob: what.to_string(), secs: stall_secs }
+        }
+        RemoteError::TooLarge { .. } => PullError::BadContent { image, why: format!("{what}: {e}") },
+        e => PullError::Registry { image, why: format!("{what}: {e}") },
+    }
+}
+
+fn store_error(image: &str, e: ImageError) -> PullError {
+    let image = image.to_string();
+    match e {
+        ImageError::BadContent(_) | ImageError::BadLayer { .. } => PullError::BadContent { image, why: e.to_string() },
+        e => PullError::Store { image, why: e.to_string() },
+    }
+}
+
+/// The diff ids of an image config.
+fn diff_ids(config: &[u8]) -> Result<Vec<Digest>, String> {
+    let config = oci_spec::image::ImageConfiguration::from_reader(config).map_err(|e| format!("invalid: {e}"))?;
+    config.rootfs().diff_ids().iter().map(|d| d.parse::<Digest>().map_err(|e| format!("diff id: {e}"))).collect()
+}
+
+/// Logs a pull's progress every `interval` until aborted.
+async fn log_progress(progress: Arc<progress::PullProgress>, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let s = progress.snapshot();
+        tracing::info!(image = %s.image, layers_done = s.layers_done, layers = s.layers.len(), bytes = s.bytes,
+            total_bytes = s.total_bytes, bytes_per_sec = s.rate(), elapsed_ms = s.elapsed_ms, "pull progress");
+    }
+}

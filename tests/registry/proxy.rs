@@ -1,0 +1,174 @@
+//! An HTTP proxy in front of a test registry, inside the test's network
+//! namespace, that can demand bearer tokens (and serve them from its own
+//! small token service), and stall or slow blob downloads.
+//! One request per connection (`Connection: close`).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::in_netns;
+
+/// What the proxy does; changed while it runs.
+#[derive(Debug, Clone, Default)]
+pub struct Behaviour {
+    /// `(username, password, token)`: every registry request needs
+    /// `Authorization: Bearer <token>`, got from `/token` with basic auth,
+    /// or by POSTing `password` as an OAuth2 refresh token.
+    pub bearer: Option<(String, String, String)>,
+    /// Blob bodies above 64 KiB (layers, not configs) stop after half their
+    /// bytes (the connection stays open).
+    pub stall_blobs: bool,
+    /// The next this many blob bodies above 64 KiB stop after half their
+    /// bytes and their connection closes (a lost connection).
+    pub cut_blobs: usize,
+    /// Blob bodies are sent at about this many bytes per second.
+    pub throttle_bytes_per_sec: Option<usize>,
+}
+
+pub struct Proxy {
+    pub behaviour: Arc<Mutex<Behaviour>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    /// Listens on 127.0.0.1:`port` in `netns`, forwarding to 127.0.0.1:`upstream`.
+    pub fn start(netns: &str, port: u16, upstream: u16, behaviour: Behaviour) -> Self {
+        let listener = in_netns(netns, move || TcpListener::bind(("127.0.0.1", port)).expect("proxy listen"));
+        let proxy = Self { behaviour: Arc::new(Mutex::new(behaviour)), stop: Arc::default() };
+        let (behaviour, stop) = (proxy.behaviour.clone(), proxy.stop.clone());
+        let netns = netns.to_string();
+        // Connections to the registry are made from threads in the netns.
+        std::thread::spawn(move || {
+            in_netns(&netns, move || {
+                for client in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(client) = client else { continue };
+                    let (behaviour, stop) = (behaviour.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        let _ = serve(client, port, upstream, &behaviour, &stop);
+                    });
+                }
+            })
+        });
+        proxy
+    }
+
+    pub fn set(&self, change: impl FnOnce(&mut Behaviour)) {
+        change(&mut self.behaviour.lock().unwrap());
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte)? == 0 {
+            break;
+        }
+        if head.is_empty() && byte[0] == 0x16 {
+            // A TLS handshake: this proxy speaks plain HTTP only.
+            return Err(std::io::Error::other("TLS client hello"));
+        }
+        head.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+fn reply(client: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &[u8]) -> std::io::Result<()> {
+    let mut out = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    client.write_all(out.as_bytes())?;
+    client.write_all(body)
+}
+
+fn serve(
+    mut client: TcpStream,
+    port: u16,
+    upstream: u16,
+    behaviour: &Mutex<Behaviour>,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    let head = read_head(&mut client)?;
+    let mut first = head.lines().next().unwrap_or_default().split(' ');
+    let (method, path) = (first.next().unwrap_or_default().to_string(), first.next().unwrap_or_default().to_string());
+    let shared = behaviour;
+    let behaviour = shared.lock().unwrap().clone();
+    if let Some((user, password, token)) = &behaviour.bearer {
+        use base64::Engine;
+        if path.starts_with("/token") {
+            let expected =
+                format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")));
+            // OAuth2: a POSTed form exchanging the refresh token `password` (an identity token).
+            let length: usize = header(&head, "content-length").and_then(|n| n.parse().ok()).unwrap_or(0);
+            let mut form = vec![0u8; length.min(64 << 10)];
+            client.read_exact(&mut form)?;
+            let form = String::from_utf8_lossy(&form).into_owned();
+            let refreshed = method == "POST"
+                && form.split('&').any(|kv| kv == "grant_type=refresh_token")
+                && form.split('&').any(|kv| kv == format!("refresh_token={password}"));
+            return if refreshed || header(&head, "authorization") == Some(expected.as_str()) {
+                reply(&mut client, "200 OK", &[], format!("{{\"token\":\"{token}\"}}").as_bytes())
+            } else {
+                reply(&mut client, "401 Unauthorized", &[], b"{}")
+            };
+        }
+        if header(&head, "authorization") != Some(format!("Bearer {token}").as_str()) {
+            let challenge = format!(
+                "Bearer realm=\"http://127.0.0.1:{port}/token\",service=\"nidus-test\",scope=\"repository:test:pull\""
+            );
+            return reply(&mut client, "401 Unauthorized", &[("WWW-Authenticate", challenge)], b"{}");
+        }
+    }
+    let mut registry = TcpStream::connect(("127.0.0.1", upstream))?;
+    let accept = header(&head, "accept").map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    write!(registry, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{upstream}\r\n{accept}Connection: close\r\n\r\n")?;
+    let mut response = Vec::new();
+    registry.read_to_end(&mut response)?;
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(response.len());
+    let (response_head, body) = response.split_at(split);
+    let is_blob = method == "GET" && path.contains("/blobs/");
+    if is_blob && behaviour.stall_blobs && body.len() > 64 << 10 {
+        client.write_all(response_head)?;
+        client.write_all(&body[..body.len() / 2])?;
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        return Ok(());
+    }
+    if is_blob && body.len() > 64 << 10 && behaviour.cut_blobs > 0 {
+        shared.lock().unwrap().cut_blobs -= 1;
+        client.write_all(response_head)?;
+        client.write_all(&body[..body.len() / 2])?;
+        return Ok(());
+    }
+    if let (true, Some(rate)) = (is_blob, behaviour.throttle_bytes_per_sec) {
+        client.write_all(response_head)?;
+        for chunk in body.chunks((rate / 10).max(1)) {
+            client.write_all(chunk)?;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        return Ok(());
+    }
+    client.write_all(&response)
+}

@@ -40,7 +40,7 @@ async fn unimplemented_rpcs_say_so_and_name_themselves() {
     let mut cri = env.start().await;
     let checks: Vec<(&str, tonic::Status)> = vec![
         ("CheckpointPod", cri.runtime.checkpoint_pod(CheckpointPodRequest::default()).await.unwrap_err()),
-        ("PortForward", cri.runtime.port_forward(PortForwardRequest::default()).await.unwrap_err()),
+        ("RestorePod", cri.runtime.restore_pod(RestorePodRequest::default()).await.unwrap_err()),
     ];
     for (rpc, status) in checks {
         assert_eq!(status.code(), tonic::Code::Unimplemented, "{rpc}: {status:?}");

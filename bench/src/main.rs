@@ -160,7 +160,7 @@ async fn run() -> Result<bool> {
         return Ok(errors.is_empty() && leftovers.is_empty());
     }
 
-    let variants = vec![
+    let mut variants = vec![
         Variant { label: NIDUS, target: nidus_target.clone(), network: PodNetwork::Node },
         Variant { label: CONTAINERD, target: containerd_target.clone(), network: PodNetwork::Node },
         Variant { label: NIDUS_OWN_NETNS, target: nidus_target.clone(), network: PodNetwork::Own },
@@ -169,6 +169,16 @@ async fn run() -> Result<bool> {
         Variant { label: CONTAINERD_CNI, target: other_targets[2].clone(), network: PodNetwork::Own },
         Variant { label: CONTAINERD_CRUN, target: other_targets[3].clone(), network: PodNetwork::Node },
     ];
+    // A reference this host cannot run (Debian's crun refuses hybrid cgroups)
+    // is left out with its reason, not failed at every iteration.
+    let mut crun_unavailable = None;
+    if let Some(crun) = variants.iter().find(|v| v.label == CONTAINERD_CRUN) {
+        if let Err(e) = lifecycle::timed_lifecycle(&crun.target, "probe-containerd-crun", crun.network).await {
+            eprintln!("containerd + crun left out: it cannot run a pod on this host: {e:#}");
+            crun_unavailable = Some(format!("{e:#}"));
+            variants.retain(|v| v.label != CONTAINERD_CRUN);
+        }
+    }
     let mut errors = Vec::new();
     eprintln!("warm-up: {} lifecycle(s) per variant", options.warm_up);
     errors.extend(latency::warm_up(&variants, options.warm_up).await);
@@ -235,6 +245,10 @@ async fn run() -> Result<bool> {
         crun_version: host::run("crun", &["--version"])
             .ok()
             .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("crun version ").to_string()))
+            .map(|version| match &crun_unavailable {
+                Some(_) => format!("{version}, which cannot run pods on this host"),
+                None => version,
+            })
             .unwrap_or_default(),
         nidus_commit: host::run("git", &["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"])
             .map(|s| s.trim().to_string())
@@ -263,6 +277,7 @@ async fn run() -> Result<bool> {
         pull: pull_figures,
     };
     print!("{}", results.to_text());
+    print!("\n{exec_text}");
     let written = results.write(Path::new(&options.results_dir))?;
     eprintln!("results: {} (and latest.md beside it)", written.display());
     Ok(errors.is_empty())

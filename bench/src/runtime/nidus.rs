@@ -74,8 +74,13 @@ fn extra_config(rt: &Runtime) -> Result<String> {
 
 /// The `[network]` section: no pod network (pods with their own namespace
 /// get loopback only, as before networking existed), the bench's bridge CNI
-/// list, or the built-in network.
+/// list, or the built-in network; none for the second build.
 fn network_section(rt: &Runtime) -> Result<String> {
+    // The second build may predate the section (an A/B against an older
+    // nidus): it gets none; `BENCH_NIDUS_B_CONFIG` can carry one.
+    if rt.kind == super::Kind::NidusB {
+        return Ok(String::new());
+    }
     let conf_dir = rt.dir.join("cni-conf");
     fs::create_dir_all(&conf_dir)?;
     let builtin = match rt.kind {

@@ -181,6 +181,42 @@ fn assert_no_network_leftovers(env: &TestEnv, after: &str) {
     assert_eq!(cache_entries(env), Vec::<PathBuf>::new(), "network cache entries left after {after}");
 }
 
+/// Two pods serving their names over HTTP (a with host port 18080): each
+/// has one address of `prefix`, leased (`leases`), on its eth0, and each
+/// reaches the other over TCP.
+struct TwoPods {
+    a: String,
+    web_a: String,
+    web_b: String,
+    ip_b: Vec<String>,
+}
+
+async fn two_web_pods_talking(
+    env: &TestEnv,
+    cri: &mut Cri,
+    image: &str,
+    prefix: &str,
+    leases: fn(&TestEnv) -> Vec<String>,
+) -> TwoPods {
+    let (a, web_a) = web_pod(env, cri, image, "a", Some(18080)).await;
+    let (b, web_b) = web_pod(env, cri, image, "b", None).await;
+    let ip_a = pod_ips(cri, &a).await;
+    let ip_b = pod_ips(cri, &b).await;
+    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
+    assert!(ip_a[0].starts_with(prefix) && ip_b[0].starts_with(prefix), "{ip_a:?} {ip_b:?}");
+    assert_ne!(ip_a, ip_b);
+    let mut leased = vec![ip_a[0].clone(), ip_b[0].clone()];
+    leased.sort();
+    assert_eq!(leases(env), leased);
+    // The pod's interface has the address the status reports.
+    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
+    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
+    // Pod to pod over TCP, both ways.
+    assert_eq!(fetch_in(cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    assert_eq!(fetch_in(cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
+    TwoPods { a, web_a, web_b, ip_b }
+}
+
 #[tokio::test]
 async fn cni_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
     let mut env = net_env("cni", "off");
@@ -189,25 +225,7 @@ async fn cni_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
     assert!(network_ready(&mut cri).await.status, "NetworkReady with a valid CNI configuration");
     let image = env.import_busybox(&mut cri).await;
 
-    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", Some(18080)).await;
-    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
-    let ip_a = pod_ips(&mut cri, &a).await;
-    let ip_b = pod_ips(&mut cri, &b).await;
-    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
-    assert!(ip_a[0].starts_with(SUBNET_PREFIX) && ip_b[0].starts_with(SUBNET_PREFIX), "{ip_a:?} {ip_b:?}");
-    assert_ne!(ip_a, ip_b);
-    assert_eq!(leases(&env), {
-        let mut l = vec![ip_a[0].clone(), ip_b[0].clone()];
-        l.sort();
-        l
-    });
-    // The pod's interface has the address the status reports.
-    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
-    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
-
-    // Pod to pod over TCP, both ways.
-    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
-    assert_eq!(fetch_in(&mut cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
+    let TwoPods { a, ip_b, .. } = two_web_pods_talking(&env, &mut cri, &image, SUBNET_PREFIX, leases).await;
     // The host port reaches pod a from the node.
     assert_eq!(fetch_from_node(&env, GATEWAY, 18080).await.trim(), "hello-from-a");
     assert_eq!(hostport_chains(&env).len(), 1, "one DNAT chain for pod a");
@@ -388,27 +406,13 @@ async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
     assert!(network_ready(&mut cri).await.status, "NetworkReady with the built-in network");
     let image = env.import_busybox(&mut cri).await;
 
-    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", Some(18080)).await;
-    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
-    let ip_a = pod_ips(&mut cri, &a).await;
-    let ip_b = pod_ips(&mut cri, &b).await;
-    assert_eq!(ip_a.len(), 1, "{ip_a:?}");
-    assert!(ip_a[0].starts_with(BUILTIN_PREFIX) && ip_b[0].starts_with(BUILTIN_PREFIX), "{ip_a:?} {ip_b:?}");
-    assert_ne!(ip_a, ip_b);
-    assert_eq!(builtin_leases(&env), {
-        let mut l = vec![ip_a[0].clone(), ip_b[0].clone()];
-        l.sort();
-        l
-    });
-    let addr = cri.exec_ok(&web_a, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
-    assert!(addr.contains(&format!("{}/24", ip_a[0])), "{addr}");
+    let TwoPods { a, web_a, web_b, ip_b } =
+        two_web_pods_talking(&env, &mut cri, &image, BUILTIN_PREFIX, builtin_leases).await;
     let routes = cri.exec_ok(&web_a, &["ip", "route"]).await;
     assert!(routes.contains(&format!("default via {BUILTIN_GATEWAY}")), "{routes}");
     let lo = cri.exec_ok(&web_a, &["ip", "-o", "addr", "show", "lo"]).await;
     assert!(lo.contains("127.0.0.1"), "{lo}");
 
-    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
-    assert_eq!(fetch_in(&mut cri, &web_a, &ip_b[0]).await.trim(), "hello-from-b");
     assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18080).await.trim(), "hello-from-a");
     assert_eq!(fetch_from_node(&env, "127.0.0.1", 18080).await.trim(), "hello-from-a");
 

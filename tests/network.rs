@@ -308,21 +308,52 @@ async fn a_failed_add_leaves_no_address_veth_or_cache_entry() {
     env.assert_no_leftovers();
 }
 
-#[tokio::test]
-async fn del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
-    let mut env = net_env("cnirestart", "off");
-    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+/// Pods a (host port 18081) and b, then kill -9 of the daemon: the
+/// restarted daemon reports a's address and b still reaches a over TCP.
+/// Answers the new client, the image, a and b.
+async fn two_pods_survive_a_daemon_kill(env: &mut TestEnv) -> (Cri, String, String, String) {
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;
-    let (a, _) = web_pod(&env, &mut cri, &image, "a", Some(18081)).await;
-    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let (a, _) = web_pod(env, &mut cri, &image, "a", Some(18081)).await;
+    let (b, web_b) = web_pod(env, &mut cri, &image, "b", None).await;
     let ip_a = pod_ips(&mut cri, &a).await;
-
-    // kill -9: the restarted daemon reports the same addresses, pods still talk, and DEL works.
     env.kill_daemon();
     let mut cri = env.start().await;
     assert_eq!(pod_ips(&mut cri, &a).await, ip_a);
     assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    (cri, image, a, b)
+}
+
+/// A simulated reboot with pod `b` running: b is NOTREADY, its lease
+/// (`leases`) outlives the reboot until StopPodSandbox's DEL releases it,
+/// and a new pod gets a working address; every pod is removed after.
+async fn del_works_after_a_simulated_reboot(
+    env: &mut TestEnv,
+    mut cri: Cri,
+    image: &str,
+    b: &str,
+    leases: fn(&TestEnv) -> Vec<String>,
+) {
+    let ip_b = pod_ips(&mut cri, b).await;
+    env.simulate_reboot();
+    let mut cri = env.start().await;
+    assert_eq!(cri.pod_state(b).await, PodSandboxState::SandboxNotready);
+    assert_eq!(leases(env), ip_b, "the lease outlives the reboot until DEL");
+    cri.stop_pod(b).await.unwrap();
+    assert_eq!(leases(env), Vec::<String>::new(), "DEL from the cache released the address");
+    cri.remove_pod(b).await.unwrap();
+    let (c, web_c) = web_pod(env, &mut cri, image, "c", None).await;
+    let ip_c = pod_ips(&mut cri, &c).await;
+    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
+    remove_all(&mut cri).await;
+}
+
+#[tokio::test]
+async fn del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
+    let mut env = net_env("cnirestart", "off");
+    write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
+    // kill -9: the restarted daemon reports the same addresses, pods still talk, and DEL works.
+    let (mut cri, image, a, b) = two_pods_survive_a_daemon_kill(&mut env).await;
     // The restarted daemon CHECKs each running pod's network (1.0.0 has
     // CHECK). Pod b's passes; pod a's host port trips Debian's portmap 1.1.1,
     // whose CHECK looks for IPv6 rules it never made (containernetworking/
@@ -344,19 +375,7 @@ async fn del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
     assert_eq!(hostport_chains(&env), Vec::<String>::new());
 
     // A reboot: the pause and its namespace are gone, the cache is not.
-    let ip_b = pod_ips(&mut cri, &b).await;
-    env.simulate_reboot();
-    let mut cri = env.start().await;
-    assert_eq!(cri.pod_state(&b).await, PodSandboxState::SandboxNotready);
-    assert_eq!(leases(&env), ip_b, "the lease outlives the reboot until DEL");
-    cri.stop_pod(&b).await.unwrap();
-    assert_eq!(leases(&env), Vec::<String>::new(), "DEL from the cache released the address");
-    cri.remove_pod(&b).await.unwrap();
-    // A new attempt gets a working address.
-    let (c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
-    let ip_c = pod_ips(&mut cri, &c).await;
-    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
-    remove_all(&mut cri).await;
+    del_works_after_a_simulated_reboot(&mut env, cri, &image, &b, leases).await;
     assert_no_network_leftovers(&env, "the restarts");
 }
 
@@ -456,33 +475,13 @@ async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
 #[tokio::test]
 async fn builtin_del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
     let mut env = net_env("builtinrestart", "auto");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let (a, _) = web_pod(&env, &mut cri, &image, "a", Some(18081)).await;
-    let (b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
-    let ip_a = pod_ips(&mut cri, &a).await;
-
-    env.kill_daemon();
-    let mut cri = env.start().await;
-    assert_eq!(pod_ips(&mut cri, &a).await, ip_a);
-    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+    let (mut cri, image, a, b) = two_pods_survive_a_daemon_kill(&mut env).await;
     assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18081).await.trim(), "hello-from-a", "host port reopened");
     cri.stop_pod(&a).await.unwrap();
     cri.remove_pod(&a).await.unwrap();
     assert_eq!(builtin_leases(&env).len(), 1);
 
-    let ip_b = pod_ips(&mut cri, &b).await;
-    env.simulate_reboot();
-    let mut cri = env.start().await;
-    assert_eq!(cri.pod_state(&b).await, PodSandboxState::SandboxNotready);
-    assert_eq!(builtin_leases(&env), ip_b, "the lease outlives the reboot until DEL");
-    cri.stop_pod(&b).await.unwrap();
-    assert_eq!(builtin_leases(&env), Vec::<String>::new());
-    cri.remove_pod(&b).await.unwrap();
-    let (c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
-    let ip_c = pod_ips(&mut cri, &c).await;
-    assert_eq!(fetch_in(&mut cri, &web_c, &ip_c[0]).await.trim(), "hello-from-c");
-    remove_all(&mut cri).await;
+    del_works_after_a_simulated_reboot(&mut env, cri, &image, &b, builtin_leases).await;
     assert_no_builtin_leftovers(&env, "the restarts");
 }
 

@@ -928,12 +928,19 @@ async fn what_a_crash_left_of_a_checkpoint_is_cleaned_up_at_restart() {
         let ended = host::wait_or_kill(&mut helper.0, Duration::from_secs(10));
         assert_eq!(ended.and_then(|s| s.signal()), Some(libc::SIGKILL), "{n}: what CRIU left is ended");
     }
-    assert_eq!(host::names_in(&dir), [".other.tar.tmp-0123456789abcdef"], "only the recorded temporary files go");
+    // The daemon removes what a checkpoint left once its CRIU and helpers
+    // are gone, just after their end: a moment's wait.
+    let deadline = Instant::now() + Duration::from_secs(10);
     for id in &ids {
-        let debris = checkpoint_debris(&env.root.join("containers").join(id));
-        assert!(debris.is_empty(), "the interrupted checkpoint's images and records stay: {debris:?}");
+        let container_dir = env.root.join("containers").join(id);
+        while !checkpoint_debris(&container_dir).is_empty() {
+            let debris = checkpoint_debris(&container_dir);
+            assert!(Instant::now() < deadline, "the interrupted checkpoint's images and records stay: {debris:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(cri.status_of(id).await.state(), ContainerState::ContainerRunning);
     }
+    assert_eq!(host::names_in(&dir), [".other.tar.tmp-0123456789abcdef"], "only the recorded temporary files go");
     let location = dir.join("0.tar");
     checkpoint(&mut cri, &ids[0], &location, 0).await.expect("a checkpoint to the same location");
     assert!(tar_list(&location).iter().any(|e| e == "config.dump"));

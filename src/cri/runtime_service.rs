@@ -275,12 +275,7 @@ impl RuntimeService for RuntimeApi {
         let client_deadline = super::deadline::client_deadline(request.metadata());
         let request = request.into_inner();
         let id = validate::id("container_id", &request.container_id)?;
-        if request.cmd.is_empty() || request.cmd[0].is_empty() {
-            return Err(super::errors::invalid("cmd", "must name a command"));
-        }
-        if request.cmd.iter().any(|a| a.contains('\0')) {
-            return Err(super::errors::invalid("cmd", "must not contain a NUL byte"));
-        }
+        validate::exec_command(&request.cmd)?;
         let timeout = (request.timeout > 0).then(|| std::time::Duration::from_secs(request.timeout as u64));
         // The client's deadline ends the command too, just before tonic would
         // answer Cancelled for it: a deadline is always DeadlineExceeded.

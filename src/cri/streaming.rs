@@ -14,20 +14,8 @@ use crate::streaming::portforward::PodNetwork;
 
 pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Status> {
     let id = validate::id("container_id", &request.container_id)?;
-    if request.cmd.is_empty() {
-        return Err(invalid("cmd", "must not be empty"));
-    }
-    if request.cmd.iter().any(|a| a.contains('\0')) {
-        return Err(invalid("cmd", "must not contain a NUL byte"));
-    }
-    if request.tty && request.stderr {
-        // As Kubernetes: a terminal merges stderr into stdout.
-        return Err(invalid("stderr", "tty and stderr cannot both be true"));
-    }
-    if !(request.stdin || request.stdout || request.stderr) {
-        return Err(invalid("stdin, stdout, stderr", "one of them must be true"));
-    }
-    let stdio = ExecStdio { stdin: request.stdin, stdout: request.stdout, stderr: request.stderr, tty: request.tty };
+    validate::exec_command(&request.cmd)?;
+    let stdio = streams(request.stdin, request.stdout, request.stderr, request.tty)?;
     let launch = daemon.containers.prepare_exec(id, request.cmd)?;
     tracing::debug!(container_id = %launch.container_id, tty = stdio.tty, "exec session prepared");
     Ok(ExecResponse { url: daemon.streaming.exec_url(launch, stdio) })
@@ -35,18 +23,24 @@ pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Statu
 
 pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {
     let id = validate::id("container_id", &request.container_id)?;
-    if request.tty && request.stderr {
-        return Err(invalid("stderr", "tty and stderr cannot both be true"));
-    }
-    if !(request.stdin || request.stdout || request.stderr) {
-        return Err(invalid("stdin, stdout, stderr", "one of them must be true"));
-    }
+    let stdio = streams(request.stdin, request.stdout, request.stderr, request.tty)?;
     let launch = daemon.containers.prepare_attach(id)?;
     if request.stdin && !launch.stdin {
         return Err(invalid("stdin", "the container was not created with stdin"));
     }
-    let stdio = ExecStdio { stdin: request.stdin, stdout: request.stdout, stderr: request.stderr, tty: request.tty };
     Ok(AttachResponse { url: daemon.streaming.attach_url(launch, stdio) })
+}
+
+/// The streams an Exec or Attach asks for: at least one, and no stderr with
+/// a terminal (as Kubernetes: a terminal merges stderr into stdout).
+fn streams(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> Result<ExecStdio, Status> {
+    if tty && stderr {
+        return Err(invalid("stderr", "tty and stderr cannot both be true"));
+    }
+    if !(stdin || stdout || stderr) {
+        return Err(invalid("stdin, stdout, stderr", "one of them must be true"));
+    }
+    Ok(ExecStdio { stdin, stdout, stderr, tty })
 }
 
 pub fn port_forward(daemon: &Daemon, request: PortForwardRequest) -> Result<PortForwardResponse, Status> {

@@ -56,6 +56,17 @@ fn name(field: &str, value: &str, max: usize) -> Result<(), Status> {
     Ok(())
 }
 
+/// The `cmd` of ExecSync and Exec: a command named, no NUL byte anywhere.
+pub fn exec_command(cmd: &[String]) -> Result<(), Status> {
+    if cmd.first().is_none_or(|first| first.is_empty()) {
+        return Err(invalid("cmd", "must name a command"));
+    }
+    if cmd.iter().any(|a| a.contains('\0')) {
+        return Err(invalid("cmd", "must not contain a NUL byte"));
+    }
+    Ok(())
+}
+
 /// Labels and annotations: non-empty keys, bounded total size.
 pub fn string_map(field: &str, map: &HashMap<String, String>) -> Result<(), Status> {
     let mut total = 0;

@@ -37,7 +37,7 @@ use crate::cri::PodNetwork;
 use crate::lab::Lab;
 use crate::latency::Variant;
 use crate::lifecycle::Target;
-use crate::options::Options;
+use crate::options::{OnlyStep, Options};
 use crate::report::{
     Meta, Results, RuntimeFigures, CONTAINERD, CONTAINERD_CNI, CONTAINERD_CRUN, NIDUS, NIDUS_BUILTIN, NIDUS_CNI,
     NIDUS_OWN_NETNS,
@@ -99,7 +99,7 @@ async fn run() -> Result<bool> {
     let mut containerd = Runtime::start(Kind::Containerd, &lab.places).await?;
     nidus.import(&[&busybox]).await?;
     containerd.import(&[&pause, &busybox]).await?;
-    if options.only_pull {
+    if options.only == Some(OnlyStep::Pull) {
         let figures = pull::run(&nidus, &containerd, &lab.places.dir, options.pull_iterations.max(1)).await?;
         print!("{}", pull::table(&figures).to_text());
         let dir = Path::new(&options.results_dir);
@@ -144,20 +144,21 @@ async fn run() -> Result<bool> {
         check_nesting(rt, t).await?;
     }
 
-    if options.exec_only {
+    if options.only == Some(OnlyStep::Exec) {
         let (text, errors) =
             exec_stream::compare([(&nidus, &nidus_target), (&containerd, &containerd_target)], options.iterations)
                 .await;
         print!("{text}");
-        drop((nidus_target, containerd_target));
+        drop((nidus_target, containerd_target, other_targets));
         nidus.shut_down();
         containerd.shut_down();
-        for e in &errors {
-            eprintln!("error: {e}");
+        for rt in &mut others {
+            rt.shut_down();
         }
-        drop((nidus, containerd));
-        let leftovers = lab.final_check();
-        return Ok(errors.is_empty() && leftovers.is_empty());
+        drop((nidus, containerd, others));
+        let errors: Vec<String> = errors.into_iter().chain(lab.final_check()).collect();
+        errors.iter().for_each(|e| eprintln!("error: {e}"));
+        return Ok(errors.is_empty());
     }
 
     let mut variants = vec![

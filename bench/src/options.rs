@@ -2,9 +2,10 @@
 //! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
 //! `BENCH_RESULTS` (output directory, default `bench-results`), `BENCH_PULL_N`
-//! (pulls per runtime in the pull step, default 5) and `BENCH_ONLY=pull` (that step alone);
-//! `BENCH_PROFILE=1` runs nidus alone (see `profile`); `BENCH_EXEC_ONLY=1`
-//! runs only the streaming exec round trip (see `exec_stream`). nidus's log
+//! (pulls per runtime in the pull step, default 5); `BENCH_ONLY=pull` or
+//! `BENCH_ONLY=exec` runs that step alone (the pull step, or the streaming
+//! exec round trip of `exec_stream`); `BENCH_PROFILE=1` runs nidus alone
+//! (see `profile`). nidus's log
 //! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
 //! timings of each create).
 
@@ -19,12 +20,19 @@ pub struct Options {
     pub results_dir: String,
     /// nidus alone, for profiling: no containerd, no ratios, no results file.
     pub profile: bool,
-    /// Only the streaming exec round trip, for both runtimes.
-    pub exec_only: bool,
     /// Pulls per runtime in the pull step (`BENCH_PULL_N`, default 5; 0 skips it).
     pub pull_iterations: usize,
-    /// `BENCH_ONLY=pull`: the pull step alone.
-    pub only_pull: bool,
+    /// `BENCH_ONLY`: one step alone, for both runtimes.
+    pub only: Option<OnlyStep>,
+}
+
+/// The steps that can run alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnlyStep {
+    /// The pull step.
+    Pull,
+    /// The streaming exec round trip.
+    Exec,
 }
 
 impl Options {
@@ -36,12 +44,12 @@ impl Options {
             warm_up: number("BENCH_WARMUP", 2)?,
             results_dir: std::env::var("BENCH_RESULTS").unwrap_or_else(|_| "bench-results".into()),
             profile: number("BENCH_PROFILE", 0)? != 0,
-            exec_only: number("BENCH_EXEC_ONLY", 0)? != 0,
             pull_iterations: number("BENCH_PULL_N", 5)?,
-            only_pull: match std::env::var("BENCH_ONLY").unwrap_or_default().as_str() {
-                "" => false,
-                "pull" => true,
-                other => bail!("BENCH_ONLY={other:?}: the only step that runs alone is `pull`"),
+            only: match std::env::var("BENCH_ONLY").unwrap_or_default().as_str() {
+                "" => None,
+                "pull" => Some(OnlyStep::Pull),
+                "exec" => Some(OnlyStep::Exec),
+                other => bail!("BENCH_ONLY={other:?}: the steps that run alone are `pull` and `exec`"),
             },
         };
         if options.iterations == 0 || options.concurrency == 0 {

@@ -209,6 +209,11 @@ fn fd_targets(pid: i32) -> Vec<String> {
 #[tokio::test]
 async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     let mut env = TestEnv::new("execgone");
+    // No spare monitor: one is made in the background after each
+    // CreateContainer, and its fds would come and go during the count.
+    let mut config = std::fs::read_to_string(env.default_config()).unwrap();
+    config.push_str("[container]\nspare_monitors = 0\n");
+    std::fs::write(env.default_config(), config).unwrap();
     let mut cri = env.start().await;
     let (_pod, id) = running_busybox(&env, &mut cri, env.pod("gone")).await;
     let daemon = env.daemon_pid().unwrap();
@@ -220,8 +225,16 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     s.client.finish(s.stdin.unwrap()).await;
     s.client.read_to_end(s.error, LONG).await;
     drop(s);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = settle(&env);
+    // The baseline is taken once two readings 300 ms apart agree.
+    let mut before = settle(&env);
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = settle(&env);
+        if now == before {
+            break;
+        }
+        before = now;
+    }
 
     for round in 0..100 {
         let tty = round % 2 == 1;

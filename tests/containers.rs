@@ -709,9 +709,11 @@ async fn rlimits_oom_score_adj_tty_and_stdin() {
         assert_eq!(info["oomScoreAdj"]["applied"], expected);
     }
 
-    // tty: the process sees a terminal; its output is logged as stdout.
-    let mut c =
-        container_config("tty", &image, &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo is-a-tty; echo to-stderr >&2"]);
+    // tty: the process sees a terminal of its own /dev/pts, which is also
+    // /dev/console and its controlling terminal; its output is logged as stdout.
+    let script = "[ -t 0 ] && [ -t 1 ] && echo is-a-tty; busybox tty; stat -c %t:%T /dev/console /dev/tty; \
+                  echo console >/dev/console; echo controlling >/dev/tty; echo to-stderr >&2";
+    let mut c = container_config("tty", &image, &["sh", "-c", script]);
     c.tty = true;
     let id = cri.run_container(&pod_id, &pod, c).await;
     cri.wait_exited(&id, 20).await;
@@ -719,7 +721,7 @@ async fn rlimits_oom_score_adj_tty_and_stdin() {
     assert!(records.iter().all(|r| r.stream == "stdout"), "{records:?}");
     let lines: Vec<String> =
         log_lines(&records, "stdout").iter().map(|l| l.trim_end_matches('\r').to_string()).collect();
-    assert_eq!(lines, vec!["is-a-tty", "to-stderr"]);
+    assert_eq!(lines, vec!["is-a-tty", "/dev/pts/0", "88:0", "5:0", "console", "controlling", "to-stderr"]);
 
     // stdin: kept open for attach (cat waits); without it stdin is at EOF.
     let mut c = container_config("stdin", &image, &["cat"]);

@@ -31,8 +31,11 @@ pub struct InitStdio {
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-    /// stdin/stdout/stderr are a terminal: become its session leader.
-    pub tty: bool,
+    /// A container with a terminal: the init's end of a Unix socket. Its
+    /// stdio (/dev/null until then) becomes a terminal it opens in the
+    /// container's own devpts once its mounts are made, and the terminal's
+    /// master goes back to the monitor on this socket.
+    pub terminal: Option<OwnedFd>,
 }
 
 /// Pipes between the init and its monitor.
@@ -50,6 +53,9 @@ const START_FD: RawFd = 4;
 const EXEC_ERROR_FD: RawFd = 5;
 /// A prepared init's end of its control pipe (see `run_prepared`).
 const CONTROL_FD: RawFd = 6;
+/// A terminal init's end of its terminal socket (see `InitStdio`); such an
+/// init is always forked at `go`, never prepared, so it has no control pipe.
+const TERMINAL_FD: RawFd = 6;
 
 /// The word on a prepared init's control pipe that its container cgroup is made.
 pub const CGROUP_MADE: &str = "cgroup";
@@ -92,9 +98,10 @@ fn namespaces(spec: &Spec) -> Vec<oci_spec::runtime::LinuxNamespace> {
 }
 
 /// The init, forked when the container is to be built: never returns.
-pub fn run(spec: &Spec, plan: &MonitorPlan, stdio: InitStdio, pipes: InitPipes) -> ! {
+pub fn run(spec: &Spec, plan: &MonitorPlan, mut stdio: InitStdio, pipes: InitPipes) -> ! {
     super::process::reset_signals();
-    if let Err(e) = place_fds(stdio, pipes, None) {
+    let terminal = stdio.terminal.take();
+    if let Err(e) = place_fds(stdio, pipes, terminal) {
         std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
     }
     build_and_exec(spec, plan, CgroupEntry::AtOnce)
@@ -178,33 +185,59 @@ fn report_and_exit_code(message: &str) -> i32 {
     1
 }
 
-/// stdio on 0–2, the three pipes on 3–5 and the control pipe (if any) on 6
-/// (close-on-exec), nothing else open.
-fn place_fds(stdio: InitStdio, pipes: InitPipes, control: Option<OwnedFd>) -> io::Result<()> {
+/// stdio on 0–2, the three pipes on 3–5 and the control pipe or the
+/// terminal socket (if any) on 6 (close-on-exec), nothing else open.
+fn place_fds(stdio: InitStdio, pipes: InitPipes, sixth: Option<OwnedFd>) -> io::Result<()> {
     // Copies above 6 first so the dup2s below cannot clobber a source; the
     // originals close before their numbers are reused.
-    let tty = stdio.tty;
     let mut sources = vec![&stdio.stdin, &stdio.stdout, &stdio.stderr, &pipes.ready, &pipes.start, &pipes.exec_error];
-    sources.extend(control.as_ref());
+    sources.extend(sixth.as_ref());
     let sources: Vec<Option<RawFd>> = sources.into_iter().map(|fd| Some(fd.as_raw_fd())).collect();
     let last = sources.len() as RawFd - 1;
     let parked = super::process::Parked::new(&sources, 10)?;
-    drop((stdio, pipes, control));
+    drop((stdio, pipes, sixth));
     parked.place_from(0)?;
     for target in READY_FD..=last {
         // SAFETY: sets FD_CLOEXEC on a descriptor we just placed.
         unsafe { libc::fcntl(target, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
     drop(parked);
-    super::process::close_fds_from(last as u32 + 1)?;
-    if tty {
-        nix::unistd::setsid().map_err(io::Error::from)?;
-        // SAFETY: TIOCSCTTY on stdin, a terminal we own; arg 0 = do not steal.
-        if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
-            return Err(io::Error::last_os_error());
+    super::process::close_fds_from(last as u32 + 1)
+}
+
+/// A container with a terminal, once its mounts are made: a terminal from
+/// its own devpts (so `tty` names it, under its /dev/pts) on stdin, stdout
+/// and stderr, the controlling terminal of a new session led by the init,
+/// and bound over /dev/console (as runc does); its master goes to the
+/// monitor on `TERMINAL_FD`, which is then closed.
+fn take_terminal() -> Result<(), String> {
+    use std::os::unix::net::UnixStream;
+    let pty = super::pty::open_in_own_root().map_err(|e| format!("opening a terminal in /dev/pts: {e}"))?;
+    let number = super::pty::number(&pty.master).map_err(|e| format!("the terminal's number: {e}"))?;
+    bind_console(&format!("/dev/pts/{number}")).map_err(|e| format!("binding the terminal to /dev/console: {e}"))?;
+    for target in 0..=2 {
+        // SAFETY: dup2 of an fd we own onto stdio, whose old files (the
+        // monitor's /dev/null) nothing else here refers to.
+        if unsafe { libc::dup2(pty.slave.as_raw_fd(), target) } < 0 {
+            return Err(format!("the terminal on stdio: {}", io::Error::last_os_error()));
         }
     }
-    Ok(())
+    drop(pty.slave);
+    super::pty::take_stdin_as_controlling_terminal().map_err(|e| format!("taking the terminal: {e}"))?;
+    // SAFETY: TERMINAL_FD was placed by place_fds and is owned here only.
+    let socket = unsafe { UnixStream::from_raw_fd(TERMINAL_FD) };
+    super::socket::send_with_fds(&socket, b"terminal", &[pty.master.as_raw_fd()])
+        .map_err(|e| format!("handing the terminal to the monitor: {e}"))
+}
+
+/// Binds the terminal at `pts` over /dev/console, made as an empty file first.
+fn bind_console(pts: &str) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let console = "/dev/console";
+    if fs::symlink_metadata(console).is_err() {
+        fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(console)?;
+    }
+    rootfs::mount(Some(pts), console, None, libc::MS_BIND as libc::c_ulong, None)
 }
 
 /// What remains to do once StartContainer releases the init.
@@ -358,7 +391,9 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
 
     let process = spec.process().clone().ok_or("the spec has no process")?;
     apply_process_limits(&process)?;
-    if !plan_tty(&process) {
+    if plan_tty(&process) {
+        take_terminal()?;
+    } else {
         // The init leads its own session (CRIU wants the pid namespace's init so).
         let _ = nix::unistd::setsid();
     }

@@ -1,6 +1,8 @@
-//! Pseudo-terminals for streaming Exec with a tty: a master/slave pair, the
-//! window size set on the master (resize events), and the slave made the
-//! controlling terminal of the command's new session.
+//! Pseudo-terminals in a container's own devpts instance: for streaming
+//! Exec with a tty (opened by the daemon through the init's root), and for a
+//! container created with a terminal (opened by its init once its mounts are
+//! made); the window size set on the master (resize events), and the slave
+//! made the controlling terminal of a new session.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -15,19 +17,29 @@ pub struct Pty {
 /// the command sees its terminal under its own `/dev/pts`; both ends
 /// close-on-exec, the master non-blocking.
 pub fn open_in_container(init_pid: i32) -> io::Result<Pty> {
+    open_under(&format!("/proc/{init_pid}/root"), true)
+}
+
+/// A new pseudo-terminal pair in the devpts instance mounted at `/dev/pts`
+/// of our own root (a container's init after pivot_root); both ends
+/// close-on-exec, the master blocking.
+pub fn open_in_own_root() -> io::Result<Pty> {
+    open_under("/", false)
+}
+
+/// The pair from `dev/pts/ptmx` under the directory `root`.
+fn open_under(root: &str, nonblocking: bool) -> io::Result<Pty> {
     use nix::fcntl::{open, openat2, OFlag, OpenHow, ResolveFlag};
     use nix::sys::stat::{fstat, major, minor, Mode, SFlag};
     use std::os::fd::FromRawFd;
 
-    let root = open(
-        format!("/proc/{init_pid}/root").as_str(),
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let root =
+        open(root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).map_err(io::Error::from)?;
+    let mut flags = OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    if nonblocking {
+        flags |= OFlag::O_NONBLOCK;
+    }
+    let how = OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     let master = openat2(&root, "dev/pts/ptmx", how).map_err(io::Error::from)?;
     // The container owns that path: it must be the multiplexer itself (5:2).
     let stat = fstat(&master).map_err(io::Error::from)?;
@@ -50,6 +62,17 @@ pub fn open_in_container(init_pid: i32) -> io::Result<Pty> {
     // SAFETY: the ioctl returned a fresh fd that nothing else owns.
     let slave = unsafe { OwnedFd::from_raw_fd(slave) };
     Ok(Pty { master, slave })
+}
+
+/// The number N of the terminal's slave, `/dev/pts/N` in its devpts (TIOCGPTN).
+pub fn number(master: &OwnedFd) -> io::Result<u32> {
+    let mut n: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int through the pointer, a live
+    // value on our stack; the fd is open (borrowed from an OwnedFd).
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n as *mut libc::c_uint) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n)
 }
 
 /// Sets the terminal's size in character cells (TIOCSWINSZ).

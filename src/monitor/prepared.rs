@@ -74,7 +74,7 @@ impl PreparedInit {
             Forked::Child => {
                 drop((stdin_w, stdout_r, stderr_r, ready_r, start_w, exec_r, control_w));
                 container_init::run_prepared(
-                    InitStdio { stdin: stdin_r, stdout: stdout_w, stderr: stderr_w, tty: false },
+                    InitStdio { stdin: stdin_r, stdout: stdout_w, stderr: stderr_w, terminal: None },
                     InitPipes { ready: ready_w, start: start_r, exec_error: exec_w },
                     control_r,
                 )

@@ -318,6 +318,7 @@ fn set_up(
                 ready: ends.ready,
                 outputs,
                 stdin_keep,
+                terminal: None,
                 handshake: (ends.start, ends.exec_error),
             }
         }
@@ -346,23 +347,34 @@ fn set_up(
         }
         (None, None) => return Err("no init to build the container".into()),
     };
-    let Forked { pid: child, cgroup_join, ready: ready_r, outputs, stdin_keep, handshake } = forked;
+    let Forked { pid: child, cgroup_join, ready: ready_r, mut outputs, mut stdin_keep, terminal, handshake } = forked;
     // Both while the init builds, off the path to the reply: into the pod's
     // cgroup (the init joins its own by itself), and the init recorded.
     let recorded = join_pod_cgroup(pod_cgroup_procs).and_then(|()| record_init(files, child, cgroup_join));
 
     // The prestart and createRuntime hooks run meanwhile, when the init asks.
     let ready = super::hooks::await_ready(ready_r, &handshake.0, &plan, child);
-    let identity = match (ready.as_str(), recorded) {
-        ("ok", Ok(identity)) => identity,
-        (ready, recorded) => {
+    // The terminal's master, sent before "ok".
+    let terminal = match (ready.as_str(), terminal) {
+        ("ok", Some(socket)) => Some(receive_terminal(&socket, plan.stdin)),
+        _ => None,
+    };
+    let identity = match (ready.as_str(), recorded, terminal) {
+        ("ok", Ok(identity), None) => identity,
+        ("ok", Ok(identity), Some(Ok((master, stdin)))) => {
+            stdin_keep = stdin;
+            outputs = vec![Output { fd: master, splitter: LineSplitter::new(Stream::Stdout), open: true }];
+            identity
+        }
+        (ready, recorded, terminal) => {
             forget_init(files);
             let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(child), None);
-            return Err(match (ready.strip_prefix("error "), recorded) {
-                (_, Err(e)) => e,
-                (Some(why), _) => why.to_string(),
-                (None, _) => "the container's init died while being built".into(),
+            return Err(match (ready.strip_prefix("error "), recorded, terminal) {
+                (_, Err(e), _) => e,
+                (_, _, Some(Err(e))) => e,
+                (Some(why), _, _) => why.to_string(),
+                (None, _, _) => "the container's init died while being built".into(),
             });
         }
     };
@@ -378,6 +390,8 @@ struct Forked {
     ready: OwnedFd,
     outputs: Vec<Output>,
     stdin_keep: Option<OwnedFd>,
+    /// A container with a terminal: the socket its init sends the master on.
+    terminal: Option<UnixStream>,
     /// Our ends of the start pipe and of the exec-error pipe.
     handshake: (OwnedFd, OwnedFd),
 }
@@ -386,13 +400,16 @@ struct Forked {
 /// stdio (a terminal, or pipes), then into the container's PID namespace.
 fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forked, String> {
     let tty = has_terminal(spec);
-    // The container's stdio, and our ends of it.
-    let (init_stdio, outputs, stdin_keep) = if tty {
-        let pty = nix::pty::openpty(None, None).map_err(|e| format!("openpty: {e}"))?;
-        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
-        let stdio = InitStdio { stdin: dup(&pty.slave)?, stdout: dup(&pty.slave)?, stderr: pty.slave, tty: true };
-        let stdin_keep = if plan.stdin { Some(dup(&pty.master)?) } else { None };
-        (stdio, vec![Output { fd: pty.master, splitter: LineSplitter::new(Stream::Stdout), open: true }], stdin_keep)
+    // The container's stdio, and our ends of it (a terminal's, once the init sends it).
+    let (init_stdio, outputs, stdin_keep, terminal) = if tty {
+        let null = || {
+            let flags = nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC;
+            nix::fcntl::open("/dev/null", flags, nix::sys::stat::Mode::empty())
+                .map_err(|e| format!("opening /dev/null: {e}"))
+        };
+        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        let stdio = InitStdio { stdin: null()?, stdout: null()?, stderr: null()?, terminal: Some(theirs.into()) };
+        (stdio, Vec::new(), None, Some(ours))
     } else {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -406,12 +423,13 @@ fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forke
             (r, None)
         };
         (
-            InitStdio { stdin: stdin_r, stdout: out_w, stderr: err_w, tty: false },
+            InitStdio { stdin: stdin_r, stdout: out_w, stderr: err_w, terminal: None },
             vec![
                 Output { fd: out_r, splitter: LineSplitter::new(Stream::Stdout), open: true },
                 Output { fd: err_r, splitter: LineSplitter::new(Stream::Stderr), open: true },
             ],
             stdin_keep,
+            None,
         )
     };
     let (ready_r, ready_w) = pipe()?;
@@ -422,7 +440,7 @@ fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forke
     let (forked, cgroup_join) = fork_process(plan)?;
     let child = match forked {
         process::Forked::Child => {
-            drop((ready_r, start_w, exec_r, outputs, stdin_keep));
+            drop((ready_r, start_w, exec_r, outputs, stdin_keep, terminal));
             container_init::run(
                 spec,
                 plan,
@@ -433,7 +451,20 @@ fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forke
         process::Forked::Parent { child } => child,
     };
     drop((init_stdio, ready_w, start_r, exec_w));
-    Ok(Forked { pid: child, cgroup_join, ready: ready_r, outputs, stdin_keep, handshake: (start_w, exec_r) })
+    Ok(Forked { pid: child, cgroup_join, ready: ready_r, outputs, stdin_keep, terminal, handshake: (start_w, exec_r) })
+}
+
+/// The master of the terminal a built init sent on `socket` (it did so
+/// before it said "ok", so it waits in the socket already), and a copy of
+/// it to keep as the container's stdin when it asked for one.
+fn receive_terminal(socket: &UnixStream, stdin: bool) -> Result<(OwnedFd, Option<OwnedFd>), String> {
+    let why = |e: io::Error| format!("receiving the container's terminal: {e}");
+    socket.set_read_timeout(Some(Duration::from_secs(5))).map_err(why)?;
+    let mut word = [0u8; 16];
+    let (_, fds) = crate::linux::socket::receive_with_fds(socket, &mut word).map_err(why)?;
+    let master = fds.into_iter().next().ok_or("the container's init sent no terminal")?;
+    let stdin = if stdin { Some(master.try_clone().map_err(why)?) } else { None };
+    Ok((master, stdin))
 }
 
 /// SIGCHLD through a signalfd; blocked before any fork so no exit is missed.

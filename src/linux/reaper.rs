@@ -2,13 +2,17 @@
 //! helpers (pause, monitors) become its children when their launchers exit;
 //! this reaps every child on SIGCHLD and hands each exit status to whoever
 //! waits for that pid. Nothing else in the daemon may call wait*(): spawn with
-//! `std::process::Command`, then `Reaper::wait(pid)`, never `Child::wait`.
+//! `std::process::Command`, then `Reaper::wait(pid)`, never `Child::wait`;
+//! or hand the command to `Reaper::run`, for a helper program run to its end.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::oneshot;
 
@@ -32,6 +36,23 @@ impl std::fmt::Display for ExitStatus {
             ExitStatus::Signaled(sig) => write!(f, "killed by signal {sig}"),
         }
     }
+}
+
+/// A helper program run to its end (`Reaper::run`): how it ended and what
+/// it printed.
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It could not be started, or its pipes failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("it did not finish within {0:?} and was killed")]
+    Timeout(Duration),
 }
 
 /// Exits nobody claimed are kept this long, for a waiter that registers late.
@@ -85,6 +106,53 @@ impl Reaper {
         // A concurrent reap may have raced the registration: look once more.
         self.reap_all();
         rx.await.unwrap_or(ExitStatus::Signaled(libc::SIGKILL))
+    }
+
+    /// Runs `command` to its end: `input` on its stdin, up to `max_output`
+    /// bytes read from each of its stdout and stderr, its exit collected
+    /// here; past `timeout` it is killed and reaped. (Its stdio is set here.)
+    pub async fn run(
+        &self,
+        command: &mut Command,
+        input: &[u8],
+        max_output: u64,
+        timeout: Duration,
+    ) -> Result<Finished, RunError> {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let pid = child.id() as i32;
+        let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        // The reaper owns waiting; the std handle must never wait.
+        drop(child);
+        let talk = async {
+            let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
+                return Err(std::io::Error::other("the program's pipes are missing"));
+            };
+            let mut stdin = tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(stdin))?;
+            let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(stdout))?;
+            let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(stderr))?;
+            let write = async move {
+                // A program may exit without reading all of its input.
+                let _ = stdin.write_all(input).await;
+            };
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let (mut stdout, mut stderr) = (stdout.take(max_output), stderr.take(max_output));
+            let read_out = stdout.read_to_end(&mut out);
+            let read_err = stderr.read_to_end(&mut err);
+            let ((), read_out, read_err) = tokio::join!(write, read_out, read_err);
+            read_out?;
+            read_err?;
+            let status = self.wait(pid).await;
+            Ok(Finished { status, stdout: out, stderr: err })
+        };
+        let outcome = tokio::time::timeout(timeout, talk).await;
+        if !matches!(outcome, Ok(Ok(_))) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            self.wait(pid).await;
+        }
+        match outcome {
+            Ok(finished) => Ok(finished?),
+            Err(_) => Err(RunError::Timeout(timeout)),
+        }
     }
 
     fn reap_all(&self) {

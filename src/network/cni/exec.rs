@@ -4,15 +4,13 @@
 //! time limit after which it is killed. Its exit is collected by the
 //! daemon's reaper (nothing else may wait for children).
 
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::linux::reaper::Reaper;
+use crate::linux::reaper::{Finished, Reaper, RunError};
 
 /// Most output read from a plugin.
 const MAX_OUTPUT: u64 = 4 << 20;
@@ -54,7 +52,7 @@ pub async fn run(
     let cni_path = std::env::join_paths(invocation.bin_dirs).unwrap_or_default();
     let mut command_line = Command::new(program);
     crate::linux::process::die_with_parent(&mut command_line);
-    let mut child = command_line
+    command_line
         .env_clear()
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         .env("CNI_COMMAND", command)
@@ -62,49 +60,14 @@ pub async fn run(
         .env("CNI_NETNS", invocation.netns)
         .env("CNI_IFNAME", invocation.ifname)
         .env("CNI_ARGS", invocation.args)
-        .env("CNI_PATH", cni_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| PluginError::Spawn { plugin: plugin.clone(), source })?;
-    let pid = child.id() as i32;
-    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    // The reaper owns waiting; the std handle must never wait.
-    drop(child);
+        .env("CNI_PATH", cni_path);
     let input = serde_json::to_vec(config).unwrap_or_default();
-    let talk = async {
-        let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-            return Err(std::io::Error::other("the plugin's pipes are missing"));
+    let Finished { status, stdout: out, stderr: err } =
+        match reaper.run(&mut command_line, &input, MAX_OUTPUT, timeout).await {
+            Ok(finished) => finished,
+            Err(RunError::Io(source)) => return Err(PluginError::Spawn { plugin, source }),
+            Err(RunError::Timeout(_)) => return Err(PluginError::Timeout { plugin, command, timeout }),
         };
-        let mut stdin = tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(stdin))?;
-        let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(stdout))?;
-        let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(stderr))?;
-        let write = async move {
-            // A plugin may exit without reading all of its input.
-            let _ = stdin.write_all(&input).await;
-        };
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let (mut stdout, mut stderr) = (stdout.take(MAX_OUTPUT), stderr.take(MAX_OUTPUT));
-        let read_out = stdout.read_to_end(&mut out);
-        let read_err = stderr.read_to_end(&mut err);
-        let ((), read_out, read_err) = tokio::join!(write, read_out, read_err);
-        read_out?;
-        read_err?;
-        let status = reaper.wait(pid).await;
-        Ok((status, out, err))
-    };
-    let (status, out, err) = match tokio::time::timeout(timeout, talk).await {
-        Ok(Ok(done)) => done,
-        Ok(Err(e)) => {
-            kill_and_reap(pid, reaper).await;
-            return Err(PluginError::Spawn { plugin, source: e });
-        }
-        Err(_) => {
-            kill_and_reap(pid, reaper).await;
-            return Err(PluginError::Timeout { plugin, command, timeout });
-        }
-    };
     let parsed: Option<Value> = if out.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
@@ -137,9 +100,4 @@ fn error_message(error: &Value) -> String {
         Some(details) => format!("{msg}: {details} (code {code})"),
         None => format!("{msg} (code {code})"),
     }
-}
-
-async fn kill_and_reap(pid: i32, reaper: &Reaper) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-    reaper.wait(pid).await;
 }

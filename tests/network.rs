@@ -2,7 +2,8 @@
 //! host-local, portmap) inside each test's own network namespace: pod
 //! addresses, pod-to-pod TCP, host ports, DEL releasing addresses, daemon
 //! restart and simulated reboot, a failed ADD leaving nothing, NetworkReady
-//! following the configuration directory.
+//! following the configuration directory; the built-in network's masquerade
+//! toward a namespace standing for the world beyond the node.
 
 mod common;
 
@@ -19,7 +20,8 @@ const SUBNET_PREFIX: &str = "10.99.0.";
 const GATEWAY: &str = "10.99.0.1";
 
 /// A test environment whose daemon reads `net.d` in the test directory,
-/// finds plugins in Debian's directory, and has the built-in network `builtin`.
+/// finds plugins in Debian's directory, and has the built-in network
+/// `builtin` (without its masquerade, which a test turns on itself).
 fn net_env(label: &str, builtin: &str) -> TestEnv {
     let env = TestEnv::new(label);
     let config = env.base.join("nidus.toml");
@@ -27,7 +29,7 @@ fn net_env(label: &str, builtin: &str) -> TestEnv {
     fs::write(
         &config,
         format!(
-            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\nbuiltin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\n",
+            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\nbuiltin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = false\n",
             conf_dir(&env).display()
         ),
     )
@@ -640,7 +642,7 @@ async fn dual_stack_pods_get_an_address_of_each_family() {
     fs::write(
         &config,
         format!(
-            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24,fd00:98::/64\"\n",
+            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24,fd00:98::/64\"\nmasquerade = false\n",
             conf_dir(&env).display()
         ),
     )
@@ -676,4 +678,108 @@ async fn dual_stack_pods_get_an_address_of_each_family() {
         .filter(|n| n.starts_with("fd00"))
         .collect();
     assert_eq!(v6_leases, Vec::<String>::new(), "IPv6 leases left");
+}
+
+/// A network namespace standing for the world beyond the node: joined to
+/// the test's namespace (the node's) by a veth pair, 198.18.0.1 on the
+/// node's side and 198.18.0.2 on its own, with no route to any pod CIDR. A
+/// server on 198.18.0.2:8080 answers each request with the address it came
+/// from. The server is killed and the namespace deleted when dropped.
+struct Beyond {
+    netns: String,
+    node: String,
+    server: std::process::Child,
+}
+
+const BEYOND: &str = "198.18.0.2";
+
+impl Beyond {
+    fn new(env: &TestEnv) -> Self {
+        let netns = format!("{}-beyond", env.netns);
+        host::run("ip", &["netns", "add", &netns]);
+        let node = env.netns.as_str();
+        let made = std::process::Command::new("sh")
+            .args([
+                "-ec",
+                &format!(
+                    "ip -n {node} link add vbeyond type veth peer name eth0 netns {netns}
+                 ip -n {node} addr add 198.18.0.1/30 dev vbeyond && ip -n {node} link set vbeyond up
+                 ip -n {netns} addr add {BEYOND}/30 dev eth0 && ip -n {netns} link set eth0 up
+                 ip -n {netns} link set lo up"
+                ),
+            ])
+            .status()
+            .expect("sh");
+        let server = "import socket\n\
+            s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+            s.bind(('198.18.0.2', 8080)); s.listen(8)\n\
+            while True:\n\
+            \x20   c, a = s.accept(); c.recv(4096)\n\
+            \x20   c.sendall(('HTTP/1.0 200 OK\\r\\n\\r\\nfrom-' + a[0]).encode()); c.close()\n";
+        let spawned = std::process::Command::new("ip").args(["netns", "exec", &netns, "python3", "-c", server]).spawn();
+        let beyond = match spawned {
+            Ok(server) => Beyond { netns, node: node.to_string(), server },
+            Err(e) => {
+                let _ = std::process::Command::new("ip").args(["netns", "delete", &netns]).status();
+                panic!("cannot start the server beyond the node: {e}");
+            }
+        };
+        assert!(made.success(), "cannot join the namespace beyond the node to the node's");
+        beyond
+    }
+}
+
+impl Drop for Beyond {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = std::process::Command::new("ip").args(["-n", &self.node, "link", "delete", "vbeyond"]).status();
+        let _ = std::process::Command::new("ip").args(["netns", "delete", &self.netns]).status();
+    }
+}
+
+#[tokio::test]
+async fn builtin_masquerades_what_pods_send_off_the_node() {
+    let env = net_env("masq", "auto");
+    let config = env.base.join("masq.toml");
+    fs::write(
+        &config,
+        format!(
+            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = true\n",
+            conf_dir(&env).display()
+        ),
+    )
+    .unwrap();
+    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
+    let beyond = Beyond::new(&env);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (a, web_a) = web_pod(&env, &mut cri, &image, "a", None).await;
+    let (_b, web_b) = web_pod(&env, &mut cri, &image, "b", None).await;
+    let ip_a = pod_ips(&mut cri, &a).await;
+
+    // Off the node, a pod's packets carry the node's address: the namespace
+    // beyond has no route back to the pod CIDR, so only that way can they
+    // be answered at all.
+    assert_eq!(fetch_in(&mut cri, &web_a, BEYOND).await.trim(), "from-198.18.0.1");
+    let table = host::run("ip", &["netns", "exec", &env.netns, "nft", "list", "table", "inet", "nidus_nidus0"]);
+    assert!(table.contains("iifname \"nidus0\" oifname != \"nidus0\" masquerade"), "{table}");
+    let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["config"]).unwrap();
+    assert_eq!(info["network"]["masquerade"], "on", "{}", info["network"]);
+    // Pod to pod, and pod to node, keep their own addresses.
+    assert_eq!(fetch_in(&mut cri, &web_b, &ip_a[0]).await.trim(), "hello-from-a");
+
+    // A restarted daemon writes the table again (the same one, replaced).
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    let (_c, web_c) = web_pod(&env, &mut cri, &image, "c", None).await;
+    assert_eq!(fetch_in(&mut cri, &web_c, BEYOND).await.trim(), "from-198.18.0.1");
+    let tables = host::run("ip", &["netns", "exec", &env.netns, "nft", "list", "tables"]);
+    assert_eq!(tables.matches("nidus_nidus0").count(), 1, "{tables}");
+
+    remove_all(&mut cri).await;
+    drop(beyond);
+    assert_no_builtin_leftovers(&env, "removing every pod");
+    env.assert_no_leftovers();
 }

@@ -33,6 +33,10 @@ pub struct NetworkConfig {
     pub plugin_timeout_secs: u64,
     /// The built-in network's Linux bridge.
     pub bridge_name: String,
+    /// Whether the built-in network masquerades what its pods send off the
+    /// node (an nftables table of its own, written with `nft`), as the CNI
+    /// bridge plugin's `ipMasq` does.
+    pub masquerade: bool,
 }
 
 impl Default for NetworkConfig {
@@ -44,6 +48,7 @@ impl Default for NetworkConfig {
             pod_cidr: "10.87.0.0/16".into(),
             plugin_timeout_secs: 60,
             bridge_name: "nidus0".into(),
+            masquerade: true,
         }
     }
 }
@@ -61,9 +66,30 @@ impl NetworkConfig {
             return Err("network.plugin_timeout_secs must be at least 1".into());
         }
         let name = &self.bridge_name;
-        if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
-            return Err(format!("network.bridge_name {name:?} is not a valid interface name (1-15 characters)"));
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if name.is_empty() || name.len() > 15 || !name.chars().all(allowed) {
+            return Err(format!(
+                "network.bridge_name {name:?} is not a valid interface name (1-15 letters, digits, '_', '-' or '.')"
+            ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bridge_names_are_plain_interface_names() {
+        let with = |name: &str| NetworkConfig { bridge_name: name.into(), ..NetworkConfig::default() }.validate();
+        for good in ["nidus0", "br-pods.1", "a_b"] {
+            assert!(with(good).is_ok(), "{good}");
+        }
+        // Names also go into the masquerade table's rules: nothing but plain characters.
+        for bad in ["", "sixteen-chars-xx", "a b", "a/b", "a\"b", "a;b", "a}b"] {
+            let error = with(bad).unwrap_err();
+            assert!(error.contains("network.bridge_name"), "{bad}: {error}");
+        }
     }
 }

@@ -111,9 +111,9 @@ impl PodNetworks {
         let cni = cni::CniClient {
             bin_dirs: config.cni_bin_dirs.clone(),
             timeout: Duration::from_secs(config.plugin_timeout_secs),
-            reaper,
+            reaper: reaper.clone(),
         };
-        let builtin = builtin::Builtin::new(&config, root)?;
+        let builtin = builtin::Builtin::new(&config, root, reaper)?;
         let mut ips = HashMap::new();
         for id in cache.ids() {
             match cache.read(&id) {
@@ -210,7 +210,7 @@ impl PodNetworks {
             }
             Chosen::Builtin => serde_json::json!({"kind": "builtin", "bridge": self.config.bridge_name,
                 "podCidrs": self.pod_cidrs().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
-                "leasedAddresses": self.builtin.leased()}),
+                "leasedAddresses": self.builtin.leased(), "masquerade": self.builtin.masquerade_state()}),
             Chosen::None(why) => serde_json::json!({"kind": "none", "reason": why}),
         }
     }

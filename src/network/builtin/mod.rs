@@ -3,12 +3,14 @@
 //! is the pods' gateway, a veth pair per pod (its pod end made directly in
 //! the pause's namespace as `eth0`), an address per family leased from the
 //! pod CIDRs and persisted crash-safely, a default route via the bridge, and
-//! host ports forwarded by the daemon. All of it in-process over netlink: no
-//! plugin programs run.
+//! host ports forwarded by the daemon, and (unless turned off) source NAT
+//! for what pods send off the node. All of it in-process over netlink but
+//! the NAT table, written with `nft`: no plugin programs run.
 
 pub mod hostport;
 pub mod leases;
 pub mod links;
+pub mod masquerade;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use ipnet::IpNet;
 
 use super::{Attachment, Backend, NetworkConfig, PodInfo, POD_IFNAME};
+use crate::linux::reaper::Reaper;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuiltinError {
@@ -44,6 +47,13 @@ pub struct Builtin {
     bridge_setup: tokio::sync::Mutex<()>,
     /// Whether the kernel makes bridges and veth pairs (probed at start).
     kernel_support: std::sync::OnceLock<Result<(), String>>,
+    /// `network.masquerade`.
+    masquerade: bool,
+    /// Collects the exits of the `nft` runs.
+    reaper: Reaper,
+    /// What became of the NAT table at the bridge's last set-up (Status
+    /// verbose): `pending` until the first pod, `on`, `off`, or the error.
+    masquerade_state: Mutex<String>,
 }
 
 /// The host end of a pod's veth: `nv` and the first 12 characters of its id.
@@ -52,7 +62,7 @@ pub fn host_veth_name(sandbox_id: &str) -> String {
 }
 
 impl Builtin {
-    pub fn new(config: &NetworkConfig, root: &Path) -> std::io::Result<Self> {
+    pub fn new(config: &NetworkConfig, root: &Path, reaper: Reaper) -> std::io::Result<Self> {
         let dir: PathBuf = root.join("network").join("builtin").join("leases");
         Ok(Self {
             bridge: config.bridge_name.clone(),
@@ -62,6 +72,9 @@ impl Builtin {
             bridge_ready: Mutex::new(None),
             bridge_setup: tokio::sync::Mutex::new(()),
             kernel_support: std::sync::OnceLock::new(),
+            masquerade: config.masquerade,
+            reaper,
+            masquerade_state: Mutex::new("pending".into()),
         })
     }
 
@@ -111,9 +124,30 @@ impl Builtin {
         }
         let _setup = self.bridge_setup.lock().await;
         let index = links::ensure_bridge(handle, &self.bridge, nets).await?;
+        self.set_up_masquerade().await;
         *self.bridge_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some((index, nets.to_vec()));
         tracing::info!(bridge = %self.bridge, nets = ?nets, "built-in network bridge ready");
         Ok(index)
+    }
+
+    /// Writes (or removes) the bridge's NAT table. A failure leaves pods
+    /// networked but unable to reach beyond the node: it is logged and
+    /// shown in Status verbose, and tried again at the next set-up.
+    async fn set_up_masquerade(&self) {
+        let state = match masquerade::apply(&self.bridge, self.masquerade, &self.reaper).await {
+            Ok(()) if self.masquerade => "on".to_string(),
+            Ok(()) => "off".to_string(),
+            Err(e) => {
+                tracing::warn!(bridge = %self.bridge, error = %e, "pods of the built-in network cannot reach beyond the node");
+                format!("failed: {e}")
+            }
+        };
+        *self.masquerade_state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+    }
+
+    /// What became of the NAT table (Status verbose).
+    pub fn masquerade_state(&self) -> String {
+        self.masquerade_state.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Attaches a pod; the caller undoes a failure with `detach`.

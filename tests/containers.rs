@@ -641,8 +641,7 @@ async fn churn_of_200_containers_leaves_nothing_behind() {
     let pod = env.pod("churn");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let daemon = env.daemon_pid().unwrap();
-    let fds_before = fs::read_dir(format!("/proc/{daemon}/fd")).unwrap().count();
-    let procs_before = env.cgroup_processes().len();
+    let (fds_before, procs_before) = env.settled_fds_and_processes().await;
     // Mounts of this test (other tests mount and unmount beside it).
     let mounts_before = env.leftover_mounts();
 

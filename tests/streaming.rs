@@ -218,23 +218,13 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     let (_pod, id) = running_busybox(&env, &mut cri, env.pod("gone")).await;
     let daemon = env.daemon_pid().unwrap();
     // One session first, so that everything made once (threads, pools) exists.
-    let settle = |env: &TestEnv| (env.cgroup_processes().len(), fd_count(daemon));
     let io = Stdio { stdin: true, stdout: true, stderr: false, tty: false };
     let mut s = start_exec(&env, &mut cri, &id, &["sh", "-c", "echo started; exec cat"], io, &[V4]).await;
     s.client.read_until(s.stdout.unwrap(), "started", LONG).await;
     s.client.finish(s.stdin.unwrap()).await;
     s.client.read_to_end(s.error, LONG).await;
     drop(s);
-    // The baseline is taken once two readings 300 ms apart agree.
-    let mut before = settle(&env);
-    for _ in 0..30 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = settle(&env);
-        if now == before {
-            break;
-        }
-        before = now;
-    }
+    let before = env.settled_fds_and_processes().await;
 
     for round in 0..100 {
         let tty = round % 2 == 1;
@@ -245,13 +235,13 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let now = settle(&env);
+        let now = (fd_count(daemon), env.cgroup_processes().len());
         if now.0 <= before.0 && now.1 <= before.1 {
             break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "after 100 vanished clients: (processes, daemon fds) {now:?}, before {before:?}; fds: {:?}",
+            "after 100 vanished clients: (daemon fds, processes) {now:?}, before {before:?}; fds: {:?}",
             fd_targets(daemon)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

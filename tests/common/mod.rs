@@ -201,6 +201,28 @@ impl TestEnv {
         self.daemon.as_ref().map(|c| c.id() as i32)
     }
 
+    /// The daemon's open descriptors and the processes in this test's
+    /// cgroups, once two readings 300 ms apart agree (spare monitors are
+    /// made in the background, with descriptors of their own in the
+    /// daemon); the last reading after 9 s.
+    pub async fn settled_fds_and_processes(&self) -> (usize, usize) {
+        let daemon = self.daemon_pid().expect("the daemon runs");
+        let read = || {
+            let fds = fs::read_dir(format!("/proc/{daemon}/fd")).map(|d| d.count()).unwrap_or(0);
+            (fds, self.cgroup_processes().len())
+        };
+        let mut last = read();
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let now = read();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
+    }
+
     pub fn daemon_log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -302,6 +302,21 @@ mirrors_only = true
     assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/other:v1", None).await.unwrap(), only_upstream.id);
     assert!(upstream.manifest_gets() >= 1);
 
+    // The mirror serves the manifest but lacks a layer: that layer alone
+    // comes from the registry.
+    let manifests_before = upstream.manifest_gets();
+    let (dir, partial) = layout(&env, "partial", &app_def("partial"));
+    upstream.push(&dir, "test/partial:v1", None, None);
+    mirror.push(&dir, "test/partial:v1", None, None);
+    // (Its other layers are the busybox and plain layers already stored.)
+    let lost = &partial.layer_digests[1];
+    let hex = lost.strip_prefix("sha256:").unwrap();
+    fs::remove_dir_all(mirror.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex)).unwrap();
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/partial:v1", None).await.unwrap(), partial.id);
+    assert_eq!(upstream.manifest_gets(), manifests_before, "the manifest came from the mirror");
+    assert_eq!(upstream.blob_gets(lost), 1, "the lost layer came from the registry");
+    assert!(env.daemon_log().contains("blob fetched from a later endpoint"), "the fallback is logged");
+
     // Every other registry (no network here at all) comes from the one local mirror.
     assert_eq!(pull(&mut cri, "registry.k8s.io/pause:3.9", None).await.expect("through the mirror"), app.id);
     let image = cri.image("registry.k8s.io/pause:3.9").await.unwrap();

@@ -3,7 +3,9 @@
 //! manifest (an index resolved to this node's platform) and config fetched
 //! with size bounds and verified; layers not yet stored fetched in parallel,
 //! hashed, stored and unpacked as they arrive, each verified before it is
-//! published; pulls of one image and downloads of one layer de-duplicated.
+//! published; a blob the manifest's endpoint cannot serve asked of the
+//! endpoints after it; pulls of one image and downloads of one layer
+//! de-duplicated.
 
 pub mod auth;
 mod bridge;
@@ -13,6 +15,7 @@ pub mod hosts;
 mod inflight;
 mod manifest;
 pub mod progress;
+mod sources;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +32,7 @@ use self::client::{RegistryClient, RemoteError};
 use self::inflight::InFlight;
 use self::manifest::{Fetched, LayerDescriptor};
 use self::progress::{LayerProgress, LayerState, Pulls};
+use self::sources::BlobSources;
 use super::content::MAX_JSON_BYTES;
 use super::import::{Candidate, StoredLayer};
 use super::{Digest, Image, ImageError, ImageStore, Reference};
@@ -142,7 +146,7 @@ impl Puller {
         progress: &progress::PullProgress,
     ) -> Result<Image, PullError> {
         let image = reference.to_string();
-        let (client, top_digest, manifest_bytes) = self.resolve_manifest(reference, &credentials).await?;
+        let (sources, top_digest, manifest_bytes) = self.resolve_manifest(reference, &credentials).await?;
         let bad = |why: String| PullError::BadContent { image: image.clone(), why };
         let manifest_digest = Digest::of(&manifest_bytes);
         let manifest = match manifest::parse(&manifest_bytes, None)
@@ -156,7 +160,7 @@ impl Puller {
         if config_size > MAX_JSON_BYTES {
             return Err(bad(format!("config {config_digest} is larger than {MAX_JSON_BYTES} bytes")));
         }
-        let config = client
+        let config = sources
             .small_blob(&config_digest.to_string(), MAX_JSON_BYTES)
             .await
             .map_err(|e| remote_error(&image, &format!("config {config_digest}"), e, self.config.stall_timeout_secs))?;
@@ -184,7 +188,7 @@ impl Puller {
 
         let counters = progress.set_layers(&layers.iter().map(|l| (l.digest.to_string(), l.size)).collect::<Vec<_>>());
         let limit = Arc::new(Semaphore::new(self.config.max_concurrent_downloads.max(1)));
-        let client = Arc::new(client);
+        let sources = Arc::new(sources);
         let mut waits = Vec::new();
         for ((layer, diff_id), counter) in layers.iter().zip(&diff_ids).zip(counters) {
             if self.store.has_blob(&layer.digest) {
@@ -193,7 +197,7 @@ impl Puller {
             }
             let job = LayerJob {
                 puller: self.clone(),
-                client: client.clone(),
+                sources: sources.clone(),
                 image: image.clone(),
                 layer: layer.clone(),
                 diff_id: diff_id.clone(),
@@ -237,14 +241,15 @@ impl Puller {
     }
 
     /// Finds the endpoint that serves the image and fetches its manifest
-    /// (through the index for this platform). Answers the client, the digest
-    /// the reference resolves to (the index's for a multi-platform image) and
+    /// (through the index for this platform). Answers where its blobs come
+    /// from (that endpoint, then the ones after it), the digest the
+    /// reference resolves to (the index's for a multi-platform image) and
     /// the manifest.
     async fn resolve_manifest(
         &self,
         reference: &Reference,
         credentials: &Credentials,
-    ) -> Result<(RegistryClient, Digest, Bytes), PullError> {
+    ) -> Result<(BlobSources, Digest, Bytes), PullError> {
         let image = reference.to_string();
         let endpoints = self
             .config
@@ -257,7 +262,8 @@ impl Puller {
         };
         let stall = Duration::from_secs(self.config.stall_timeout_secs.max(1));
         let mut failures: Vec<RemoteError> = Vec::new();
-        for endpoint in endpoints {
+        let mut endpoints = endpoints.into_iter();
+        while let Some(endpoint) = endpoints.next() {
             let client = match RegistryClient::new(endpoint, &reference.domain, credentials.clone(), stall) {
                 Ok(client) => client,
                 Err(e) => return Err(PullError::Registry { image, why: e.to_string() }),
@@ -299,7 +305,8 @@ impl Puller {
                         }
                     };
                     tracing::debug!(image = %image, endpoint = %client.endpoint().base_url(), "manifest resolved");
-                    return Ok((client, top, manifest));
+                    let sources = BlobSources::new(client, endpoints, &reference.domain, credentials.clone(), stall);
+                    return Ok((sources, top, manifest));
                 }
                 Err(e) => {
                     tracing::debug!(image = %image, endpoint = %client.endpoint().base_url(), error = %e,
@@ -342,7 +349,7 @@ impl Puller {
 /// One layer to download: stored and unpacked as its bytes arrive.
 struct LayerJob {
     puller: Arc<Puller>,
-    client: Arc<RegistryClient>,
+    sources: Arc<BlobSources>,
     image: String,
     layer: LayerDescriptor,
     diff_id: Digest,
@@ -377,7 +384,7 @@ impl LayerJob {
         let stalled =
             || PullError::Stalled { image: self.image.clone(), blob: format!("layer {digest}"), secs: stall_secs };
         self.counter.set(LayerState::Downloading);
-        let response = (self.client.blob(&digest).await)
+        let response = (self.sources.blob(&digest).await)
             .map_err(|e| remote_error(&self.image, &format!("layer {digest}"), e, stall_secs))?;
         let (sender, receiver) = mpsc::channel(bridge::QUEUED_CHUNKS);
         let store = self.puller.store.clone();

@@ -572,13 +572,36 @@ async fn a_caller_that_gives_up_leaves_no_half_pull_and_no_stuck_lock() {
 }
 
 #[tokio::test]
-async fn a_connection_lost_mid_layer_is_tried_again() {
+async fn a_connection_lost_mid_layer_resumes_or_else_starts_again() {
     let (mut env, registry, app) = serving_app("pull-retry", "retry");
     let behaviour = registry::proxy::Behaviour { cut_blobs: 1, ..Default::default() };
-    let _proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
     let mut cri = env.start().await;
-    assert_eq!(pull(&mut cri, "127.0.0.1:5001/test/app:v1", None).await.expect("pulled on the second try"), app.id);
-    // The busybox layer (the only one above 64 KiB) was fetched twice.
-    assert_eq!(registry.blob_gets(&app.layer_digests[0]), 2);
+    let name = "127.0.0.1:5001/test/app:v1";
+    let busybox = &app.layer_digests[0];
+    let partial_gets = |registry: &Registry| {
+        let log = fs::read_to_string(&registry.log).unwrap_or_default();
+        log.lines().filter(|l| l.contains(&format!("/blobs/{busybox}")) && l.contains("\" 206 ")).count()
+    };
+
+    // The busybox layer (the only one above 64 KiB) is cut halfway: the
+    // download resumes with a range request for the rest.
+    assert_eq!(pull(&mut cri, name, None).await.expect("pulled, resumed"), app.id);
+    assert_eq!(registry.blob_gets(busybox), 2);
+    assert_eq!(partial_gets(&registry), 1, "the second request asked for the rest only");
+    assert!(env.daemon_log().contains("layer download resumed"), "{}", env.daemon_log());
+
+    // A registry that answers a range request whole: the download starts again.
+    cri.remove_image(&app.id).await.unwrap();
+    assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
+    proxy.set(|b| {
+        b.cut_blobs = 1;
+        b.ignore_range = true;
+    });
+    assert_eq!(pull(&mut cri, name, None).await.expect("pulled on the second try"), app.id);
+    // Cut, asked for the rest (answered whole, so refused), fetched again.
+    assert_eq!(registry.blob_gets(busybox), 5);
+    assert_eq!(partial_gets(&registry), 1);
+    assert!(env.daemon_log().contains("cannot resume a download"), "{}", env.daemon_log());
     assert!(env.daemon_log().contains("trying again"), "{}", env.daemon_log());
 }

@@ -26,6 +26,9 @@ pub struct Behaviour {
     pub cut_blobs: usize,
     /// Blob bodies are sent at about this many bytes per second.
     pub throttle_bytes_per_sec: Option<usize>,
+    /// `Range` headers are not passed on: the registry answers every blob
+    /// request whole, as a registry that cannot resume downloads does.
+    pub ignore_range: bool,
 }
 
 pub struct Proxy {
@@ -142,7 +145,14 @@ fn serve(
     }
     let mut registry = TcpStream::connect(("127.0.0.1", upstream))?;
     let accept = header(&head, "accept").map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
-    write!(registry, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{upstream}\r\n{accept}Connection: close\r\n\r\n")?;
+    let range = match header(&head, "range") {
+        Some(range) if !behaviour.ignore_range => format!("Range: {range}\r\n"),
+        _ => String::new(),
+    };
+    write!(
+        registry,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{upstream}\r\n{accept}{range}Connection: close\r\n\r\n"
+    )?;
     let mut response = Vec::new();
     registry.read_to_end(&mut response)?;
     let split = response.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(response.len());

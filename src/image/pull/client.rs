@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_RANGE, CONTENT_TYPE, RANGE, WWW_AUTHENTICATE};
 use reqwest::StatusCode;
 use serde::Deserialize;
 
@@ -31,6 +31,9 @@ pub enum RemoteError {
     TooLarge { what: String, limit: u64 },
     #[error("{0}")]
     Setup(String),
+    /// Asked for the rest of a blob, the registry answered otherwise.
+    #[error("{what}: the registry cannot resume a download ({why})")]
+    NoResume { what: String, why: String },
 }
 
 /// A client for one repository on one endpoint.
@@ -117,11 +120,25 @@ impl RegistryClient {
 
     /// GET with the challenge flow: a 401 is answered once with credentials.
     async fn get(&self, kind: &str, reference: &str, accept: &[&str]) -> Result<reqwest::Response, RemoteError> {
+        self.get_from(kind, reference, accept, None).await
+    }
+
+    /// GET of what follows byte `from` (a `Range` request), or of everything.
+    async fn get_from(
+        &self,
+        kind: &str,
+        reference: &str,
+        accept: &[&str],
+        from: Option<u64>,
+    ) -> Result<reqwest::Response, RemoteError> {
         let url = self.url(kind, reference);
         for attempt in 0..2 {
             let mut request = self.http.get(&url);
             if !accept.is_empty() {
                 request = request.header(ACCEPT, accept.join(", "));
+            }
+            if let Some(from) = from {
+                request = request.header(RANGE, format!("bytes={from}-"));
             }
             if let Some(value) = self.authorization.lock().await.clone() {
                 request = request.header(AUTHORIZATION, value);
@@ -266,6 +283,31 @@ impl RegistryClient {
     pub async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
         self.get("blobs", digest, &[]).await
     }
+
+    /// The rest of a blob from byte `from` on, as a response whose body is
+    /// read as it arrives: a `206 Partial Content` whose `Content-Range`
+    /// starts there, or `NoResume`.
+    pub async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
+        let response = self.get_from("blobs", digest, &[], Some(from)).await?;
+        let no_resume = |why: String| RemoteError::NoResume { what: self.url("blobs", digest), why };
+        if response.status() != StatusCode::PARTIAL_CONTENT {
+            return Err(no_resume(format!("it answered {} to a range request", response.status())));
+        }
+        let range = response.headers().get(CONTENT_RANGE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if resumed_at(range) != Some(from) {
+            return Err(no_resume(format!("Content-Range {range:?} does not start at byte {from}")));
+        }
+        Ok(response)
+    }
+}
+
+/// Where a `Content-Range: bytes FIRST-LAST/SIZE` answer starts.
+fn resumed_at(content_range: &str) -> Option<u64> {
+    let (unit, rest) = content_range.trim().split_once(' ')?;
+    if !unit.eq_ignore_ascii_case("bytes") {
+        return None;
+    }
+    rest.split_once('-')?.0.trim().parse().ok()
 }
 
 /// Reads a response body, refusing it above `limit` bytes and when no byte
@@ -295,5 +337,19 @@ async fn read_bounded(
             }
             None => return Ok(Bytes::from(body)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_content_range_says_where_the_rest_starts() {
+        assert_eq!(resumed_at("bytes 1000-1999/2000"), Some(1000));
+        assert_eq!(resumed_at("bytes 0-9/*"), Some(0));
+        assert_eq!(resumed_at("items 1000-1999/2000"), None);
+        assert_eq!(resumed_at(""), None);
+        assert_eq!(resumed_at("bytes */2000"), None);
     }
 }

@@ -40,6 +40,10 @@ use super::{Digest, Image, ImageError, ImageStore, Reference};
 /// Tries of one layer download whose connection fails.
 const DOWNLOAD_ATTEMPTS: u32 = 3;
 
+/// Times one download attempt resumes (a `Range` request for the rest)
+/// after its connection is lost mid-body.
+const RESUMES: u32 = 3;
+
 /// Largest manifest or index accepted from a registry.
 const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 
@@ -363,8 +367,10 @@ impl LayerJob {
         // The job may outlive the pull that started it (another pull shares
         // it): it holds off garbage collection itself.
         let _guard = self.puller.blocking(&self.image, |store| store.pull_guard()).await?;
-        // A connection lost mid-download is tried again from the start (what
-        // the failed attempt wrote is gone with it); stalls and bad content are not.
+        // A connection lost mid-download resumes where it stopped (`download`);
+        // when the registry cannot resume, it is tried again from the start
+        // (what the failed attempt wrote is gone with it); stalls and bad
+        // content are not.
         for attempt in 1.. {
             match self.download().await {
                 Err(PullError::Registry { why, .. }) if attempt < DOWNLOAD_ATTEMPTS => {
@@ -395,6 +401,7 @@ impl LayerJob {
         });
         let mut body = response.bytes_stream();
         let mut failure = None;
+        let (mut received, mut resumes) = (0u64, 0u32);
         loop {
             match tokio::time::timeout(Duration::from_secs(stall_secs), body.next()).await {
                 Err(_) => {
@@ -404,8 +411,30 @@ impl LayerJob {
                 Ok(None) => break,
                 Ok(Some(Ok(chunk))) => {
                     self.counter.received(chunk.len() as u64);
+                    received += chunk.len() as u64;
                     if sender.send(Ok(chunk)).await.is_err() {
                         break; // The unpacker has failed: its error is the answer.
+                    }
+                }
+                Ok(Some(Err(e))) if !e.is_timeout() && received > 0 && resumes < RESUMES => {
+                    // The hashing and unpacking go on with the rest, if the registry resumes.
+                    resumes += 1;
+                    match self.sources.blob_from(&digest, received).await {
+                        Ok(rest) => {
+                            tracing::info!(image = %self.image, layer = %digest, at = received, resumes,
+                                error = %client::error_chain(&e), "layer download resumed");
+                            body = rest.bytes_stream();
+                        }
+                        Err(why) => {
+                            failure = Some(PullError::Registry {
+                                image: self.image.clone(),
+                                why: format!(
+                                    "downloading layer {digest}: {}; resuming: {why}",
+                                    client::error_chain(&e)
+                                ),
+                            });
+                            break;
+                        }
                     }
                 }
                 Ok(Some(Err(e))) => {

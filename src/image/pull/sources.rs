@@ -31,6 +31,8 @@ enum Ask {
     Whole(u64),
     /// The response, its body read as it arrives.
     Streamed,
+    /// The response for the rest from this byte on.
+    StreamedFrom(u64),
 }
 
 enum Answer {
@@ -43,6 +45,7 @@ impl Ask {
         match self {
             Ask::Whole(limit) => client.small_blob(digest, limit).await.map(Answer::Whole),
             Ask::Streamed => client.blob(digest).await.map(Answer::Streamed),
+            Ask::StreamedFrom(from) => client.blob_from(digest, from).await.map(Answer::Streamed),
         }
     }
 }
@@ -75,7 +78,16 @@ impl BlobSources {
 
     /// A blob as a response whose body is read as it arrives.
     pub async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
-        match self.first_served(digest, Ask::Streamed).await? {
+        self.streamed(digest, Ask::Streamed).await
+    }
+
+    /// The rest of a blob from byte `from` on (a download resumed).
+    pub async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
+        self.streamed(digest, Ask::StreamedFrom(from)).await
+    }
+
+    async fn streamed(&self, digest: &str, ask: Ask) -> Result<reqwest::Response, RemoteError> {
+        match self.first_served(digest, ask).await? {
             Answer::Streamed(response) => Ok(response),
             Answer::Whole(_) => Err(RemoteError::Setup("a whole answer to a streamed blob request".into())),
         }

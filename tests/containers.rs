@@ -640,7 +640,6 @@ async fn churn_of_200_containers_leaves_nothing_behind() {
     let image = env.import_busybox(&mut cri).await;
     let pod = env.pod("churn");
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    let daemon = env.daemon_pid().unwrap();
     let (fds_before, procs_before) = env.settled_fds_and_processes().await;
     // Mounts of this test (other tests mount and unmount beside it).
     let mounts_before = env.leftover_mounts();
@@ -654,7 +653,7 @@ async fn churn_of_200_containers_leaves_nothing_behind() {
     }
 
     assert!(cri.list_containers(None).await.is_empty());
-    let fds_after = fs::read_dir(format!("/proc/{daemon}/fd")).unwrap().count();
+    let fds_after = env.daemon_fd_count();
     assert!(fds_after <= fds_before + 2, "daemon fds {fds_before} → {fds_after}");
     // The spare monitor that replaces the last one taken starts 20 ms after
     // its container's start: on a loaded machine, give it a moment.

@@ -23,13 +23,18 @@ const GATEWAY: &str = "10.99.0.1";
 /// finds plugins in Debian's directory, and has the built-in network
 /// `builtin` (without its masquerade, which a test turns on itself).
 fn net_env(label: &str, builtin: &str) -> TestEnv {
+    net_env_with(label, &format!("builtin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = false\n"))
+}
+
+/// The same, with `settings` (TOML lines) for the rest of `[network]`.
+fn net_env_with(label: &str, settings: &str) -> TestEnv {
     let env = TestEnv::new(label);
     let config = env.base.join("nidus.toml");
     fs::create_dir_all(conf_dir(&env)).unwrap();
     fs::write(
         &config,
         format!(
-            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\nbuiltin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = false\n",
+            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\n{settings}",
             conf_dir(&env).display()
         ),
     )
@@ -637,17 +642,8 @@ async fn builtin_failed_attach_is_undone() {
 #[tokio::test]
 async fn dual_stack_pods_get_an_address_of_each_family() {
     // The built-in network with an IPv4 and an IPv6 pod CIDR.
-    let env = net_env("dualstack", "auto");
-    let config = env.base.join("dual.toml");
-    fs::write(
-        &config,
-        format!(
-            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24,fd00:98::/64\"\nmasquerade = false\n",
-            conf_dir(&env).display()
-        ),
-    )
-    .unwrap();
-    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
+    let mut env =
+        net_env_with("dualstack", "builtin = \"auto\"\npod_cidr = \"10.98.0.0/24,fd00:98::/64\"\nmasquerade = false\n");
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;
     let (a, web_a) = web_pod(&env, &mut cri, &image, "a", None).await;
@@ -740,17 +736,7 @@ impl Drop for Beyond {
 
 #[tokio::test]
 async fn builtin_masquerades_what_pods_send_off_the_node() {
-    let env = net_env("masq", "auto");
-    let config = env.base.join("masq.toml");
-    fs::write(
-        &config,
-        format!(
-            "[network]\ncni_conf_dir = \"{}\"\nbuiltin = \"auto\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = true\n",
-            conf_dir(&env).display()
-        ),
-    )
-    .unwrap();
-    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
+    let mut env = net_env_with("masq", "builtin = \"auto\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = true\n");
     let beyond = Beyond::new(&env);
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;

@@ -188,10 +188,6 @@ async fn exec_over_spdy_carries_stdio_exit_codes_resizes_and_large_output() {
 }
 
 /// Open fds of a process.
-fn fd_count(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
-}
-
 fn fd_targets(pid: i32) -> Vec<String> {
     let dir = format!("/proc/{pid}/fd");
     let mut targets: Vec<String> = std::fs::read_dir(&dir)
@@ -235,7 +231,7 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let now = (fd_count(daemon), env.cgroup_processes().len());
+        let now = (env.daemon_fd_count(), env.cgroup_processes().len());
         if now.0 <= before.0 && now.1 <= before.1 {
             break;
         }

@@ -206,11 +206,7 @@ impl TestEnv {
     /// made in the background, with descriptors of their own in the
     /// daemon); the last reading after 9 s.
     pub async fn settled_fds_and_processes(&self) -> (usize, usize) {
-        let daemon = self.daemon_pid().expect("the daemon runs");
-        let read = || {
-            let fds = fs::read_dir(format!("/proc/{daemon}/fd")).map(|d| d.count()).unwrap_or(0);
-            (fds, self.cgroup_processes().len())
-        };
+        let read = || (self.daemon_fd_count(), self.cgroup_processes().len());
         let mut last = read();
         for _ in 0..30 {
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -221,6 +217,12 @@ impl TestEnv {
             last = now;
         }
         last
+    }
+
+    /// How many descriptors the daemon has open.
+    pub fn daemon_fd_count(&self) -> usize {
+        let daemon = self.daemon_pid().expect("the daemon runs");
+        fs::read_dir(format!("/proc/{daemon}/fd")).map(|d| d.count()).unwrap_or(0)
     }
 
     pub fn daemon_log(&self) -> String {

@@ -131,9 +131,19 @@ impl Registry {
 
     /// GET requests the registry answered for the blob `digest`.
     pub fn blob_gets(&self, digest: &str) -> usize {
+        self.blob_get_lines(digest).len()
+    }
+
+    /// Of those, the ones answered `206 Partial Content` (a range request).
+    pub fn partial_blob_gets(&self, digest: &str) -> usize {
+        self.blob_get_lines(digest).iter().filter(|l| l.contains("\" 206 ")).count()
+    }
+
+    /// The access log's lines of GET requests for the blob `digest`.
+    fn blob_get_lines(&self, digest: &str) -> Vec<String> {
         let log = fs::read_to_string(&self.log).unwrap_or_default();
         let needle = format!("/blobs/{digest}");
-        log.lines().filter(|l| l.contains("\"GET ") && l.contains(&needle)).count()
+        log.lines().filter(|l| l.contains("\"GET ") && l.contains(&needle)).map(str::to_string).collect()
     }
 
     /// GET requests the registry answered for manifests.

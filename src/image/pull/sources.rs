@@ -24,28 +24,33 @@ pub struct BlobSources {
     stall: Duration,
 }
 
-/// What is asked of an endpoint.
+/// What is asked of an endpoint, and what it answers.
+trait Ask: Copy {
+    type Answer;
+    async fn of(self, client: &RegistryClient, digest: &str) -> Result<Self::Answer, RemoteError>;
+}
+
+/// The whole blob, at most this many bytes.
 #[derive(Clone, Copy)]
-enum Ask {
-    /// The whole blob, at most this many bytes.
-    Whole(u64),
-    /// The response, its body read as it arrives.
-    Streamed,
-    /// The response for the rest from this byte on.
-    StreamedFrom(u64),
+struct Whole(u64);
+
+/// The response, its body read as it arrives, from this byte on.
+#[derive(Clone, Copy)]
+struct Streamed(Option<u64>);
+
+impl Ask for Whole {
+    type Answer = Bytes;
+    async fn of(self, client: &RegistryClient, digest: &str) -> Result<Bytes, RemoteError> {
+        client.small_blob(digest, self.0).await
+    }
 }
 
-enum Answer {
-    Whole(Bytes),
-    Streamed(reqwest::Response),
-}
-
-impl Ask {
-    async fn of(self, client: &RegistryClient, digest: &str) -> Result<Answer, RemoteError> {
-        match self {
-            Ask::Whole(limit) => client.small_blob(digest, limit).await.map(Answer::Whole),
-            Ask::Streamed => client.blob(digest).await.map(Answer::Streamed),
-            Ask::StreamedFrom(from) => client.blob_from(digest, from).await.map(Answer::Streamed),
+impl Ask for Streamed {
+    type Answer = reqwest::Response;
+    async fn of(self, client: &RegistryClient, digest: &str) -> Result<reqwest::Response, RemoteError> {
+        match self.0 {
+            None => client.blob(digest).await,
+            Some(from) => client.blob_from(digest, from).await,
         }
     }
 }
@@ -70,32 +75,22 @@ impl BlobSources {
 
     /// A blob small enough (`limit`) to be read whole: an image config.
     pub async fn small_blob(&self, digest: &str, limit: u64) -> Result<Bytes, RemoteError> {
-        match self.first_served(digest, Ask::Whole(limit)).await? {
-            Answer::Whole(bytes) => Ok(bytes),
-            Answer::Streamed(_) => Err(RemoteError::Setup("a streamed answer to a whole-blob request".into())),
-        }
+        self.first_served(digest, Whole(limit)).await
     }
 
     /// A blob as a response whose body is read as it arrives.
     pub async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
-        self.streamed(digest, Ask::Streamed).await
+        self.first_served(digest, Streamed(None)).await
     }
 
     /// The rest of a blob from byte `from` on (a download resumed).
     pub async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
-        self.streamed(digest, Ask::StreamedFrom(from)).await
-    }
-
-    async fn streamed(&self, digest: &str, ask: Ask) -> Result<reqwest::Response, RemoteError> {
-        match self.first_served(digest, ask).await? {
-            Answer::Streamed(response) => Ok(response),
-            Answer::Whole(_) => Err(RemoteError::Setup("a whole answer to a streamed blob request".into())),
-        }
+        self.first_served(digest, Streamed(Some(from))).await
     }
 
     /// What the first endpoint that serves `digest` answers; when none
     /// does, the serving endpoint's failure.
-    async fn first_served(&self, digest: &str, ask: Ask) -> Result<Answer, RemoteError> {
+    async fn first_served<A: Ask>(&self, digest: &str, ask: A) -> Result<A::Answer, RemoteError> {
         let first = match ask.of(&self.serving, digest).await {
             Ok(answer) => return Ok(answer),
             Err(e) if !another_may_serve(&e) => return Err(e),

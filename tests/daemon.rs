@@ -143,8 +143,8 @@ async fn a_spare_monitor_waits_in_the_idle_class_and_ends_with_the_daemon() {
     assert_eq!(spares, vec![spare], "one spare monitor by default");
     assert_eq!(host::sched_policy(spare), Some(5), "a spare waits in SCHED_IDLE");
     // It has settled in a directory of its own: its identity and its socket.
-    let spare_dir = settled_spare_dir(&env, spare).await.expect("the spare settles in a directory of its own");
-    assert!(spare_dir.join("monitor.sock").exists(), "the spare's socket is bound in {}", spare_dir.display());
+    let spare_dir =
+        settled_spare_dir(&env, spare).await.expect("the spare settles in a directory of its own, its socket bound");
     // It has forked the next container's init ahead: the first process of
     // a PID namespace of its own, waiting in the idle class too.
     let prepared = prepared_init_of(spare).await.expect("the spare forks an init ahead");
@@ -320,10 +320,13 @@ fn monitor_pid_in(dir: &std::path::Path) -> Option<i32> {
     value.get("pid")?.as_i64().map(|pid| pid as i32)
 }
 
-/// The spare-monitor directory whose monitor.json names `spare`, within 5 s.
+/// The spare-monitor directory whose monitor.json names `spare`, within 5 s,
+/// once the spare has settled there: it writes monitor.json first and binds
+/// its socket after, so a directory that names it may not have it yet.
 async fn settled_spare_dir(env: &TestEnv, spare: i32) -> Option<std::path::PathBuf> {
     for _ in 0..500 {
-        if let Some(dir) = spare_dirs(env).into_iter().find(|d| monitor_pid_in(d) == Some(spare)) {
+        let named = spare_dirs(env).into_iter().find(|d| monitor_pid_in(d) == Some(spare));
+        if let Some(dir) = named.filter(|d| d.join("monitor.sock").exists()) {
             return Some(dir);
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

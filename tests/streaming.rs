@@ -17,6 +17,12 @@ use nidus::api::*;
 const V4: &str = "v4.channel.k8s.io";
 const LONG: Duration = Duration::from_secs(20);
 
+/// A shell step that waits until the terminal is `rows cols`, then prints
+/// its size (`stty size`): a resize and input travel on different streams.
+fn size_once(rows_cols: &str) -> String {
+    format!("until [ \"$(busybox stty size)\" = '{rows_cols}' ]; do sleep 0.05; done; busybox stty size")
+}
+
 struct Stdio {
     stdin: bool,
     stdout: bool,
@@ -128,16 +134,20 @@ async fn exec_over_spdy_carries_stdio_exit_codes_resizes_and_large_output() {
 
     // A terminal: sizes applied as they come, input echoed, exit code kept.
     let io = Stdio { stdin: true, stdout: true, stderr: false, tty: true };
-    let script = "read x; busybox stty size; echo got-$x; read y; busybox stty size; busybox tty >/dev/null && echo is-a-tty; exit 4";
-    let mut s = start_exec(&env, &mut cri, &id, &["sh", "-c", script], io, &[V4]).await;
+    // A resize and input travel on streams of their own: the script waits
+    // for each size before it prints it (the read deadline bounds the wait).
+    let script = format!(
+        "read x; {}; echo got-$x; read y; {}; busybox tty >/dev/null && echo is-a-tty; exit 4",
+        size_once("40 100"),
+        size_once("50 120")
+    );
+    let mut s = start_exec(&env, &mut cri, &id, &["sh", "-c", &script], io, &[V4]).await;
     let (stdin, stdout, resize) = (s.stdin.unwrap(), s.stdout.unwrap(), s.resize.unwrap());
     s.client.send(resize, br#"{"Width":100,"Height":40}"#).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     s.client.send(stdin, b"abc\n").await;
     let seen = s.client.read_until(stdout, "got-abc", LONG).await;
     assert!(seen.contains("40 100"), "the first size: {seen:?}");
     s.client.send(resize, br#"{"Width":120,"Height":50}"#).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     s.client.send(stdin, b"\n").await;
     let rest = String::from_utf8_lossy(&s.client.read_to_end(stdout, LONG).await).into_owned();
     assert!(rest.contains("50 120"), "the second size: {rest:?}");
@@ -255,21 +265,23 @@ fn config_file(env: &TestEnv, text: &str) -> String {
 #[tokio::test]
 async fn session_urls_are_single_use_expire_and_are_capped() {
     let env = TestEnv::new("tokens");
-    let config = config_file(&env, "[streaming]\ntoken_ttl_secs = 1\nmax_sessions = 2\nidle_timeout_secs = 2\n");
+    // The idle timeout is longer than the steps between the first session's
+    // start and the cap check, so no session ends by itself before it.
+    let config = config_file(&env, "[streaming]\ntoken_ttl_secs = 2\nmax_sessions = 2\nidle_timeout_secs = 6\n");
     let mut env = env.with_args(&["--config", &config]);
     let mut cri = env.start().await;
     let (pod_id, id) = running_busybox(&env, &mut cri, env.pod("tokens")).await;
     let io = || Stdio { stdin: true, stdout: true, stderr: false, tty: false };
 
+    // Unused past its TTL: refused.
+    let late = exec_url(&mut cri, &id, &["true"], &io()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(SpdyClient::connect(&late, &env.netns, &[V4]).await.err().expect("expired").status, 404);
     // Used once: a second use is refused.
     let url = exec_url(&mut cri, &id, &["true"], &io()).await.unwrap();
     let first = SpdyClient::connect(&url, &env.netns, &[V4]).await.expect("first use");
     let again = SpdyClient::connect(&url, &env.netns, &[V4]).await.err().expect("second use refused");
     assert_eq!(again.status, 404);
-    // Unused past its TTL: refused.
-    let late = exec_url(&mut cri, &id, &["true"], &io()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(SpdyClient::connect(&late, &env.netns, &[V4]).await.err().expect("expired").status, 404);
     // A made-up token.
     let forged = format!("{}/exec/{}", &url[..url.find("/exec/").unwrap()], "0".repeat(48));
     assert_eq!(SpdyClient::connect(&forged, &env.netns, &[V4]).await.err().expect("forged").status, 404);
@@ -281,16 +293,25 @@ async fn session_urls_are_single_use_expire_and_are_capped() {
     assert_eq!(SpdyClient::connect(&third_url, &env.netns, &[V4]).await.err().expect("over the cap").status, 429);
     first.vanish();
     second.vanish();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let fourth = exec_url(&mut cri, &id, &["cat"], &io()).await.unwrap();
-    SpdyClient::connect(&fourth, &env.netns, &[V4]).await.expect("room again once sessions end").vanish();
+    // The server frees a vanished session's place once it notices.
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let fourth = exec_url(&mut cri, &id, &["cat"], &io()).await.unwrap();
+        match SpdyClient::connect(&fourth, &env.netns, &[V4]).await {
+            Ok(session) => break session.vanish(),
+            Err(refused) if refused.status == 429 && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(refused) => panic!("no room again once sessions end: {}", refused.status),
+        }
+    }
 
     // A session silent both ways past the idle timeout is closed, its command killed.
     let before = env.cgroup_processes().len();
     let mut idle = start_exec(&env, &mut cri, &id, &["sh", "-c", "echo started; exec sleep 1000"], io(), &[V4]).await;
     idle.client.read_until(idle.stdout.unwrap(), "started", LONG).await;
     assert!(env.cgroup_processes().len() > before);
-    let closed = idle.client.read_to_end(idle.error, Duration::from_secs(10)).await;
+    let closed = idle.client.read_to_end(idle.error, Duration::from_secs(30)).await;
     assert!(closed.is_empty(), "closed without an outcome: {:?}", String::from_utf8_lossy(&closed));
     assert!(idle.client.closed.load(std::sync::atomic::Ordering::SeqCst), "the server closed the connection");
     let deadline = std::time::Instant::now() + LONG;
@@ -422,10 +443,10 @@ async fn exec_over_websocket_channels() {
 
     // A terminal, resized through channel 4.
     let io = Stdio { stdin: true, stdout: true, stderr: false, tty: true };
-    let url = exec_url(&mut cri, &id, &["sh", "-c", "read x; busybox stty size"], &io).await.unwrap();
+    let script = format!("read x; {}", size_once("22 77"));
+    let url = exec_url(&mut cri, &id, &["sh", "-c", &script], &io).await.unwrap();
     let (mut socket, _) = websocket::connect(&url, &env.netns, &[V4]).await.expect("upgrade");
     websocket::send(&mut socket, 4, br#"{"Width":77,"Height":22}"#).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     websocket::send(&mut socket, 0, b"\n").await;
     let (channels, _) = websocket::read_all(&mut socket).await;
     assert!(String::from_utf8_lossy(&channels[1]).contains("22 77"), "{:?}", String::from_utf8_lossy(&channels[1]));
@@ -534,7 +555,8 @@ async fn attach_to_a_containers_own_stdio() {
     assert!(!seen.contains("stdin-closed"), "{seen:?}");
 
     // A terminal container: input, resize, and the session ends with the container.
-    let mut config = container_config("term", &image, &["sh", "-c", "read x; busybox stty size; echo bye-$x"]);
+    let script = format!("read x; {}; echo bye-$x", size_once("19 91"));
+    let mut config = container_config("term", &image, &["sh", "-c", &script]);
     config.stdin = true;
     config.tty = true;
     let term = cri.run_container(&pod_id, &pod, config).await;
@@ -542,7 +564,6 @@ async fn attach_to_a_containers_own_stdio() {
         start_attach(&env, &mut cri, &term, Stdio { stdin: true, stdout: true, stderr: false, tty: true }).await;
     let (stdin, stdout, resize) = (s.stdin.unwrap(), s.stdout.unwrap(), s.resize.unwrap());
     s.client.send(resize, br#"{"Width":91,"Height":19}"#).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     s.client.send(stdin, b"now\n").await;
     let rest = String::from_utf8_lossy(&s.client.read_to_end(stdout, LONG).await).into_owned();
     assert!(rest.contains("19 91") && rest.contains("bye-now"), "{rest:?}");

@@ -247,16 +247,18 @@ impl MonitorPool {
                         monitor.end();
                         return;
                     }
-                    if let Err(e) = process::set_idle_scheduling(monitor.pid, true) {
-                        tracing::debug!(pid = monitor.pid, error = %e, "a spare monitor stays in the normal class");
-                    }
-                    // It settles in the idle class; `take` waits if it must.
                     let mut spares = self.spares();
                     if spares.len() >= self.size {
                         // Another refill got there first: this one ends at end of input.
                         drop(spares);
                         monitor.end();
                         return;
+                    }
+                    // It settles in the idle class; `take` waits if it must.
+                    // Set under the lock: a spare in the idle class is one
+                    // `take` finds (what the tests and an operator see).
+                    if let Err(e) = process::set_idle_scheduling(monitor.pid, true) {
+                        tracing::debug!(pid = monitor.pid, error = %e, "a spare monitor stays in the normal class");
                     }
                     spares.push(monitor);
                 }

@@ -109,21 +109,31 @@ impl SpareDirs {
         tokio::task::spawn_blocking(move || this.fill());
     }
 
-    /// Makes spares here until `size` wait.
+    /// Makes spares here until `size` wait. Each is made under a hidden
+    /// name and renamed to its own as it joins the pool (under the pool's
+    /// lock): a directory under its own name is whole and can be taken.
     fn fill(&self) {
         while !self.full() {
-            let dir = self.root.join(ids::new_id());
-            let made = store::create_dir_all(&self.root, 0o700).and_then(|()| make(&dir));
+            let id = ids::new_id();
+            let making = self.root.join(format!(".making-{id}"));
+            let made = store::create_dir_all(&self.root, 0o700).and_then(|()| make(&making));
             if let Err(e) = made {
                 // `make` removed what it had made.
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot make a spare container directory");
+                tracing::warn!(dir = %making.display(), error = %e, "cannot make a spare container directory");
                 return;
             }
             let mut spares = self.spares();
             if spares.len() >= self.size {
                 // Another refill got there first.
                 drop(spares);
-                let _ = store::remove_tree(&dir);
+                let _ = store::remove_tree(&making);
+                return;
+            }
+            let dir = self.root.join(id);
+            if let Err(e) = rename_new(&making, &dir) {
+                drop(spares);
+                tracing::warn!(dir = %making.display(), error = %e, "cannot name a spare container directory");
+                let _ = store::remove_tree(&making);
                 return;
             }
             spares.push(dir);

@@ -344,7 +344,9 @@ impl Cri {
     /// The log records of a container so far.
     pub async fn logs(&mut self, id: &str) -> Vec<LogRecord> {
         let path = self.status_of(id).await.log_path;
-        parse_log(&std::fs::read_to_string(&path).unwrap_or_default())
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        // Whole records only: one being written may be read in part.
+        parse_log(&text[..text.rfind('\n').map_or(0, |end| end + 1)])
     }
 
     /// Waits up to `secs` for the container to print `line` on stdout: the

@@ -50,9 +50,10 @@ pub fn process_running(pid: i32) -> bool {
     !matches!(state, Some('Z') | Some('X') | None)
 }
 
-/// Waits up to 5 s for `pid` to stop running.
+/// Waits up to 30 s for `pid` to stop running (an idle-class process on a
+/// loaded machine may take long to be scheduled and die).
 pub fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while process_running(pid) {
         if Instant::now() > deadline {
             return false;
@@ -337,6 +338,8 @@ pub fn children_named(pid: i32, comm: &str) -> Vec<i32> {
     processes()
         .into_iter()
         .filter(|&child| stat_field(child, 4).and_then(|p| p.parse().ok()) == Some(pid))
+        // A child that has exited but is not reaped yet is no longer one.
+        .filter(|&child| process_running(child))
         .filter(|&child| fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|c| c.trim() == comm))
         .collect()
 }

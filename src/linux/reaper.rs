@@ -86,26 +86,34 @@ impl Reaper {
         Ok(reaper)
     }
 
-    /// Waits for child `pid` to exit and returns how it ended.
+    /// Waits for child `pid` to exit and returns how it ended. Cancel-safe:
+    /// dropped (a `select!` that took another branch) after the exit reached
+    /// it, it keeps that exit for the next `wait` on `pid`.
     pub async fn wait(&self, pid: i32) -> ExitStatus {
-        let rx = {
-            let mut state = lock(&self.state);
-            if let Some((status, _)) = state.unclaimed.remove(&pid) {
-                // The kept exit may be an earlier holder's of a reused pid: a
-                // pid is reused only once its holder was reaped, so while
-                // `pid` is our child and not reaped, the exit is not its own.
-                // (Reaping holds the state lock, so none is in flight here.)
-                if !is_unreaped_child(pid) {
-                    return status;
-                }
-            }
-            let (tx, rx) = oneshot::channel();
-            state.waiters.insert(pid, tx);
-            rx
+        let pending = match self.register(pid) {
+            Registered::Exited(status) => return status,
+            Registered::Pending(pending) => pending,
         };
         // A concurrent reap may have raced the registration: look once more.
         self.reap_all();
-        rx.await.unwrap_or(ExitStatus::Signaled(libc::SIGKILL))
+        pending.exit().await
+    }
+
+    /// The exit of `pid` if it is kept, else a waiter for it.
+    fn register(&self, pid: i32) -> Registered {
+        let mut state = lock(&self.state);
+        if let Some((status, _)) = state.unclaimed.remove(&pid) {
+            // The kept exit may be an earlier holder's of a reused pid: a
+            // pid is reused only once its holder was reaped, so while
+            // `pid` is our child and not reaped, the exit is not its own.
+            // (Reaping holds the state lock, so none is in flight here.)
+            if !is_unreaped_child(pid) {
+                return Registered::Exited(status);
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        state.waiters.insert(pid, tx);
+        Registered::Pending(Pending { state: self.state.clone(), pid, rx, taken: false })
     }
 
     /// Runs `command` to its end: `input` on its stdin, up to `max_output`
@@ -171,21 +179,56 @@ impl Reaper {
     }
 }
 
+enum Registered {
+    Exited(ExitStatus),
+    Pending(Pending),
+}
+
+/// A registered wait for one pid's exit.
+struct Pending {
+    state: Arc<Mutex<State>>,
+    pid: i32,
+    rx: oneshot::Receiver<ExitStatus>,
+    taken: bool,
+}
+
+impl Pending {
+    async fn exit(mut self) -> ExitStatus {
+        let status = (&mut self.rx).await.unwrap_or(ExitStatus::Signaled(libc::SIGKILL));
+        self.taken = true;
+        status
+    }
+}
+
+impl Drop for Pending {
+    /// An exit that reached this waiter after it was given up is kept, as
+    /// one nobody waited for is: else the next `wait` on the pid never ends.
+    fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
+        if let Ok(status) = self.rx.try_recv() {
+            keep_unclaimed(&mut lock(&self.state), self.pid, status);
+        }
+    }
+}
+
 fn deliver(state: &mut State, pid: i32, status: ExitStatus) {
-    // A waiter that gave up (its future dropped) leaves the exit unclaimed,
-    // for a later `wait` on the same pid.
+    // A waiter that gave up before the exit came (its receiver dropped)
+    // leaves the exit unclaimed, for a later `wait` on the same pid.
     let undelivered = match state.waiters.remove(&pid) {
         Some(tx) => tx.send(status).err(),
         None => Some(status),
     };
-    match undelivered {
-        None => {}
-        Some(status) => {
-            let now = Instant::now();
-            state.unclaimed.retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
-            state.unclaimed.insert(pid, (status, now));
-        }
+    if let Some(status) = undelivered {
+        keep_unclaimed(state, pid, status);
     }
+}
+
+fn keep_unclaimed(state: &mut State, pid: i32, status: ExitStatus) {
+    let now = Instant::now();
+    state.unclaimed.retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
+    state.unclaimed.insert(pid, (status, now));
 }
 
 /// True while `pid` is a child of this process that has not been reaped
@@ -218,5 +261,36 @@ mod tests {
         child.wait().expect("wait");
         assert!(!is_unreaped_child(pid), "a reaped child");
         assert!(!is_unreaped_child(1), "not our child");
+    }
+
+    /// A pid that is no child of this process.
+    fn not_our_child() -> i32 {
+        (i32::MAX - 64..i32::MAX).find(|pid| !is_unreaped_child(*pid)).expect("a free pid")
+    }
+
+    // What `select!` does to a wait when another branch wins in the same
+    // poll: the exit was sent to it, and it is dropped unread. (No reaping
+    // here: it would take the other tests' children.)
+    #[tokio::test]
+    async fn an_exit_sent_to_a_dropped_wait_is_kept_for_the_next() {
+        let reaper = Reaper { state: Arc::default() };
+        let pid = not_our_child();
+        let Registered::Pending(first) = reaper.register(pid) else { panic!("no exit yet") };
+        deliver(&mut lock(&reaper.state), pid, ExitStatus::Exited(3));
+        drop(first);
+        assert!(matches!(reaper.register(pid), Registered::Exited(ExitStatus::Exited(3))));
+    }
+
+    #[tokio::test]
+    async fn an_exit_reaches_its_waiter_or_waits_for_one() {
+        let reaper = Reaper { state: Arc::default() };
+        let pid = not_our_child();
+        let Registered::Pending(waiter) = reaper.register(pid) else { panic!("no exit yet") };
+        deliver(&mut lock(&reaper.state), pid, ExitStatus::Signaled(9));
+        assert_eq!(waiter.exit().await, ExitStatus::Signaled(9));
+        assert!(lock(&reaper.state).unclaimed.is_empty(), "taken, not kept");
+        // Nobody waiting: kept for a later wait.
+        deliver(&mut lock(&reaper.state), pid, ExitStatus::Exited(0));
+        assert!(matches!(reaper.register(pid), Registered::Exited(ExitStatus::Exited(0))));
     }
 }

@@ -231,6 +231,7 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     s.client.read_to_end(s.error, LONG).await;
     drop(s);
     let before = env.settled_fds_and_processes().await;
+    let fds_before = fd_targets(daemon);
 
     for round in 0..100 {
         let tty = round % 2 == 1;
@@ -247,7 +248,7 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "after 100 vanished clients: (daemon fds, processes) {now:?}, before {before:?}; fds: {:?}",
+            "after 100 vanished clients: (daemon fds, processes) {now:?}, before {before:?}; fds: {:?}, before {fds_before:?}",
             fd_targets(daemon)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

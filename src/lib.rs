@@ -37,6 +37,7 @@ pub mod pod;
 pub mod quote;
 pub mod runtime;
 pub mod seccomp;
+pub mod socket_client;
 pub mod stats;
 pub mod store;
 pub mod streaming;

@@ -4,23 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 use crate::api::runtime_service_client::RuntimeServiceClient;
 use crate::api::*;
+use crate::socket_client::socket_channel;
 
 async fn connect(socket: &Path) -> Result<RuntimeServiceClient<Channel>, String> {
-    let socket = socket.to_path_buf();
-    let shown = socket.display().to_string();
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
-        }))
-        .await
-        .map_err(|e| format!("cannot reach the daemon on {shown}: {e}"))?;
-    Ok(RuntimeServiceClient::new(channel))
+    Ok(RuntimeServiceClient::new(socket_channel(socket).await?))
 }
 
 fn status_text(e: tonic::Status) -> String {

@@ -6,13 +6,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Endpoint, Uri};
-
 use super::{ImageStore, ImportedImage};
 use crate::api::image_service_client::ImageServiceClient;
 use crate::api::{ImageSpec, ImageStatusRequest};
 use crate::config::Config;
+use crate::socket_client::socket_channel;
 
 const DAEMON_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -103,16 +101,4 @@ async fn daemon_lists(socket: &Path, ids: Vec<String>) -> Result<Vec<bool>, Stri
         listed.push(status.into_inner().image.is_some());
     }
     Ok(listed)
-}
-
-/// A gRPC channel to the daemon's Unix socket.
-pub async fn socket_channel(socket: &Path) -> Result<tonic::transport::Channel, String> {
-    let path = socket.to_path_buf();
-    Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
-        }))
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))
 }

@@ -14,8 +14,9 @@ use super::progress::{LayerState, PullSnapshot};
 use crate::api::image_service_client::ImageServiceClient;
 use crate::api::runtime_service_client::RuntimeServiceClient;
 use crate::api::{AuthConfig, ImageSpec, PullImageRequest, StatusRequest};
-use crate::image::cli::{human_bytes, socket_channel};
+use crate::image::cli::human_bytes;
 use crate::image::Reference;
+use crate::socket_client::socket_channel;
 
 /// Pulls `reference` through the daemon on `socket`; `creds` is `user:password`.
 pub async fn pull(socket: &Path, reference: &str, creds: Option<&str>) -> Result<(), String> {

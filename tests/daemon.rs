@@ -7,11 +7,6 @@ mod common;
 use common::{client::pod_config, host, TestEnv};
 use nidus::api::*;
 
-/// Polls of 10 ms for what spares do in the background: 30 s, since spare
-/// monitors and their prepared inits wait in SCHED_IDLE and a loaded
-/// machine gives that class little time (a wait ends as soon as it holds).
-const SETTLE_POLLS: usize = 3000;
-
 #[tokio::test]
 async fn version_status_and_runtime_config_answer() {
     let mut env = TestEnv::new("version");
@@ -277,33 +272,27 @@ async fn a_spare_container_directory_becomes_the_containers_with_the_images_etc(
 }
 
 /// The one spare container directory, once it is made and waits in the
-/// pool: under its own name, not the hidden one it is made under (within
-/// a deadline long enough for a loaded machine).
+/// pool: under its own name, not the hidden one it is made under.
 async fn one_spare_container_dir(env: &TestEnv) -> Option<std::path::PathBuf> {
-    for _ in 0..SETTLE_POLLS {
-        let dirs: Vec<_> = std::fs::read_dir(env.root.join("spare-containers"))
-            .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        let named: Vec<_> =
-            dirs.iter().filter(|d| !d.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))).collect();
-        if let ([dir], 1) = (named.as_slice(), dirs.len()) {
+    let root = env.root.join("spare-containers");
+    settled(|| match host::names_in(&root).as_slice() {
+        [name] if !name.starts_with('.') => {
+            let dir = root.join(name);
             assert!(dir.join("upper/etc/resolv.conf").exists(), "a spare under its own name is whole");
-            return Some((*dir).clone());
+            Some(dir)
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    None
+        _ => None,
+    })
+    .await
 }
 
 /// The init a spare monitor forked ahead (its one nidus-monitor child), once forked.
 async fn prepared_init_of(spare: i32) -> Option<i32> {
-    for _ in 0..SETTLE_POLLS {
-        if let [init] = host::children_named(spare, "nidus-monitor").as_slice() {
-            return Some(*init);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    None
+    settled(|| match host::children_named(spare, "nidus-monitor").as_slice() {
+        [init] => Some(*init),
+        _ => None,
+    })
+    .await
 }
 
 /// A process's pid in its own PID namespace (the last of `NSpid`).
@@ -313,13 +302,10 @@ fn pid_in_own_namespace(pid: i32) -> Option<i32> {
     line.split_whitespace().last()?.parse().ok()
 }
 
-/// The directories in which spare monitors settle.
+/// The directories in which spare monitors settle, sorted.
 fn spare_dirs(env: &TestEnv) -> Vec<std::path::PathBuf> {
-    let mut dirs: Vec<_> = std::fs::read_dir(env.state.join("spare-monitors"))
-        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
+    let root = env.state.join("spare-monitors");
+    host::names_in(&root).into_iter().map(|name| root.join(name)).collect()
 }
 
 /// The pid in a monitor directory's monitor.json.
@@ -333,37 +319,36 @@ fn monitor_pid_in(dir: &std::path::Path) -> Option<i32> {
 /// once the spare has settled there: it writes monitor.json first and binds
 /// its socket after, so a directory that names it may not have it yet.
 async fn settled_spare_dir(env: &TestEnv, spare: i32) -> Option<std::path::PathBuf> {
-    for _ in 0..SETTLE_POLLS {
-        let named = spare_dirs(env).into_iter().find(|d| monitor_pid_in(d) == Some(spare));
-        if let Some(dir) = named.filter(|d| d.join("monitor.sock").exists()) {
-            return Some(dir);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    None
+    settled(|| {
+        spare_dirs(env).into_iter().find(|d| monitor_pid_in(d) == Some(spare) && d.join("monitor.sock").exists())
+    })
+    .await
 }
 
 /// Whether `pid` is in SCHED_IDLE, or gets there soon (a monitor forks its
 /// prepared init, then moves it to the idle class).
 async fn idle_class_soon(pid: i32) -> bool {
-    for _ in 0..SETTLE_POLLS {
-        if host::sched_policy(pid) == Some(5) {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    false
+    settled(|| (host::sched_policy(pid) == Some(5)).then_some(())).await.is_some()
 }
 
 /// The nidus-monitor children of the daemon other than `except`, once one
 /// waits in SCHED_IDLE (a spare that waits in the pool).
 async fn a_new_spare(daemon: i32, except: &[i32]) -> Option<i32> {
-    for _ in 0..SETTLE_POLLS {
-        let spare = host::children_named(daemon, "nidus-monitor")
+    settled(|| {
+        host::children_named(daemon, "nidus-monitor")
             .into_iter()
-            .find(|pid| !except.contains(pid) && host::sched_policy(*pid) == Some(5));
-        if spare.is_some() {
-            return spare;
+            .find(|pid| !except.contains(pid) && host::sched_policy(*pid) == Some(5))
+    })
+    .await
+}
+
+/// What `probe` finds, asked every 10 ms for up to 30 s: what spares do in
+/// the background takes long on a loaded machine, since spare monitors and
+/// their prepared inits wait in SCHED_IDLE (the wait ends once it finds).
+async fn settled<T>(mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    for _ in 0..3000 {
+        if let Some(found) = probe() {
+            return Some(found);
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }

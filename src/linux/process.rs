@@ -480,8 +480,8 @@ pub fn reap_children_forever() -> ! {
 }
 
 /// Makes the program `command` starts die (SIGKILL) when the thread that
-/// started it exits: for short-lived helpers (CNI plugins) started from the
-/// daemon's long-lived async worker threads, so a daemon killed mid-call
+/// started it exits: for short-lived helpers (CNI plugins, nft: what
+/// `Reaper::run` runs) started from the daemon's long-lived async worker threads, so a daemon killed mid-call
 /// leaves no helper finishing its work after the restarted daemon undid it.
 pub fn die_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;

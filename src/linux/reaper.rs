@@ -118,7 +118,8 @@ impl Reaper {
 
     /// Runs `command` to its end: `input` on its stdin, up to `max_output`
     /// bytes read from each of its stdout and stderr, its exit collected
-    /// here; past `timeout` it is killed and reaped. (Its stdio is set here.)
+    /// here; past `timeout` it is killed and reaped. (Its stdio is set here,
+    /// and it dies with the daemon: `process::die_with_parent`.)
     pub async fn run(
         &self,
         command: &mut Command,
@@ -126,6 +127,7 @@ impl Reaper {
         max_output: u64,
         timeout: Duration,
     ) -> Result<Finished, RunError> {
+        super::process::die_with_parent(command);
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
         let pid = child.id() as i32;
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());

@@ -64,7 +64,6 @@ pub async fn apply(bridge: &str, enabled: bool, reaper: &Reaper) -> Result<(), M
         };
     };
     let mut command = Command::new(program);
-    crate::linux::process::die_with_parent(&mut command);
     command.args(["-f", "-"]).env_clear();
     let script = transaction(bridge, enabled);
     let finished = match reaper.run(&mut command, script.as_bytes(), MAX_OUTPUT, NFT_TIMEOUT).await {

@@ -51,7 +51,6 @@ pub async fn run(
     let command = invocation.command;
     let cni_path = std::env::join_paths(invocation.bin_dirs).unwrap_or_default();
     let mut command_line = Command::new(program);
-    crate::linux::process::die_with_parent(&mut command_line);
     command_line
         .env_clear()
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")

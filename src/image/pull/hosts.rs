@@ -151,21 +151,19 @@ impl RegistryConfig {
         };
         let tls = config.map(|c| c.tls.clone()).unwrap_or_default();
         let plain = config.is_some_and(|c| c.plain_http);
-        if plain {
-            endpoints.push(upstream(registry, "http", &upstream_host, repository, &tls));
-        } else {
-            endpoints.push(upstream(registry, "https", &upstream_host, repository, &tls));
-            // As docker and containerd do: a loopback registry without TLS is
-            // reached over plain HTTP.
-            if is_loopback(registry) {
-                endpoints.push(upstream(registry, "http", &upstream_host, repository, &tls));
-            }
+        if !plain {
+            endpoints.push(upstream("https", &upstream_host, repository, &tls));
+        }
+        // As docker and containerd do: a loopback registry is tried over
+        // plain HTTP after HTTPS.
+        if plain || is_loopback(registry) {
+            endpoints.push(upstream("http", &upstream_host, repository, &tls));
         }
         Ok(endpoints)
     }
 }
 
-fn upstream(_registry: &str, scheme: &'static str, host: &str, repository: &str, tls: &TlsConfig) -> Endpoint {
+fn upstream(scheme: &'static str, host: &str, repository: &str, tls: &TlsConfig) -> Endpoint {
     Endpoint { scheme, host: host.to_string(), repository: repository.to_string(), tls: tls.clone(), mirror: false }
 }
 

@@ -112,11 +112,11 @@ fn with_media_type(mut descriptor: serde_json::Value, media_type: &str) -> serde
     descriptor
 }
 
-fn sha256(data: &[u8]) -> String {
+pub(crate) fn sha256(data: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(data)))
 }
 
-fn oci_arch() -> &'static str {
+pub(crate) fn oci_arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",

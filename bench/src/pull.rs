@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::host;
+use crate::images::{oci_arch, sha256};
 use crate::runtime::Runtime;
 
 pub const REGISTRY_PORT: u16 = 5000;
@@ -160,10 +160,6 @@ fn disk_write_rate(dir: &Path) -> Result<f64> {
     Ok(256.0 * 1.048_576 / secs)
 }
 
-fn sha256(data: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(data)))
-}
-
 fn write_blob(layout: &Path, data: &[u8]) -> Result<String> {
     let digest = sha256(data);
     fs::write(layout.join("blobs/sha256").join(&digest[7..]), data)?;
@@ -219,7 +215,7 @@ fn write_image(layout: &Path) -> Result<(PathBuf, u64)> {
         }));
     }
     let config = serde_json::to_vec(&serde_json::json!({
-        "architecture": host_arch(), "os": "linux",
+        "architecture": oci_arch(), "os": "linux",
         "config": {"Cmd": ["/bin/true"]},
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }))?;
@@ -237,14 +233,6 @@ fn write_image(layout: &Path) -> Result<(PathBuf, u64)> {
     fs::write(layout.join("index.json"), serde_json::to_vec(&index)?)?;
     host::run("sync", &[])?;
     Ok((layout.to_path_buf(), total))
-}
-
-fn host_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 /// The step's table.

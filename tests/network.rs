@@ -20,7 +20,8 @@ const SUBNET_PREFIX: &str = "10.99.0.";
 const GATEWAY: &str = "10.99.0.1";
 
 /// A test environment whose daemon reads `net.d` in the test directory,
-/// finds plugins in Debian's directory, and has the built-in network
+/// finds plugins in Debian's directory (then in `cni-bin` of the test
+/// directory, for plugins a test installs late), and has the built-in network
 /// `builtin` (without its masquerade, which a test turns on itself).
 fn net_env(label: &str, builtin: &str) -> TestEnv {
     net_env_with(label, &format!("builtin = \"{builtin}\"\npod_cidr = \"10.98.0.0/24\"\nmasquerade = false\n"))
@@ -34,8 +35,9 @@ fn net_env_with(label: &str, settings: &str) -> TestEnv {
     fs::write(
         &config,
         format!(
-            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\"]\n{settings}",
-            conf_dir(&env).display()
+            "[network]\ncni_conf_dir = \"{}\"\ncni_bin_dirs = [\"{PLUGINS}\", \"{}\"]\n{settings}",
+            conf_dir(&env).display(),
+            late_plugin_dir(&env).display()
         ),
     )
     .unwrap();
@@ -44,6 +46,10 @@ fn net_env_with(label: &str, settings: &str) -> TestEnv {
 
 fn conf_dir(env: &TestEnv) -> PathBuf {
     env.base.join("net.d")
+}
+
+fn late_plugin_dir(env: &TestEnv) -> PathBuf {
+    env.base.join("cni-bin")
 }
 
 fn ipam_dir(env: &TestEnv) -> PathBuf {
@@ -284,6 +290,17 @@ async fn network_ready_follows_the_configuration_directory() {
     );
     let cond = network_ready(&mut cri).await;
     assert!(!cond.status && cond.message.contains("no-such-plugin"), "{}", cond.message);
+    // Its plugin installed after it: usable, with nothing in net.d touched.
+    fs::create_dir_all(late_plugin_dir(&env)).unwrap();
+    let late = r#"{"cniVersion":"1.0.0","name":"late","plugins":[{"type":"late-plugin"}]}"#;
+    write_conflist(&env, "07-late.conflist", late);
+    let cond = network_ready(&mut cri).await;
+    assert!(!cond.status && cond.message.contains("late-plugin"), "{}", cond.message);
+    let plugin = late_plugin_dir(&env).join("late-plugin");
+    fs::write(&plugin, "#!/bin/sh\nexit 1\n").unwrap();
+    fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    assert!(network_ready(&mut cri).await.status, "the list is usable once its plugin is installed");
+    fs::remove_file(conf_dir(&env).join("07-late.conflist")).unwrap();
     // A valid one after it (by name) is taken; no restart needed.
     write_conflist(&env, "10-test.conflist", &bridge_conflist(&env));
     assert!(network_ready(&mut cri).await.status);

@@ -135,10 +135,11 @@ impl PodNetworks {
         }))
     }
 
-    /// The first valid CNI list, re-read when the directory changed.
+    /// The first valid CNI list, re-read when the directory or the plugin
+    /// directories changed.
     fn cni_list(&self) -> Result<cni::NetworkList, cni::conf::NoList> {
         let dir = &self.config.cni_conf_dir;
-        let fingerprint = cni::conf::fingerprint(dir);
+        let fingerprint = cni::conf::fingerprint(dir, &self.config.cni_bin_dirs);
         let mut loaded = lock(&self.loaded);
         if let Some(l) = loaded.as_ref().filter(|l| l.fingerprint == fingerprint) {
             return l.result.clone();

@@ -145,9 +145,13 @@ pub fn load_first(dir: &Path, bin_dirs: &[PathBuf]) -> Result<NetworkList, NoLis
     Err(NoList::Invalid(reasons))
 }
 
-/// A cheap fingerprint of the directory (names, sizes, modification times),
-/// so an unchanged directory is not parsed again.
-pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+/// A cheap fingerprint of what `load_first` reads: the configuration
+/// directory's entries (names, sizes, modification times) and the plugin
+/// directories' own modification times, which change as a plugin is
+/// installed or removed. What is unchanged is not parsed again, and a list
+/// refused for a missing plugin is looked at again once plugins come.
+pub fn fingerprint(dir: &Path, bin_dirs: &[PathBuf]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let plugin_dirs = bin_dirs.iter().map(|d| (d.clone(), 0, std::fs::metadata(d).and_then(|m| m.modified()).ok()));
     let mut found: Vec<(PathBuf, u64, Option<SystemTime>)> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -161,6 +165,7 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
         })
         .unwrap_or_default();
     found.sort();
+    found.extend(plugin_dirs);
     found
 }
 

@@ -98,10 +98,17 @@ impl ContentStore {
     /// Stores `data` (a manifest nidus wrote itself).
     pub fn write_bytes(&self, data: &[u8]) -> Result<Digest, ImageError> {
         let digest = Digest::of(data);
-        if !self.contains(&digest) {
-            self.write(&mut &data[..], Expected { digest: Some(&digest), size: Some(data.len() as u64) })?;
-        }
+        self.write_known(data, &digest)?;
         Ok(digest)
+    }
+
+    /// Stores `data`, checked against `digest`, unless a blob of that
+    /// digest is stored already.
+    pub fn write_known(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
+        if !self.contains(digest) {
+            self.write(&mut &data[..], Expected { digest: Some(digest), size: Some(data.len() as u64) })?;
+        }
+        Ok(())
     }
 
     /// Every stored blob.
@@ -175,35 +182,31 @@ impl BlobWriter<'_> {
     pub fn commit(&mut self, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
         let writer = self.writer.take().ok_or_else(|| ImageError::io("committing a blob", committed()))?;
         let (buffered, digest, size) = writer.finish();
-        let tmp = &self.tmp;
-        let store = self.store;
-        (|| {
-            if let Some(want) = expected.size {
-                if want != size {
-                    let name = expected.digest.map(|d| d.to_string()).unwrap_or_else(|| "blob".into());
-                    return Err(ImageError::BadContent(format!(
-                        "{name} has the wrong size: the descriptor says {want} bytes, the content has {}",
-                        if size > want { format!("more than {want}") } else { size.to_string() }
-                    )));
-                }
+        if let Some(want) = expected.size {
+            if want != size {
+                let name = expected.digest.map(|d| d.to_string()).unwrap_or_else(|| "blob".into());
+                return Err(ImageError::BadContent(format!(
+                    "{name} has the wrong size: the descriptor says {want} bytes, the content has {}",
+                    if size > want { format!("more than {want}") } else { size.to_string() }
+                )));
             }
-            if let Some(want) = expected.digest {
-                if *want != digest {
-                    return Err(ImageError::BadContent(format!(
-                        "blob content does not match its digest: expected {want}, got {digest}"
-                    )));
-                }
+        }
+        if let Some(want) = expected.digest {
+            if *want != digest {
+                return Err(ImageError::BadContent(format!(
+                    "blob content does not match its digest: expected {want}, got {digest}"
+                )));
             }
-            let file = buffered.into_inner().map_err(|e| ImageError::io("writing blob", e.into_error()))?;
-            file.sync_all().map_err(|e| ImageError::io("syncing blob", e))?;
-            let path = store.path(&digest);
-            if !path.exists() {
-                fs::rename(tmp, &path).map_err(|e| ImageError::io(format!("storing blob {digest}"), e))?;
-                let dir = store.dir.join("sha256");
-                store::sync_dir(&dir).map_err(|e| ImageError::io("syncing the blob directory", e))?;
-            }
-            Ok((digest, size))
-        })()
+        }
+        let file = buffered.into_inner().map_err(|e| ImageError::io("writing blob", e.into_error()))?;
+        file.sync_all().map_err(|e| ImageError::io("syncing blob", e))?;
+        let path = self.store.path(&digest);
+        if !path.exists() {
+            fs::rename(&self.tmp, &path).map_err(|e| ImageError::io(format!("storing blob {digest}"), e))?;
+            let dir = self.store.dir.join("sha256");
+            store::sync_dir(&dir).map_err(|e| ImageError::io("syncing the blob directory", e))?;
+        }
+        Ok((digest, size))
     }
 }
 

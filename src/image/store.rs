@@ -431,11 +431,7 @@ impl ImageStore {
 
     /// Stores a manifest or config a pull fetched, verified against `digest`.
     pub fn store_fetched(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
-        if !self.content.contains(digest) {
-            let expected = Expected { digest: Some(digest), size: Some(data.len() as u64) };
-            self.content.write(&mut &data[..], expected)?;
-        }
-        Ok(())
+        self.content.write_known(data, digest)
     }
 
     /// Stores a layer blob of `size` bytes as `source` yields it, unpacking

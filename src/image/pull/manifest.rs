@@ -29,41 +29,34 @@ pub struct LayerDescriptor {
 /// Reads `body` as what the registry says it is (`content_type`, else the
 /// body's own `mediaType`).
 pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Fetched, String> {
-    let declared: Option<String> = serde_json::from_slice::<serde_json::Value>(body)
-        .map_err(|e| format!("not JSON: {e}"))?
-        .get("mediaType")
-        .and_then(|m| m.as_str())
-        .map(str::to_string);
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let declared = value.get("mediaType").and_then(|m| m.as_str());
     let schema1 = [
         "application/vnd.docker.distribution.manifest.v1+json",
         "application/vnd.docker.distribution.manifest.v1+prettyjws",
     ];
-    let media_type = declared.as_deref().or(content_type).unwrap_or_default();
+    let media_type = declared.or(content_type).unwrap_or_default();
     if schema1.contains(&media_type) {
         return Err("Docker schema 1 manifests are not supported (deprecated; push the image again)".into());
     }
     match media_type {
-        OCI_INDEX | DOCKER_LIST => ImageIndex::from_reader(body)
-            .map(|i| Fetched::Index(Box::new(i)))
-            .map_err(|e| format!("invalid image index: {e}")),
-        OCI_MANIFEST | DOCKER_MANIFEST => ImageManifest::from_reader(body)
-            .map(|m| Fetched::Manifest(Box::new(m)))
-            .map_err(|e| format!("invalid image manifest: {e}")),
+        OCI_INDEX | DOCKER_LIST => index(body),
+        OCI_MANIFEST | DOCKER_MANIFEST => manifest(body),
         // An OCI index or manifest need not name its media type: tell them by their fields.
-        _ if declared.is_none() => {
-            let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-            if value.get("manifests").is_some() {
-                ImageIndex::from_reader(body)
-                    .map(|i| Fetched::Index(Box::new(i)))
-                    .map_err(|e| format!("invalid image index: {e}"))
-            } else {
-                ImageManifest::from_reader(body)
-                    .map(|m| Fetched::Manifest(Box::new(m)))
-                    .map_err(|e| format!("invalid image manifest: {e}"))
-            }
-        }
+        _ if declared.is_none() && value.get("manifests").is_some() => index(body),
+        _ if declared.is_none() => manifest(body),
         other => Err(format!("unsupported manifest media type {other:?}")),
     }
+}
+
+fn index(body: &[u8]) -> Result<Fetched, String> {
+    ImageIndex::from_reader(body).map(|i| Fetched::Index(Box::new(i))).map_err(|e| format!("invalid image index: {e}"))
+}
+
+fn manifest(body: &[u8]) -> Result<Fetched, String> {
+    ImageManifest::from_reader(body)
+        .map(|m| Fetched::Manifest(Box::new(m)))
+        .map_err(|e| format!("invalid image manifest: {e}"))
 }
 
 /// The platform this node runs: `linux/<arch>[/<variant>]`.

@@ -53,17 +53,11 @@ pub async fn connect_in(netns: &Path) -> std::io::Result<Handle> {
     let ns = File::open(netns)?;
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| -> std::io::Result<Handle> {
-                    nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
-                    let _entered = runtime.enter();
-                    let (connection, handle, _) = rtnetlink::new_connection()?;
-                    runtime.spawn(connection);
-                    Ok(handle)
-                })
-                .join()
-                .map_err(|_| std::io::Error::other("the netns thread panicked"))?
+        crate::linux::netns_connect::in_netns(&ns, || {
+            let _entered = runtime.enter();
+            let (connection, handle, _) = rtnetlink::new_connection()?;
+            runtime.spawn(connection);
+            Ok(handle)
         })
     })
     .await

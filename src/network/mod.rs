@@ -101,7 +101,7 @@ pub struct PodNetworks {
     ips: Mutex<HashMap<String, Vec<IpAddr>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

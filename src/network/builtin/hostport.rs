@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::task::JoinSet;
 
+use crate::network::lock;
 use crate::network::HostPort;
 
 /// A UDP client's relay ends after this long without traffic.
@@ -62,13 +63,13 @@ impl HostPorts {
             }
         }
         tracing::debug!(pod_id = %sandbox_id, ports = mappings.len(), "host ports open");
-        self.by_pod.lock().unwrap_or_else(|p| p.into_inner()).insert(sandbox_id.to_string(), tasks);
+        lock(&self.by_pod).insert(sandbox_id.to_string(), tasks);
         Ok(())
     }
 
     /// Closes a pod's host ports (and its forwarded connections).
     pub fn close(&self, sandbox_id: &str) {
-        let tasks = self.by_pod.lock().unwrap_or_else(|p| p.into_inner()).remove(sandbox_id);
+        let tasks = lock(&self.by_pod).remove(sandbox_id);
         drop(tasks);
     }
 }

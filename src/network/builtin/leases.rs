@@ -15,6 +15,7 @@ use std::sync::Mutex;
 
 use ipnet::IpNet;
 
+use crate::network::lock;
 use crate::store;
 
 pub struct Leases {
@@ -62,7 +63,7 @@ impl Leases {
     /// Leases one address of each network to `owner` (an owner that holds one
     /// already keeps it: an ADD repeated after a crash).
     pub fn lease(&self, owner: &str, nets: &[IpNet]) -> std::io::Result<Vec<IpAddr>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         let (held, next) = &mut *state;
         let mut leased = Vec::new();
         for net in nets {
@@ -104,7 +105,7 @@ impl Leases {
 
     /// Releases every address `owner` holds.
     pub fn release(&self, owner: &str) -> std::io::Result<()> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         let mine: Vec<IpAddr> = state.0.iter().filter(|(_, o)| o.as_str() == owner).map(|(ip, _)| *ip).collect();
         for ip in &mine {
             match std::fs::remove_file(self.dir.join(ip.to_string())) {
@@ -119,7 +120,7 @@ impl Leases {
 
     /// Every owner holding an address.
     pub fn owners(&self) -> Vec<String> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = lock(&self.state);
         let mut owners: Vec<String> = state.0.values().cloned().collect();
         owners.sort();
         owners.dedup();
@@ -128,7 +129,7 @@ impl Leases {
 
     /// Addresses held, for tests and Status.
     pub fn count(&self) -> usize {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0.len()
+        lock(&self.state).0.len()
     }
 }
 

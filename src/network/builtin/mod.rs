@@ -20,6 +20,7 @@ use ipnet::IpNet;
 
 use super::{Attachment, Backend, NetworkConfig, PodInfo, POD_IFNAME};
 use crate::linux::reaper::Reaper;
+use crate::network::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuiltinError {
@@ -116,7 +117,7 @@ impl Builtin {
 
     async fn bridge(&self, handle: &rtnetlink::Handle, nets: &[IpNet]) -> Result<u32, BuiltinError> {
         let current = links::index_of(handle, &self.bridge).await?;
-        let ready = self.bridge_ready.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let ready = lock(&self.bridge_ready).clone();
         if let (Some(index), Some((known, known_nets))) = (current, ready) {
             if index == known && known_nets == nets {
                 return Ok(index);
@@ -125,7 +126,7 @@ impl Builtin {
         let _setup = self.bridge_setup.lock().await;
         let index = links::ensure_bridge(handle, &self.bridge, nets).await?;
         self.set_up_masquerade().await;
-        *self.bridge_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some((index, nets.to_vec()));
+        *lock(&self.bridge_ready) = Some((index, nets.to_vec()));
         tracing::info!(bridge = %self.bridge, nets = ?nets, "built-in network bridge ready");
         Ok(index)
     }
@@ -142,12 +143,12 @@ impl Builtin {
                 format!("failed: {e}")
             }
         };
-        *self.masquerade_state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        *lock(&self.masquerade_state) = state;
     }
 
     /// What became of the NAT table (Status verbose).
     pub fn masquerade_state(&self) -> String {
-        self.masquerade_state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.masquerade_state).clone()
     }
 
     /// Attaches a pod; the caller undoes a failure with `detach`.

@@ -236,31 +236,8 @@ impl ImageStore {
     /// Reads a candidate's config, unpacks its layers and makes its record.
     fn prepare(&self, candidate: Candidate, name: Option<&Reference>) -> Result<(ImageRecord, u64), ImageError> {
         let config_bytes = self.content.read_small(&candidate.config)?;
-        let config = ImageConfiguration::from_reader(&config_bytes[..])
-            .map_err(|e| ImageError::BadContent(format!("image config {} is not valid: {e}", candidate.config)))?;
-        if config.rootfs().typ() != "layers" {
-            return Err(ImageError::BadContent(format!(
-                "image config {}: rootfs type {:?} is not \"layers\"",
-                candidate.config,
-                config.rootfs().typ()
-            )));
-        }
-        let diff_ids = config
-            .rootfs()
-            .diff_ids()
-            .iter()
-            .map(|d| d.parse::<Digest>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ImageError::BadContent(format!("image config {}: diff id {e}", candidate.config)))?;
-        if diff_ids.len() != candidate.layers.len() {
-            return Err(ImageError::BadContent(format!(
-                "image config {} lists {} layers (diff ids), its manifest {} lists {}",
-                candidate.config,
-                diff_ids.len(),
-                candidate.manifest,
-                candidate.layers.len()
-            )));
-        }
+        let (config, diff_ids) =
+            checked_config(&config_bytes, &candidate.config, &candidate.manifest, candidate.layers.len())?;
         let mut layers = Vec::new();
         let mut unpacked_bytes = 0;
         for (layer, diff_id) in candidate.layers.iter().zip(diff_ids) {
@@ -608,6 +585,40 @@ fn fingerprint(path: &Path) -> (u64, i64) {
         .find_map(|name| std::fs::metadata(path.join(name)).ok())
         .or_else(|| std::fs::metadata(path).ok());
     meta.map(|m| (m.size(), m.mtime() * 1_000_000_000 + m.mtime_nsec())).unwrap_or_default()
+}
+
+/// An image config and its layers' diff ids, checked: its rootfs is of
+/// type "layers", with as many diff ids as its manifest `manifest` has
+/// `layers`. A pull checks this before it downloads the layers, and
+/// `prepare` again before it unpacks them.
+pub(super) fn checked_config(
+    bytes: &[u8],
+    config_digest: &Digest,
+    manifest: &Digest,
+    layers: usize,
+) -> Result<(ImageConfiguration, Vec<Digest>), ImageError> {
+    let config = ImageConfiguration::from_reader(bytes)
+        .map_err(|e| ImageError::BadContent(format!("image config {config_digest} is not valid: {e}")))?;
+    if config.rootfs().typ() != "layers" {
+        return Err(ImageError::BadContent(format!(
+            "image config {config_digest}: rootfs type {:?} is not \"layers\"",
+            config.rootfs().typ()
+        )));
+    }
+    let diff_ids = config
+        .rootfs()
+        .diff_ids()
+        .iter()
+        .map(|d| d.parse::<Digest>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ImageError::BadContent(format!("image config {config_digest}: diff id {e}")))?;
+    if diff_ids.len() != layers {
+        return Err(ImageError::BadContent(format!(
+            "image config {config_digest} lists {} layers (diff ids), its manifest {manifest} lists {layers}",
+            diff_ids.len()
+        )));
+    }
+    Ok((config, diff_ids))
 }
 
 #[cfg(test)]

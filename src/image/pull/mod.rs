@@ -171,14 +171,8 @@ impl Puller {
         if Digest::of(&config) != config_digest {
             return Err(bad(format!("config blob does not match its digest {config_digest}")));
         }
-        let diff_ids = diff_ids(&config).map_err(|why| bad(format!("config {config_digest}: {why}")))?;
-        if diff_ids.len() != layers.len() {
-            return Err(bad(format!(
-                "config {config_digest} lists {} layers, manifest {manifest_digest} {}",
-                diff_ids.len(),
-                layers.len()
-            )));
-        }
+        let (_, diff_ids) = super::store::checked_config(&config, &config_digest, &manifest_digest, layers.len())
+            .map_err(|e| store_error(&image, e))?;
 
         // From the first blob stored until the image is in the index, GC waits.
         let guard = self.blocking(&image, |store| store.pull_guard()).await?;
@@ -482,12 +476,6 @@ fn store_error(image: &str, e: ImageError) -> PullError {
         ImageError::BadContent(_) | ImageError::BadLayer { .. } => PullError::BadContent { image, why: e.to_string() },
         e => PullError::Store { image, why: e.to_string() },
     }
-}
-
-/// The diff ids of an image config.
-fn diff_ids(config: &[u8]) -> Result<Vec<Digest>, String> {
-    let config = oci_spec::image::ImageConfiguration::from_reader(config).map_err(|e| format!("invalid: {e}"))?;
-    config.rootfs().diff_ids().iter().map(|d| d.parse::<Digest>().map_err(|e| format!("diff id: {e}"))).collect()
 }
 
 /// Logs a pull's progress every `interval` until aborted.

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use oci_spec::image::ImageManifest;
 use tokio::sync::{mpsc, Semaphore};
 
 pub use auth::Credentials;
@@ -69,6 +70,18 @@ pub enum PullError {
     Store { image: String, why: String },
     #[error("{0}")]
     Internal(String),
+}
+
+/// An image's manifest as `resolve_manifest` found it.
+struct Resolved {
+    /// Where its blobs come from: the endpoint that served it, then the ones after it.
+    sources: BlobSources,
+    /// The digest the reference resolves to (the index's for a multi-platform image).
+    top: Digest,
+    /// This platform's manifest: its digest, its bytes, and it parsed.
+    digest: Digest,
+    bytes: Bytes,
+    manifest: Box<ImageManifest>,
 }
 
 /// Pulls images for the daemon; one per daemon, shared by its services.
@@ -150,15 +163,9 @@ impl Puller {
         progress: &progress::PullProgress,
     ) -> Result<Image, PullError> {
         let image = reference.to_string();
-        let (sources, top_digest, manifest_bytes) = self.resolve_manifest(reference, &credentials).await?;
+        let Resolved { sources, top: top_digest, digest: manifest_digest, bytes: manifest_bytes, manifest } =
+            self.resolve_manifest(reference, &credentials).await?;
         let bad = |why: String| PullError::BadContent { image: image.clone(), why };
-        let manifest_digest = Digest::of(&manifest_bytes);
-        let manifest = match manifest::parse(&manifest_bytes, None)
-            .map_err(|why| bad(format!("manifest {manifest_digest}: {why}")))?
-        {
-            Fetched::Manifest(m) => m,
-            Fetched::Index(_) => return Err(bad(format!("index {top_digest} lists another index for this platform"))),
-        };
         let ((config_digest, config_size), layers) =
             manifest::image_parts(&manifest).map_err(|why| bad(format!("manifest {manifest_digest}: {why}")))?;
         if config_size > MAX_JSON_BYTES {
@@ -239,15 +246,8 @@ impl Puller {
     }
 
     /// Finds the endpoint that serves the image and fetches its manifest
-    /// (through the index for this platform). Answers where its blobs come
-    /// from (that endpoint, then the ones after it), the digest the
-    /// reference resolves to (the index's for a multi-platform image) and
-    /// the manifest.
-    async fn resolve_manifest(
-        &self,
-        reference: &Reference,
-        credentials: &Credentials,
-    ) -> Result<(BlobSources, Digest, Bytes), PullError> {
+    /// (through the index for this platform).
+    async fn resolve_manifest(&self, reference: &Reference, credentials: &Credentials) -> Result<Resolved, PullError> {
         let image = reference.to_string();
         let endpoints = self
             .config
@@ -279,8 +279,8 @@ impl Puller {
                     }
                     let fetched = manifest::parse(&body, media_type.as_deref())
                         .map_err(|why| PullError::BadContent { image: image.clone(), why: format!("{top}: {why}") })?;
-                    let manifest = match fetched {
-                        Fetched::Manifest(_) => body,
+                    let (digest, bytes, manifest) = match fetched {
+                        Fetched::Manifest(manifest) => (top.clone(), body, manifest),
                         Fetched::Index(index) => {
                             let Some((chosen, _)) = manifest::choose(&index) else {
                                 return Err(PullError::NoPlatform {
@@ -293,18 +293,23 @@ impl Puller {
                                 .manifest(&chosen.to_string(), manifest::ACCEPTED, MAX_MANIFEST_BYTES)
                                 .await
                                 .map_err(|e| remote_error(&image, "the platform manifest", e, stall.as_secs()))?;
+                            let bad = |why: String| PullError::BadContent { image: image.clone(), why };
                             if Digest::of(&body) != chosen {
-                                return Err(PullError::BadContent {
-                                    image,
-                                    why: format!("manifest {chosen} does not match its digest"),
-                                });
+                                return Err(bad(format!("manifest {chosen} does not match its digest")));
                             }
-                            body
+                            match manifest::parse(&body, None)
+                                .map_err(|why| bad(format!("manifest {chosen}: {why}")))?
+                            {
+                                Fetched::Manifest(manifest) => (chosen, body, manifest),
+                                Fetched::Index(_) => {
+                                    return Err(bad(format!("index {top} lists another index for this platform")))
+                                }
+                            }
                         }
                     };
                     tracing::debug!(image = %image, endpoint = %client.endpoint().base_url(), "manifest resolved");
                     let sources = BlobSources::new(client, endpoints, &reference.domain, credentials.clone(), stall);
-                    return Ok((sources, top, manifest));
+                    return Ok(Resolved { sources, top, digest, bytes, manifest });
                 }
                 Err(e) => {
                     tracing::debug!(image = %image, endpoint = %client.endpoint().base_url(), error = %e,

@@ -101,6 +101,33 @@ pub struct PodNetworks {
     ips: Mutex<HashMap<String, Vec<IpAddr>>>,
 }
 
+/// What DEL and CHECK repeat from a CNI-attached pod's cache entry.
+struct CachedCniCall<'a> {
+    /// The network list of its ADD.
+    list: cni::NetworkList,
+    /// The arguments for the pod in the namespace the call names.
+    pod_args: cni::PodArgs,
+    /// The ADD's result (None until ADD finished).
+    result: Option<&'a serde_json::Value>,
+}
+
+/// The CNI call of `attachment` for the pod in `netns`; None for the built-in network.
+fn cached_cni_call(attachment: &Attachment, netns: String) -> Result<Option<CachedCniCall<'_>>, NetworkError> {
+    let Backend::Cni { file, list, args, runtime_config, result } = &attachment.backend else {
+        return Ok(None);
+    };
+    let list = cni::NetworkList::from_value(file, list.clone())
+        .map_err(|e| NetworkError::BadCache(attachment.sandbox_id.clone(), e))?;
+    let pod_args = cni::PodArgs {
+        container_id: attachment.sandbox_id.clone(),
+        netns,
+        ifname: attachment.ifname.clone(),
+        args: args.clone(),
+        runtime_config: runtime_config.clone(),
+    };
+    Ok(Some(CachedCniCall { list, pod_args, result: result.as_ref() }))
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -323,27 +350,16 @@ impl PodNetworks {
             return Ok(());
         };
         let netns = pause_pid.map(|pid| format!("/proc/{pid}/ns/net")).unwrap_or_default();
-        let durability = match &attachment.backend {
-            Backend::Cni { .. } => Durability::Durable,
-            Backend::Builtin { .. } => Durability::Volatile,
-        };
-        match &attachment.backend {
-            Backend::Cni { file, list, args, runtime_config, result } => {
-                let list = cni::NetworkList::from_value(file, list.clone())
-                    .map_err(|e| NetworkError::BadCache(sandbox_id.into(), e))?;
-                let pod_args = cni::PodArgs {
-                    container_id: sandbox_id.to_string(),
-                    netns,
-                    ifname: attachment.ifname.clone(),
-                    args: args.clone(),
-                    runtime_config: runtime_config.clone(),
-                };
-                self.cni.del(&list, &pod_args, result.as_ref()).await?;
+        let durability = match cached_cni_call(&attachment, netns)? {
+            Some(CachedCniCall { list, pod_args, result }) => {
+                self.cni.del(&list, &pod_args, result).await?;
+                Durability::Durable
             }
-            Backend::Builtin { .. } => {
+            None => {
                 self.builtin.detach(&attachment).await?;
+                Durability::Volatile
             }
-        }
+        };
         self.cache.remove(sandbox_id, durability)?;
         lock(&self.ips).remove(sandbox_id);
         tracing::info!(pod_id = %sandbox_id, elapsed_us = started.elapsed().as_micros() as u64, "pod network detached");
@@ -352,24 +368,16 @@ impl PodNetworks {
 
     /// CHECK of a CNI-attached pod (where the configuration has CHECK).
     pub async fn check(&self, sandbox_id: &str, pause_pid: i32) -> Result<bool, NetworkError> {
-        let Some(Attachment {
-            backend: Backend::Cni { file, list, args, runtime_config, result: Some(result) },
-            ifname,
-            ..
-        }) = self.cache.read(sandbox_id)?
-        else {
+        // Only a finished CNI ADD has something to check.
+        let Some(attachment) = self.cache.read(sandbox_id)? else { return Ok(false) };
+        if !matches!(attachment.backend, Backend::Cni { result: Some(_), .. }) {
+            return Ok(false);
+        }
+        let call = cached_cni_call(&attachment, format!("/proc/{pause_pid}/ns/net"))?;
+        let Some(CachedCniCall { list, pod_args, result: Some(result) }) = call else {
             return Ok(false);
         };
-        let list =
-            cni::NetworkList::from_value(&file, list).map_err(|e| NetworkError::BadCache(sandbox_id.into(), e))?;
-        let pod_args = cni::PodArgs {
-            container_id: sandbox_id.to_string(),
-            netns: format!("/proc/{pause_pid}/ns/net"),
-            ifname,
-            args,
-            runtime_config,
-        };
-        Ok(self.cni.check(&list, &pod_args, &result).await?)
+        Ok(self.cni.check(&list, &pod_args, result).await?)
     }
 
     /// After a daemon restart, for a pod whose pause still runs: what the

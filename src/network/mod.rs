@@ -366,23 +366,11 @@ impl PodNetworks {
         Ok(())
     }
 
-    /// CHECK of a CNI-attached pod (where the configuration has CHECK).
-    pub async fn check(&self, sandbox_id: &str, pause_pid: i32) -> Result<bool, NetworkError> {
-        // Only a finished CNI ADD has something to check.
-        let Some(attachment) = self.cache.read(sandbox_id)? else { return Ok(false) };
-        if !matches!(attachment.backend, Backend::Cni { result: Some(_), .. }) {
-            return Ok(false);
-        }
-        let call = cached_cni_call(&attachment, format!("/proc/{pause_pid}/ns/net"))?;
-        let Some(CachedCniCall { list, pod_args, result: Some(result) }) = call else {
-            return Ok(false);
-        };
-        Ok(self.cni.check(&list, &pod_args, result).await?)
-    }
-
-    /// After a daemon restart, for a pod whose pause still runs: what the
-    /// daemon itself provides for it (the built-in network's host ports).
-    pub async fn resume(&self, sandbox_id: &str) {
+    /// After a daemon restart, for a pod whose pause (`pause_pid`) still
+    /// runs: what the daemon itself provides for it (the built-in network's
+    /// host ports) opened again, or a CNI-attached pod's network checked in
+    /// the background (a network broken while the daemon was away is logged).
+    pub async fn resume(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
         let attachment = match self.cache.read(sandbox_id) {
             Ok(Some(a)) => a,
             Ok(None) => return,
@@ -391,24 +379,38 @@ impl PodNetworks {
                 return;
             }
         };
-        if let Err(e) = self.builtin.resume(&attachment).await {
-            tracing::error!(pod_id = %sandbox_id, error = %e, "cannot open the pod's host ports again");
+        match attachment.backend {
+            Backend::Builtin { .. } => {
+                if let Err(e) = self.builtin.resume(&attachment).await {
+                    tracing::error!(pod_id = %sandbox_id, error = %e, "cannot open the pod's host ports again");
+                }
+            }
+            Backend::Cni { .. } => {
+                let networks = self.clone();
+                tokio::spawn(async move {
+                    let id = &attachment.sandbox_id;
+                    match networks.check(&attachment, pause_pid).await {
+                        Ok(true) => tracing::info!(pod_id = %id, "CNI CHECK passed"),
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(pod_id = %id, error = %e,
+                            "CNI CHECK failed: the pod's network is not as it was attached"),
+                    }
+                });
+            }
         }
     }
 
-    /// After a daemon restart: CHECK a running CNI-attached pod's network in
-    /// the background (a network broken while the daemon was away is logged).
-    pub fn check_in_background(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
-        let (networks, id) = (self.clone(), sandbox_id.to_string());
-        tokio::spawn(async move {
-            match networks.check(&id, pause_pid).await {
-                Ok(true) => tracing::info!(pod_id = %id, "CNI CHECK passed"),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(pod_id = %id, error = %e, "CNI CHECK failed: the pod's network is not as it was attached")
-                }
-            }
-        });
+    /// CHECK of a CNI-attached pod (where the configuration has CHECK);
+    /// only a finished ADD has something to check.
+    async fn check(&self, attachment: &Attachment, pause_pid: i32) -> Result<bool, NetworkError> {
+        if !matches!(attachment.backend, Backend::Cni { result: Some(_), .. }) {
+            return Ok(false);
+        }
+        let call = cached_cni_call(attachment, format!("/proc/{pause_pid}/ns/net"))?;
+        let Some(CachedCniCall { list, pod_args, result: Some(result) }) = call else {
+            return Ok(false);
+        };
+        Ok(self.cni.check(&list, &pod_args, result).await?)
     }
 
     /// Detaches cached pods that no sandbox owns any more (left by a crash

@@ -559,8 +559,7 @@ impl Sandboxes {
             };
             tracing::info!(pod_id = %id, ready = pause.is_some(), lifecycle = ?record.lifecycle, "sandbox reloaded");
             if let Some(pause) = &pause {
-                self.network.resume(id).await;
-                self.network.check_in_background(id, pause.identity.pid);
+                self.network.resume(id, pause.identity.pid).await;
             }
             let mut index = self.index();
             index.names.insert(record.name_key.clone(), id.clone());

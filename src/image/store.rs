@@ -123,8 +123,10 @@ impl ImageStore {
         lock::wait(&self.dir.join(STORE_LOCK), false).map_err(lock_error)
     }
 
-    /// Held while blobs and layers are being added.
-    fn work_in_flight(&self) -> Result<LockFile, ImageError> {
+    /// Held while blobs and layers are being added (by an import, or by a
+    /// pull from its first blob until its image is in the index): garbage
+    /// collection waits until then.
+    pub fn work_in_flight(&self) -> Result<LockFile, ImageError> {
         lock::wait(&self.dir.join(GC_LOCK), true).map_err(lock_error)
     }
 
@@ -394,12 +396,6 @@ impl ImageStore {
             self.collect_garbage_logged();
         }
         Ok(())
-    }
-
-    /// Held by a pull from its first blob until its image is in the index:
-    /// garbage collection waits until then.
-    pub fn pull_guard(&self) -> Result<LockFile, ImageError> {
-        self.work_in_flight()
     }
 
     pub fn has_blob(&self, digest: &Digest) -> bool {

@@ -182,7 +182,7 @@ impl Puller {
             .map_err(|e| store_error(&image, e))?;
 
         // From the first blob stored until the image is in the index, GC waits.
-        let guard = self.blocking(&image, |store| store.pull_guard()).await?;
+        let guard = self.blocking(&image, |store| store.work_in_flight()).await?;
         let (m, c) = (manifest_bytes.clone(), config.clone());
         let (md, cd) = (manifest_digest.clone(), config_digest.clone());
         self.blocking(&image, move |store| {
@@ -365,7 +365,7 @@ impl LayerJob {
         let _permit = self.limit.acquire().await.map_err(|e| PullError::Internal(e.to_string()))?;
         // The job may outlive the pull that started it (another pull shares
         // it): it holds off garbage collection itself.
-        let _guard = self.puller.blocking(&self.image, |store| store.pull_guard()).await?;
+        let _guard = self.puller.blocking(&self.image, |store| store.work_in_flight()).await?;
         // A connection lost mid-download resumes where it stopped (`download`);
         // when the registry cannot resume, it is tried again from the start
         // (what the failed attempt wrote is gone with it); stalls and bad

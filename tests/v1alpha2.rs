@@ -377,7 +377,7 @@ async fn call_path<Req: prost::Message + 'static, Resp: prost::Message + Default
     path: &'static str,
     request: Req,
 ) -> Result<Resp, tonic::Status> {
-    let channel = common::client::channel(&env.socket).await.expect("connect");
+    let channel = nidus::socket_client::socket_channel(&env.socket).await.expect("connect");
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.expect("channel ready");
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);

@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use hyper_util::rt::TokioIo;
 use nidus::api::image_service_client::ImageServiceClient;
 use nidus::api::runtime_service_client::RuntimeServiceClient;
 use nidus::api::*;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 #[derive(Clone)]
 pub struct Cri {
@@ -17,8 +16,8 @@ pub struct Cri {
 }
 
 impl Cri {
-    pub async fn connect(socket: &Path) -> Result<Self, tonic::transport::Error> {
-        let channel = channel(socket).await?;
+    pub async fn connect(socket: &Path) -> Result<Self, String> {
+        let channel = nidus::socket_client::socket_channel(socket).await?;
         Ok(Self {
             runtime: RuntimeServiceClient::new(channel.clone()).max_decoding_message_size(64 << 20),
             images: ImageServiceClient::new(channel).max_decoding_message_size(64 << 20),
@@ -112,17 +111,6 @@ impl Cri {
 
 pub fn image_spec(reference: &str) -> ImageSpec {
     ImageSpec { image: reference.into(), ..Default::default() }
-}
-
-/// A gRPC channel over the CRI Unix socket.
-pub async fn channel(socket: &Path) -> Result<Channel, tonic::transport::Error> {
-    let socket = socket.to_path_buf();
-    Endpoint::from_static("http://nidus.invalid")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
-        }))
-        .await
 }
 
 /// A pod config like kubelet's, with its own namespaces (network/pid/ipc = POD).

@@ -21,8 +21,8 @@ pub struct CriV1alpha2 {
 }
 
 impl CriV1alpha2 {
-    pub async fn connect(socket: &Path) -> Result<Self, tonic::transport::Error> {
-        let channel = super::client::channel(socket).await?;
+    pub async fn connect(socket: &Path) -> Result<Self, String> {
+        let channel = nidus::socket_client::socket_channel(socket).await?;
         Ok(Self {
             runtime: RuntimeServiceClient::new(channel.clone()).max_decoding_message_size(64 << 20),
             images: ImageServiceClient::new(channel).max_decoding_message_size(64 << 20),

@@ -72,6 +72,7 @@ async fn after_a_reboot_every_sandbox_is_notready_removable_and_recreatable() {
     cri.remove_pod(&id).await.unwrap();
     assert_eq!(cri.list_pods(None).await.len(), 1);
     cri.remove_pod(&next).await.unwrap();
+    env.remove_kubelet_cgroups();
     env.assert_no_leftovers();
 }
 
@@ -355,6 +356,7 @@ async fn a_daemon_killed_at_any_moment_of_three_lifecycles_keeps_what_it_answere
             cri.stop_pod(&p.id).await.unwrap_or_else(|e| panic!("{what}: StopPodSandbox: {e}"));
             cri.remove_pod(&p.id).await.unwrap_or_else(|e| panic!("{what}: RemovePodSandbox: {e}"));
         }
+        env.remove_kubelet_cgroups();
         env.assert_no_leftovers_after(&what);
         let leases = lease_files(&env);
         assert!(leases.is_empty(), "{what}: image leases left: {leases:?}");

@@ -101,6 +101,7 @@ async fn a_pod_gets_its_own_namespaces_files_and_cgroup() {
     assert!(cri.list_pods(None).await.is_empty());
     assert_eq!(cri.pod_status(&id).await.unwrap_err().code(), tonic::Code::NotFound);
     cri.remove_pod(&id).await.unwrap();
+    env.remove_kubelet_cgroups();
     env.assert_no_leftovers();
 }
 
@@ -416,8 +417,163 @@ async fn concurrent_runs_work_and_one_name_wins_once() {
     env.assert_no_leftovers();
 }
 
+/// The limit files kubelet sets on its node-allocatable and QoS cgroups,
+/// per cgroup version: (cgroup, file, value).
+fn kubelet_limits() -> Vec<(&'static str, &'static str, &'static str)> {
+    if host::unified() {
+        vec![
+            ("kubepods", "memory.max", "25325268992"),
+            ("kubepods", "cpu.weight", "79"),
+            ("kubepods/burstable", "cpu.weight", "7"),
+            ("kubepods/besteffort", "cpu.weight", "1"),
+        ]
+    } else {
+        vec![
+            ("kubepods", "memory.limit_in_bytes", "25325268992"),
+            ("kubepods", "cpu.shares", "2048"),
+            ("kubepods/burstable", "cpu.shares", "1536"),
+            ("kubepods/besteffort", "cpu.shares", "2"),
+        ]
+    }
+}
+
+/// kubelet's layout with `--cgroups-per-qos`: `kubepods` and its QoS
+/// cgroups in every hierarchy but `devices` (kubelet skips it on v1), with
+/// the node-allocatable limits set, and a `pod<uid>` cgroup per pod made
+/// before RunPodSandbox. Returns the hierarchies kubelet wrote to.
+fn make_kubelet_cgroups(env: &TestEnv, pods: &[&str]) -> Vec<PathBuf> {
+    let kubelets: Vec<PathBuf> =
+        env.cgroup_dirs().into_iter().filter(|d| !d.to_string_lossy().contains("/devices/")).collect();
+    assert!(!kubelets.is_empty());
+    for root in &kubelets {
+        let levels = ["kubepods", "kubepods/burstable", "kubepods/besteffort"];
+        for dir in levels.iter().chain(pods) {
+            let dir = root.join(dir);
+            fs::create_dir_all(&dir).unwrap();
+            // A new v1 cpuset takes no task until it has cpus and mems (libcontainer copies the parent's).
+            for file in ["cpuset.cpus", "cpuset.mems"] {
+                if let Ok(value) = fs::read_to_string(dir.parent().unwrap().join(file)) {
+                    fs::write(dir.join(file), value.trim()).unwrap();
+                }
+            }
+        }
+        if host::unified() {
+            // kubelet hands the controllers down to its QoS and pod cgroups.
+            for dir in [root.join("kubepods"), root.join("kubepods/burstable"), root.join("kubepods/besteffort")] {
+                for controller in ["cpu", "memory", "pids"] {
+                    let _ = fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}"));
+                }
+            }
+        }
+    }
+    for (cgroup, file, value) in kubelet_limits() {
+        let written = kubelets.iter().filter(|root| fs::write(root.join(cgroup).join(file), value).is_ok()).count();
+        assert!(written > 0, "cannot set {cgroup}/{file} in any hierarchy");
+    }
+    kubelets
+}
+
+/// What kubelet set is still there, with its values.
+fn assert_kubelet_cgroups_intact(kubelets: &[PathBuf], pods: &[&str], after: &str) {
+    for root in kubelets {
+        for dir in ["kubepods", "kubepods/burstable", "kubepods/besteffort"].iter().chain(pods) {
+            assert!(root.join(dir).is_dir(), "kubelet's cgroup {} is gone after {after}", root.join(dir).display());
+        }
+    }
+    for (cgroup, file, value) in kubelet_limits() {
+        for root in kubelets {
+            let path = root.join(cgroup).join(file);
+            if let Ok(now) = fs::read_to_string(&path) {
+                assert_eq!(now.trim(), value, "{} changed after {after}", path.display());
+            }
+        }
+    }
+}
+
+/// Two pods, one per QoS class, each with a container, under kubelet's
+/// cgroups; removed (after a kill -9 of the daemon in between when
+/// `crash`), they leave kubelet's cgroups and limits as they were.
+async fn kubelet_cgroups_outlive_the_last_pod(label: &str, crash: bool) {
+    let mut env = TestEnv::new(label);
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pods = ["kubepods/burstable/poda", "kubepods/besteffort/podb"];
+    let kubelets = make_kubelet_cgroups(&env, &pods);
+    let mut ids = Vec::new();
+    for (name, parent) in ["a", "b"].iter().zip(pods) {
+        let mut config = pod_config(name);
+        config.linux.as_mut().unwrap().cgroup_parent = format!("/{parent}");
+        let id = cri.run_pod(config.clone()).await.unwrap();
+        let container = cri.run_container(&id, &config, container_config("app", &image, &["sleep", "1000"])).await;
+        ids.push((id, container));
+    }
+    // nidus made the pod cgroups where kubelet had not (devices, on v1).
+    let dirs = env.cgroup_dirs();
+    assert!(dirs.iter().all(|d| d.join(pods[0]).is_dir()));
+    if crash {
+        env.kill_daemon();
+        cri = env.start().await;
+    }
+    for (pod, container) in &ids {
+        cri.stop_container(container, 0).await.unwrap();
+        cri.remove_container(container).await.unwrap();
+        cri.stop_pod(pod).await.unwrap();
+        cri.remove_pod(pod).await.unwrap();
+    }
+    assert_kubelet_cgroups_intact(&kubelets, &pods, "the last pod of each QoS class left");
+    // A restart after that (its start-up pruning) takes nothing of kubelet's either.
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    assert!(cri.list_pods(None).await.is_empty());
+    assert_kubelet_cgroups_intact(&kubelets, &pods, "a restart with no pods");
+    env.remove_kubelet_cgroups();
+    env.assert_no_leftovers();
+}
+
 #[tokio::test]
-async fn parent_cgroups_nidus_made_go_with_the_last_pod_below_them() {
+async fn kubelets_qos_cgroups_and_their_limits_outlive_the_last_pod() {
+    kubelet_cgroups_outlive_the_last_pod("kubeletcg", false).await;
+}
+
+#[tokio::test]
+async fn kubelets_qos_cgroups_outlive_the_last_pod_across_a_daemon_kill() {
+    kubelet_cgroups_outlive_the_last_pod("kubeletcg9", true).await;
+}
+
+#[tokio::test]
+async fn a_default_parent_is_removed_where_nidus_made_it_and_kept_where_it_was() {
+    let mut env = TestEnv::new("ownparent");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    // Nothing there first: the default parent `nidus` is made and goes with the last pod.
+    let config = pod_config("a");
+    let id = cri.run_pod(config.clone()).await.unwrap();
+    let dirs = env.cgroup_dirs();
+    assert!(dirs.iter().all(|d| d.join("nidus").join(&id).is_dir()));
+    cri.run_container(&id, &config, container_config("app", &image, &["sleep", "1000"])).await;
+    cri.stop_pod(&id).await.unwrap();
+    cri.remove_pod(&id).await.unwrap();
+    env.assert_no_leftovers();
+
+    // An operator made `nidus` in one hierarchy: it stays there, and goes
+    // from the others, where nidus made it.
+    let operators = &dirs[0];
+    fs::create_dir(operators.join("nidus")).unwrap();
+    let id = cri.run_pod(config.clone()).await.unwrap();
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    cri.stop_pod(&id).await.unwrap();
+    cri.remove_pod(&id).await.unwrap();
+    assert!(operators.join("nidus").is_dir(), "the operator's {} went", operators.join("nidus").display());
+    for other in &dirs[1..] {
+        assert!(!other.join("nidus").exists(), "{} is left", other.join("nidus").display());
+    }
+    fs::remove_dir(operators.join("nidus")).unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_given_cgroup_parent_stays_and_nothing_of_nidus_is_left_below_it() {
     let mut env = TestEnv::new("parents");
     let mut cri = env.start().await;
     let image = env.import_busybox(&mut cri).await;
@@ -430,24 +586,25 @@ async fn parent_cgroups_nidus_made_go_with_the_last_pod_below_them() {
     }
     let dirs = env.cgroup_dirs();
     let exists = |rel: &str| dirs.iter().all(|d| d.join(rel).is_dir());
-    let gone = |rel: &str| dirs.iter().all(|d| !d.join(rel).exists());
     assert!(exists("kubepods/burstable/poda") && exists("kubepods/burstable/podb"));
 
     // A container goes: its pod's cgroup stays (the pause is in it).
     let (a, a_config) = &pods[0];
     let container = cri.run_container(a, a_config, container_config("app", &image, &["sleep", "1000"])).await;
     cri.remove_container(&container).await.unwrap();
-    assert!(exists("kubepods/burstable/poda"), "pod a's cgroup went with its container");
-    // A stopped pod keeps its cgroup; removed, its cgroup goes, the shared parents stay.
+    assert!(exists(&format!("kubepods/burstable/poda/{a}")), "pod a's sandbox cgroup went with its container");
+    // Removed, a pod leaves its cgroup_parent empty: that and the parents
+    // above it are the client's (kubelet's), even where nidus made them.
     cri.stop_pod(a).await.unwrap();
-    assert!(exists("kubepods/burstable/poda"), "pod a's cgroup went at StopPodSandbox");
     cri.remove_pod(a).await.unwrap();
-    assert!(gone("kubepods/burstable/poda"), "pod a's cgroup is left after RemovePodSandbox");
-    assert!(exists("kubepods/burstable/podb"), "pod b's cgroup went with pod a");
-    // The last pod below them takes the parents nidus made.
+    assert!(exists("kubepods/burstable/poda"), "pod a's cgroup_parent went");
+    assert!(dirs
+        .iter()
+        .all(|d| host::names_in(&d.join("kubepods/burstable/poda")).iter().all(|n| !n.contains(a.as_str()))));
     let (b, _) = &pods[1];
     cri.stop_pod(b).await.unwrap();
     cri.remove_pod(b).await.unwrap();
-    assert!(gone("kubepods"), "the parents nidus made are left after the last pod");
+    assert!(exists("kubepods/burstable/podb"));
+    env.remove_kubelet_cgroups();
     env.assert_no_leftovers();
 }

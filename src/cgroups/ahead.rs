@@ -102,7 +102,7 @@ impl AheadCgroups {
     /// Makes `ahead` with the default device rules; on failure nothing of it
     /// is left.
     fn make(&self, ahead: &CgroupPath) -> Result<(), CgroupError> {
-        self.owned.create(ahead)?;
+        self.owned.create(ahead, ahead.parent().as_ref())?;
         let rules = devices::rules_for(false, &[]).unwrap_or_default();
         devices::restrict(&self.cgroups, ahead, &rules).map_err(|e| {
             self.owned.remove(ahead);

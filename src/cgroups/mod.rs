@@ -234,9 +234,9 @@ impl Cgroups {
         self.dirs(path).into_iter().map(|d| d.join(file)).collect()
     }
 
-    /// Creates `path` (and missing parents, see `missing_ancestors`) in every
-    /// hierarchy. On failure nothing made here is left.
-    pub fn create(&self, path: &CgroupPath) -> Result<(), CgroupError> {
+    /// Creates `path` (and its missing parents) in every hierarchy and
+    /// returns the directories it made. On failure nothing made here is left.
+    pub fn create(&self, path: &CgroupPath) -> Result<Vec<PathBuf>, CgroupError> {
         let mut created_dirs = Vec::new();
         for h in &self.hierarchies {
             let target = h.root_dir.join(path.as_str());
@@ -247,7 +247,20 @@ impl Cgroups {
                 return Err(e);
             }
         }
-        Ok(())
+        Ok(created_dirs)
+    }
+
+    /// nidus's cgroup root in every hierarchy.
+    pub fn root_dirs(&self) -> impl Iterator<Item = &Path> {
+        self.hierarchies.iter().map(|h| h.root_dir.as_path())
+    }
+
+    /// True when `dir` is strictly below nidus's cgroup root in one of the
+    /// hierarchies (and names no `..`).
+    pub fn is_below_root(&self, dir: &Path) -> bool {
+        let plain =
+            dir.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+        plain && self.root_dirs().any(|root| dir != root && dir.starts_with(root))
     }
 
     /// mkdir -p from `base` down to `target`, initialising each new level.
@@ -369,21 +382,6 @@ impl Cgroups {
         self.dirs(path).iter().filter(|dir| remove_tree_once(dir).is_err()).count() == 0
     }
 
-    /// Removes `path` where it is empty (no child cgroup, no process); true
-    /// when it is gone from every hierarchy.
-    pub fn remove_if_empty(&self, path: &CgroupPath) -> bool {
-        self.dirs(path)
-            .iter()
-            .map(|dir| match fs::remove_dir(dir) {
-                Ok(()) => true,
-                Err(e) => e.kind() == io::ErrorKind::NotFound,
-            })
-            // Try every hierarchy, even after one refuses.
-            .filter(|gone| !gone)
-            .count()
-            == 0
-    }
-
     /// cgroup v1: renames `from` to `to` (a sibling) in every hierarchy, so
     /// that a cgroup made ahead becomes the one asked for; when a hierarchy
     /// fails midway, those already renamed go back. cgroup v2 cannot rename
@@ -415,18 +413,22 @@ impl Cgroups {
         self.dirs(path).iter().any(|d| d.exists())
     }
 
-    /// The ancestors of `path` that `create` would make: those missing in at
-    /// least one hierarchy, nearest first. An ancestor there in every
-    /// hierarchy ends the walk (its own ancestors are there too).
-    pub fn missing_ancestors(&self, path: &CgroupPath) -> Vec<CgroupPath> {
+    /// The directories of `leaf`'s parents that `create` would make, in
+    /// every hierarchy, nearest first, leaving out `given` (a parent the
+    /// client named) and what is above it. In a hierarchy, a parent that is
+    /// there ends the walk (its own parents are there too).
+    pub fn missing_parent_dirs(&self, leaf: &CgroupPath, given: Option<&CgroupPath>) -> Vec<PathBuf> {
         let mut missing = Vec::new();
-        let mut next = path.parent();
-        while let Some(ancestor) = next {
-            if self.dirs(&ancestor).iter().all(|d| d.is_dir()) {
-                break;
+        for root in self.root_dirs() {
+            let mut next = leaf.parent();
+            while let Some(parent) = next.filter(|p| Some(p) != given) {
+                let dir = root.join(parent.as_str());
+                if dir.is_dir() {
+                    break;
+                }
+                missing.push(dir);
+                next = parent.parent();
             }
-            next = ancestor.parent();
-            missing.push(ancestor);
         }
         missing
     }
@@ -581,8 +583,9 @@ mod tests {
     }
 
     #[test]
-    fn missing_ancestors_are_those_absent_from_any_hierarchy() {
-        let base = std::env::temp_dir().join(format!("nidus-missing-ancestors-{}", std::process::id()));
+    fn missing_parents_are_counted_per_hierarchy_and_stop_at_a_given_parent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path();
         let hierarchy = |name: &str| Hierarchy {
             controllers: Vec::new(),
             mount_point: base.join(name),
@@ -590,23 +593,30 @@ mod tests {
         };
         let cgroups = Cgroups { version: CgroupVersion::V1, hierarchies: vec![hierarchy("cpu"), hierarchy("memory")] };
         let leaf = CgroupPath::parse("kubepods/burstable/pod1/c1").unwrap();
-        let paths = |list: &[&str]| list.iter().map(|p| CgroupPath::parse(p).unwrap()).collect::<Vec<_>>();
-        let make =
-            |hierarchy: &str, path: &str| fs::create_dir_all(base.join(hierarchy).join("root").join(path)).unwrap();
+        let dir = |hierarchy: &str, path: &str| base.join(hierarchy).join("root").join(path);
+        let make = |hierarchy: &str, path: &str| fs::create_dir_all(dir(hierarchy, path)).unwrap();
         // Not even nidus's root: every level of the path is missing (the root is not one).
-        assert_eq!(
-            cgroups.missing_ancestors(&leaf),
-            paths(&["kubepods/burstable/pod1", "kubepods/burstable", "kubepods"])
-        );
+        let levels = ["kubepods/burstable/pod1", "kubepods/burstable", "kubepods"];
+        let everywhere: Vec<PathBuf> =
+            ["cpu", "memory"].iter().flat_map(|h| levels.iter().map(move |l| dir(h, l))).collect();
+        assert_eq!(cgroups.missing_parent_dirs(&leaf, None), everywhere);
+        let given = CgroupPath::parse("kubepods/burstable/pod1").unwrap();
+        assert!(cgroups.missing_parent_dirs(&leaf, Some(&given)).is_empty(), "the given parent is the client's");
         make("cpu", "kubepods/burstable");
         make("memory", "kubepods/burstable");
-        assert_eq!(cgroups.missing_ancestors(&leaf), paths(&["kubepods/burstable/pod1"]));
+        assert_eq!(
+            cgroups.missing_parent_dirs(&leaf, None),
+            vec![dir("cpu", "kubepods/burstable/pod1"), dir("memory", "kubepods/burstable/pod1")]
+        );
         // There in one hierarchy only: still to be made in the other.
         make("cpu", "kubepods/burstable/pod1");
-        assert_eq!(cgroups.missing_ancestors(&leaf), paths(&["kubepods/burstable/pod1"]));
+        assert_eq!(cgroups.missing_parent_dirs(&leaf, None), vec![dir("memory", "kubepods/burstable/pod1")]);
         make("memory", "kubepods/burstable/pod1");
-        assert!(cgroups.missing_ancestors(&leaf).is_empty());
-        assert!(cgroups.missing_ancestors(&CgroupPath::parse("top").unwrap()).is_empty());
-        fs::remove_dir_all(&base).unwrap();
+        assert!(cgroups.missing_parent_dirs(&leaf, None).is_empty());
+        assert!(cgroups.missing_parent_dirs(&CgroupPath::parse("top").unwrap(), None).is_empty());
+        assert!(cgroups.is_below_root(&dir("cpu", "kubepods")));
+        assert!(!cgroups.is_below_root(&base.join("cpu/root")));
+        assert!(!cgroups.is_below_root(&base.join("cpu/root/../x")));
+        assert!(!cgroups.is_below_root(Path::new("/etc")));
     }
 }

@@ -295,7 +295,7 @@ impl Sandboxes {
                 .map_err(io_err(format!("cannot mount the pod's /dev/shm at {}", shm.display())))?;
         }
 
-        self.owned_cgroups.create(&record.pause_cgroup)?;
+        self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?;
         self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
 
         // The durable record is written and fsynced while the pause starts,
@@ -403,14 +403,20 @@ impl Sandboxes {
 
     /// Removes a sandbox's cgroup and the container cgroup made ahead for
     /// it if no container took it; one that cannot go now is retried later.
+    /// The pod cgroup goes too when nidus named it (`<default parent>/<pod
+    /// id>`), never when it is a `cgroup_parent` the client gave.
     async fn remove_cgroups(&self, record: &SandboxRecord) -> Result<(), SandboxError> {
         let (owned, aheads) = (self.owned_cgroups.clone(), self.ahead.clone());
         let (ahead, pause) = (ahead::path(&record.pod_cgroup, &record.id).ok(), record.pause_cgroup.clone());
+        let own_pod_cgroup = record.owns_pod_cgroup().then(|| record.pod_cgroup.clone());
         tokio::task::spawn_blocking(move || {
             if let Some(ahead) = ahead {
                 aheads.discard(&ahead);
             }
             owned.remove(&pause);
+            if let Some(pod_cgroup) = own_pod_cgroup {
+                owned.remove(&pod_cgroup);
+            }
         })
         .await
         .map_err(|e| io_err("cgroup removal task")(io::Error::other(e)))?;
@@ -464,6 +470,7 @@ impl Sandboxes {
         release_mounts(&paths)?;
         self.remove_cgroups(record).await?;
         self.owned_cgroups.prune_above(&record.pause_cgroup);
+        self.owned_cgroups.prune_above(&record.pod_cgroup);
         if remove_dirs {
             store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
             remove_file_if_present(&paths.record())?;

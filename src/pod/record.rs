@@ -53,6 +53,14 @@ pub struct PodResources {
 }
 
 impl SandboxRecord {
+    /// True when nidus named the pod cgroup (`<default parent>/<pod id>`,
+    /// made for this pod alone) and so removes it with the pod; false for a
+    /// `cgroup_parent` the client gave (kubelet's `pod<uid>`, which kubelet
+    /// removes). A client cannot give the pod's id: nidus draws it.
+    pub fn owns_pod_cgroup(&self) -> bool {
+        self.pod_cgroup.as_str().rsplit('/').next() == Some(self.id.as_str())
+    }
+
     /// The pod resources in force.
     pub fn pod_resources(&self) -> PodResources {
         self.resources.clone().unwrap_or_else(|| {

@@ -335,6 +335,31 @@ impl TestEnv {
         found
     }
 
+    /// Plays kubelet after its pods are gone: removes the cgroups it owns
+    /// (`kubepods` and every QoS and `pod<uid>` cgroup below it), in every
+    /// hierarchy, by rmdir alone and deepest first. It panics when nidus left
+    /// a cgroup of its own (a sandbox's, a container's, one made ahead) below
+    /// them, or when one of them still holds a process.
+    pub fn remove_kubelet_cgroups(&self) {
+        for root in self.cgroup_dirs() {
+            let top = root.join("kubepods");
+            if !top.exists() {
+                continue;
+            }
+            let mut dirs = vec![top.clone()];
+            host::walk_dirs(&top, &mut dirs);
+            for dir in dirs.iter().rev() {
+                let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let kubelets = ["kubepods", "burstable", "besteffort", "guaranteed"].contains(&name.as_str())
+                    || (name.starts_with("pod") && !name.starts_with("pods"));
+                assert!(kubelets, "nidus left its cgroup {} below kubelet's", dir.display());
+                if let Err(e) = fs::remove_dir(dir) {
+                    panic!("kubelet cannot remove its cgroup {}: {e}", dir.display());
+                }
+            }
+        }
+    }
+
     /// Every process in this test's cgroups.
     pub fn cgroup_processes(&self) -> Vec<i32> {
         let mut dirs = Vec::new();

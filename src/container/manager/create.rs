@@ -524,7 +524,7 @@ impl Containers {
         let (go_ahead, plan_written) = mpsc::sync_channel::<GoAhead>(1);
         let task = tokio::task::spawn_blocking(move || {
             if !ahead.is_some_and(|ahead| aheads.take(&ahead, &cgroup)) {
-                owned.create(&cgroup)?;
+                owned.create(&cgroup, cgroup.parent().as_ref())?;
                 if let Some(rules) = rules {
                     devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))?;
                 }

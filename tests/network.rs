@@ -497,6 +497,34 @@ async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
 }
 
 #[tokio::test]
+async fn the_pod_cidr_kubelet_sent_is_kept_across_a_daemon_kill() {
+    let mut env = net_env("podcidr", "auto");
+    let mut cri = env.start().await;
+    let info = cri.runtime_info().await;
+    assert_eq!(info["network"]["podCidr"]["source"], "config network.pod_cidr", "{info}");
+    // kubelet sends the node's CIDR once, when it learns it.
+    cri.runtime
+        .update_runtime_config(UpdateRuntimeConfigRequest {
+            runtime_config: Some(RuntimeConfig {
+                network_config: Some(NetworkConfig { pod_cidr: "10.97.0.0/24".into() }),
+            }),
+        })
+        .await
+        .unwrap();
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    let info = cri.runtime_info().await;
+    assert_eq!(info["network"]["podCidr"]["source"], "UpdateRuntimeConfig", "{info}");
+    assert_eq!(info["network"]["podCidr"]["podCidrs"], serde_json::json!(["10.97.0.0/24"]), "{info}");
+    let id = cri.run_pod(env.pod("after")).await.unwrap();
+    let ips = pod_ips(&mut cri, &id).await;
+    assert!(ips[0].starts_with("10.97.0."), "a pod after the restart got {ips:?}, outside the CIDR kubelet sent");
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing the pod");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
 async fn builtin_del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
     let mut env = net_env("builtinrestart", "auto");
     let (mut cri, image, a, b) = two_pods_survive_a_daemon_kill(&mut env).await;

@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 use crate::api::runtime_service_server::RuntimeService;
 use crate::api::*;
 use crate::daemon::Daemon;
+use crate::network::pod_cidr::PodCidrError;
 
 use super::convert;
 use super::detached;
@@ -364,10 +365,10 @@ impl RuntimeService for RuntimeApi {
             .and_then(|c| c.network_config.as_ref())
             .map(|n| n.pod_cidr.as_str());
         if let Some(cidr) = cidr {
-            self.daemon
-                .network
-                .set_pod_cidrs(cidr)
-                .map_err(|e| super::errors::invalid("runtime_config.network_config.pod_cidr", e))?;
+            self.daemon.network.set_pod_cidrs(cidr).map_err(|e| match e {
+                PodCidrError::Invalid(why) => super::errors::invalid("runtime_config.network_config.pod_cidr", why),
+                PodCidrError::Store(e) => Status::unavailable(e.to_string()),
+            })?;
         }
         Ok(Response::new(UpdateRuntimeConfigResponse {}))
     }

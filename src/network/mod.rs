@@ -9,6 +9,7 @@ pub mod cache;
 pub mod cidr;
 pub mod cni;
 pub mod config;
+pub mod pod_cidr;
 pub mod runtime_config;
 
 use std::collections::HashMap;
@@ -93,8 +94,8 @@ pub struct PodNetworks {
     cache: AttachmentCache,
     cni: cni::CniClient,
     builtin: builtin::Builtin,
-    /// Pod CIDRs set by UpdateRuntimeConfig (None: the config's).
-    pod_cidrs: Mutex<Option<Vec<IpNet>>>,
+    /// The pod CIDRs in force (kubelet's, kept across restarts, or the config's).
+    pod_cidrs: pod_cidr::PodCidrs,
     /// The configuration directory as last read.
     loaded: Mutex<Option<Loaded>>,
     /// Addresses of attached pods, by sandbox id.
@@ -141,6 +142,7 @@ impl PodNetworks {
             reaper: reaper.clone(),
         };
         let builtin = builtin::Builtin::new(&config, root, reaper)?;
+        let pod_cidrs = pod_cidr::PodCidrs::load(&root.join("network"), &config.pod_cidr);
         let mut ips = HashMap::new();
         for id in cache.ids() {
             match cache.read(&id) {
@@ -151,15 +153,7 @@ impl PodNetworks {
                 Err(e) => tracing::warn!(pod_id = %id, error = %e, "unreadable pod network cache entry"),
             }
         }
-        Ok(Arc::new(Self {
-            config,
-            cache,
-            cni,
-            builtin,
-            pod_cidrs: Mutex::new(None),
-            loaded: Mutex::new(None),
-            ips: Mutex::new(ips),
-        }))
+        Ok(Arc::new(Self { config, cache, cni, builtin, pod_cidrs, loaded: Mutex::new(None), ips: Mutex::new(ips) }))
     }
 
     /// The first valid CNI list, re-read when the directory or the plugin
@@ -207,18 +201,12 @@ impl PodNetworks {
 
     /// The pod CIDRs in force.
     pub fn pod_cidrs(&self) -> Vec<IpNet> {
-        lock(&self.pod_cidrs).clone().unwrap_or_else(|| cidr::parse_list(&self.config.pod_cidr).unwrap_or_default())
+        self.pod_cidrs.in_force()
     }
 
     /// UpdateRuntimeConfig: new pod CIDRs (comma-separated); empty keeps them.
-    pub fn set_pod_cidrs(&self, text: &str) -> Result<(), String> {
-        if text.trim().is_empty() {
-            return Ok(());
-        }
-        let nets = cidr::parse_list(text)?;
-        tracing::info!(pod_cidr = %text, "pod CIDR updated");
-        *lock(&self.pod_cidrs) = Some(nets);
-        Ok(())
+    pub fn set_pod_cidrs(&self, text: &str) -> Result<(), pod_cidr::PodCidrError> {
+        self.pod_cidrs.set(text, crate::pod::manager::now_ns())
     }
 
     /// NetworkReady: true exactly when new pods get a usable network.
@@ -234,12 +222,16 @@ impl PodNetworks {
     pub fn describe(&self) -> serde_json::Value {
         match self.choose() {
             Chosen::Cni(list) => {
-                serde_json::json!({"kind": "cni", "file": list.file, "name": list.name, "cniVersion": list.cni_version})
+                serde_json::json!({"kind": "cni", "file": list.file, "name": list.name, "cniVersion": list.cni_version,
+                    "podCidr": self.pod_cidrs.describe()})
             }
             Chosen::Builtin => serde_json::json!({"kind": "builtin", "bridge": self.config.bridge_name,
                 "podCidrs": self.pod_cidrs().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                "podCidr": self.pod_cidrs.describe(),
                 "leasedAddresses": self.builtin.leased(), "masquerade": self.builtin.masquerade_state()}),
-            Chosen::None(why) => serde_json::json!({"kind": "none", "reason": why}),
+            Chosen::None(why) => {
+                serde_json::json!({"kind": "none", "reason": why, "podCidr": self.pod_cidrs.describe()})
+            }
         }
     }
 
@@ -337,7 +329,7 @@ impl PodNetworks {
 
     /// Only the CIDRs UpdateRuntimeConfig set (CNI's ipRanges come from kubelet, as containerd's).
     fn pod_cidrs_set(&self) -> Vec<IpNet> {
-        lock(&self.pod_cidrs).clone().unwrap_or_default()
+        self.pod_cidrs.received()
     }
 
     /// Detaches a pod (StopPodSandbox, RemovePodSandbox, undo, restart

@@ -580,6 +580,78 @@ async fn attach_to_a_containers_own_stdio() {
 }
 
 #[tokio::test]
+async fn an_attach_ends_when_its_client_closes_stdin_or_detaches_and_the_container_goes_on() {
+    let mut env = TestEnv::new("attachend");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("attachend");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let reader = "while read line; do echo got-$line; done; echo stdin-closed; sleep 1000";
+    let mut config = container_config("reader", &image, &["sh", "-c", reader]);
+    config.stdin = true;
+    let reader = cri.run_container(&pod_id, &pod, config).await;
+    let io = || Stdio { stdin: true, stdout: true, stderr: false, tty: false };
+
+    // `echo x | crictl attach -i`: the client's stdin ends, so does the session.
+    for word in ["x", "y"] {
+        let mut s = start_attach(&env, &mut cri, &reader, io()).await;
+        let (stdin, stdout) = (s.stdin.unwrap(), s.stdout.unwrap());
+        s.client.send(stdin, format!("{word}\n").as_bytes()).await;
+        s.client.read_until(stdout, &format!("got-{word}"), LONG).await;
+        s.client.finish(stdin).await;
+        let out = String::from_utf8_lossy(&s.client.read_to_end(stdout, LONG).await).into_owned();
+        assert!(!out.contains("stdin-closed"), "{out:?}");
+        assert_exit(&status_of(&s.client.read_to_end(s.error, LONG).await), 0);
+    }
+    assert_eq!(cri.status_of(&reader).await.state(), ContainerState::ContainerRunning);
+
+    // The same over WebSocket (v5 closes a channel with [255, channel]).
+    let url = attach_url(&mut cri, &reader, &io()).await;
+    let (mut socket, _) = websocket::connect(&url, &env.netns, &["v5.channel.k8s.io"]).await.expect("upgrade");
+    websocket::send(&mut socket, 0, b"z\n").await;
+    websocket::read_until(&mut socket, 1, "got-z").await;
+    websocket::send(&mut socket, 255, &[0]).await;
+    let (channels, _) = websocket::read_all(&mut socket).await;
+    assert_exit(&status_of(&channels[3]), 0);
+    // The container's stdin is still open for the next attacher.
+    let mut s = start_attach(&env, &mut cri, &reader, io()).await;
+    s.client.send(s.stdin.unwrap(), b"again\n").await;
+    let seen = s.client.read_until(s.stdout.unwrap(), "got-again", LONG).await;
+    assert!(!seen.contains("stdin-closed"), "{seen:?}");
+    s.client.vanish();
+
+    // A terminal: Ctrl-P Ctrl-Q detaches; the keys never reach the container.
+    let mut config = container_config("term", &image, &["sh", "-c", "while read line; do echo got-$line; done"]);
+    config.stdin = true;
+    config.tty = true;
+    let term = cri.run_container(&pod_id, &pod, config).await;
+    let tty = || Stdio { stdin: true, stdout: true, stderr: false, tty: true };
+    let mut s = start_attach(&env, &mut cri, &term, tty()).await;
+    let (stdin, stdout) = (s.stdin.unwrap(), s.stdout.unwrap());
+    s.client.send(stdin, b"one\n").await;
+    s.client.read_until(stdout, "got-one", LONG).await;
+    s.client.send(stdin, b"tw\x10o\n\x10\x11ignored\n").await;
+    let rest = String::from_utf8_lossy(&s.client.read_to_end(stdout, LONG).await).into_owned();
+    assert_exit(&status_of(&s.client.read_to_end(s.error, LONG).await), 0);
+    assert!(!rest.contains("ignored"), "{rest:?}");
+    let mut s = start_attach(&env, &mut cri, &term, tty()).await;
+    s.client.send(s.stdin.unwrap(), b"three\n").await;
+    s.client.read_until(s.stdout.unwrap(), "got-three", LONG).await;
+    s.client.vanish();
+    assert_eq!(cri.status_of(&term).await.state(), ContainerState::ContainerRunning);
+
+    // Sessions that detach from a container writing nothing do not use up its attach slots.
+    let mut config = container_config("quiet", &image, &["sleep", "100000"]);
+    config.stdin = true;
+    let quiet = cri.run_container(&pod_id, &pod, config).await;
+    for _ in 0..12 {
+        let mut s = start_attach(&env, &mut cri, &quiet, io()).await;
+        s.client.finish(s.stdin.unwrap()).await;
+        assert_exit(&status_of(&s.client.read_to_end(s.error, LONG).await), 0);
+    }
+}
+
+#[tokio::test]
 async fn tls_when_configured() {
     let env = TestEnv::new("tls");
     let (cert, key) = (env.base.join("cert.pem"), env.base.join("key.pem"));

@@ -2,9 +2,16 @@
 //! monitor copies the output into pipes of ours (as well as into the CRI
 //! log) and hands us its stdin write end and terminal; output goes to the
 //! client until the container's output ends (it exited) or the client
-//! leaves; stdin comes from the client for `stdin: true` containers, and
-//! closes the container's stdin when the client closes it and the container
-//! has `stdin_once`; resizes apply to its terminal.
+//! leaves; stdin comes from the client for `stdin: true` containers; resizes
+//! apply to its terminal.
+//!
+//! When the client closes its stdin, the session ends there (the client
+//! detaches; the container and its stdin go on, for a later attach), as
+//! with containerd. A `stdin_once` container's stdin is closed then too;
+//! without a terminal its output still goes to the client until it ends
+//! (kubectl's `run -i` reads what the command makes of its input). On a
+//! terminal the detach keys Ctrl-P Ctrl-Q end the session as well, as with
+//! docker and CRI-O; they are not passed to the container.
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -12,8 +19,9 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::remotecommand::{apply_resizes, copy_in, copy_out, end_session, finish_connection, streams_or_close};
+use super::remotecommand::{apply_resizes, copy_out, end_session, finish_connection, streams_or_close};
 use super::spdy::Connection;
+use super::spdy::IncomingStream;
 use super::status::Outcome;
 use crate::container::exec_stream::ExecStdio;
 
@@ -67,14 +75,20 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch,
                 let id = streams.0.get(name).map(|s| s.id);
                 copies.push(tokio::spawn(copy_out(fd, outbound.clone(), id)));
             }
+            // Set when the client's stdin ends the session (it closed or detached).
+            let (detach_tx, mut detached) = tokio::sync::watch::channel(false);
             if let (true, Some(fd), Some(stream)) = (launch.stdin, attached.stdin, streams.0.remove("stdin")) {
-                let (socket, once) = (launch.socket.clone(), launch.stdin_once);
+                let (socket, once, tty) = (launch.socket.clone(), launch.stdin_once, launch.tty);
                 background.push(tokio::spawn(async move {
-                    copy_in(stream, fd).await;
-                    if once {
+                    let end = forward_stdin(stream, fd, tty).await;
+                    if once && end == StdinEnd::Closed {
                         if let Err(e) = crate::monitor::attach::close_stdin(&socket, MONITOR_TIMEOUT).await {
                             tracing::debug!(error = %e, "cannot close the container's stdin");
                         }
+                    }
+                    // A stdin_once container without a terminal sends its last output first.
+                    if end == StdinEnd::Detached || !(once && !tty) {
+                        let _ = detach_tx.send(true);
                     }
                 }));
             }
@@ -89,6 +103,10 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch,
             };
             let ended = tokio::select! {
                 () = output_over => true,
+                Ok(_) = detached.wait_for(|d| *d) => {
+                    tracing::info!(container_id = %container_id, "attach client detached (its stdin ended)");
+                    true
+                }
                 _ = gone.wait_for(|g| *g) => false,
             };
             for task in copies.iter().chain(&background) {
@@ -103,6 +121,78 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch,
         return;
     };
     end_session(conn, &streams, &outcome, &[], &protocol).await;
+}
+
+/// Ctrl-P then Ctrl-Q: the detach keys of docker and CRI-O.
+const DETACH_KEYS: [u8; 2] = [0x10, 0x11];
+
+/// How the client's stdin ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StdinEnd {
+    /// The client closed it (or the container's stdin would take no more).
+    Closed,
+    /// The client typed the detach keys.
+    Detached,
+}
+
+/// Writes what the client sends on `stream` to the container's stdin `fd`
+/// until the client closes it or, when `detach_keys`, types Ctrl-P Ctrl-Q.
+async fn forward_stdin(mut stream: IncomingStream, fd: OwnedFd, detach_keys: bool) -> StdinEnd {
+    let Ok(mut sink) = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(fd) else {
+        return StdinEnd::Closed;
+    };
+    let mut keys = DetachKeys::default();
+    while let Some(chunk) = stream.data.recv().await {
+        let (bytes, detach) = if detach_keys { keys.scan(&chunk) } else { (chunk.to_vec(), false) };
+        if tokio::io::AsyncWriteExt::write_all(&mut sink, &bytes).await.is_err() {
+            return StdinEnd::Closed;
+        }
+        if detach {
+            return StdinEnd::Detached;
+        }
+    }
+    // A Ctrl-P the client typed last is the container's.
+    let _ = tokio::io::AsyncWriteExt::write_all(&mut sink, keys.held()).await;
+    StdinEnd::Closed
+}
+
+/// Finds the detach keys in the client's input, across chunks.
+#[derive(Default)]
+struct DetachKeys {
+    /// A Ctrl-P held back: the first key, maybe.
+    holding: bool,
+}
+
+impl DetachKeys {
+    /// The bytes of `chunk` for the container, and whether the keys were
+    /// typed (then what came after them is dropped).
+    fn scan(&mut self, chunk: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::with_capacity(chunk.len() + 1);
+        for &b in chunk {
+            if self.holding {
+                self.holding = false;
+                if b == DETACH_KEYS[1] {
+                    return (out, true);
+                }
+                out.push(DETACH_KEYS[0]);
+            }
+            if b == DETACH_KEYS[0] {
+                self.holding = true;
+            } else {
+                out.push(b);
+            }
+        }
+        (out, false)
+    }
+
+    /// What is held back when the input ends.
+    fn held(&self) -> &'static [u8] {
+        if self.holding {
+            &DETACH_KEYS[..1]
+        } else {
+            &[]
+        }
+    }
 }
 
 /// Registers our output pipes with the monitor: our read ends, and what it passed back.
@@ -127,4 +217,22 @@ async fn attach_pipes(launch: &AttachLaunch) -> Result<(Vec<OwnedFd>, crate::mon
         set_nonblocking(fd);
     }
     Ok((reads, attached))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detach_keys_are_found_across_chunks_and_a_lone_ctrl_p_is_passed_on() {
+        let mut keys = DetachKeys::default();
+        assert_eq!(keys.scan(b"ls\n"), (b"ls\n".to_vec(), false));
+        assert_eq!(keys.scan(b"a\x10b"), (b"a\x10b".to_vec(), false));
+        assert_eq!(keys.scan(b"x\x10"), (b"x".to_vec(), false));
+        assert_eq!(keys.held(), b"\x10");
+        assert_eq!(keys.scan(b"\x10"), (b"\x10".to_vec(), false), "Ctrl-P Ctrl-P: the first is the container's");
+        assert_eq!(keys.scan(b"\x11rest"), (Vec::new(), true));
+        let mut keys = DetachKeys::default();
+        assert_eq!(keys.scan(b"echo\x10\x11after"), (b"echo".to_vec(), true));
+    }
 }

@@ -62,6 +62,26 @@ pub async fn read_all(socket: &mut Socket) -> ([Vec<u8>; 5], Vec<Vec<u8>>) {
     }
 }
 
+/// Reads messages until `want` has come on `channel`; panics after 20 s.
+pub async fn read_until(socket: &mut Socket, channel: u8, want: &str) -> String {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !String::from_utf8_lossy(&seen).contains(want) {
+        match tokio::time::timeout_at(deadline, socket.next()).await {
+            Ok(Some(Ok(Message::Binary(data)))) => {
+                if let Some((c, payload)) = data.split_first() {
+                    if *c == channel {
+                        seen.extend_from_slice(payload);
+                    }
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => panic!("{want:?} did not come on channel {channel}; got {:?}", String::from_utf8_lossy(&seen)),
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
 /// A SPDY client over SPDY tunnelled in `socket`'s binary messages.
 pub fn tunnel(socket: Socket, protocol: Option<String>) -> SpdyClient {
     let (ours, theirs) = tokio::io::duplex(256 << 10);

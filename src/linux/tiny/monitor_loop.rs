@@ -47,6 +47,7 @@ const STDIN: i32 = 12;
 const MAX_ATTACHERS: usize = 8;
 
 const POLLIN: i16 = 1;
+const POLLERR: i16 = 8;
 const O_WRONLY: usize = 1;
 const O_CREAT: usize = 0o100;
 const O_TRUNC: usize = 0o1000;
@@ -177,7 +178,30 @@ impl Monitor<'_> {
         }
     }
 
+    /// Ends the attachers whose client has gone (the read end of a pipe is
+    /// closed: poll reports POLLERR), so that sessions that detached from a
+    /// container writing nothing do not hold the slots.
+    fn drop_gone_attachers(&mut self) {
+        for pipes in self.attachers.iter_mut() {
+            let gone = pipes.iter().filter(|fd| **fd >= 0).any(|fd| {
+                let mut pfd = [PollFd { fd: *fd, events: 0, revents: 0 }];
+                // SAFETY: pfd is a valid array of one pollfd; a zero timeout never blocks.
+                let n = unsafe { sys::syscall(sys::POLL, pfd.as_mut_ptr() as usize, 1, 0, 0) };
+                n > 0 && pfd[0].revents & POLLERR != 0
+            });
+            if gone {
+                for end in pipes.iter_mut() {
+                    if *end >= 0 {
+                        sys::close(*end);
+                        *end = -1;
+                    }
+                }
+            }
+        }
+    }
+
     fn attach(&mut self, conn: i32, fds: [i32; 2]) {
+        self.drop_gone_attachers();
         let Some(slot) = self.attachers.iter_mut().find(|pipes| pipes[0] < 0 && pipes[1] < 0) else {
             for fd in fds.into_iter().filter(|fd| *fd >= 0) {
                 sys::close(fd);

@@ -107,6 +107,28 @@ fn hostport_chains(env: &TestEnv) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with(":CNI-DN-")).map(str::to_string).collect()
 }
 
+/// The DNAT rules of the built-in network's host-port table (none when the
+/// table is not there).
+fn builtin_hostport_rules(env: &TestEnv) -> Vec<String> {
+    let out = std::process::Command::new("nsenter")
+        .args([
+            format!("--net=/run/netns/{}", env.netns).as_str(),
+            "--",
+            "nft",
+            "list",
+            "table",
+            "inet",
+            "nidus_hp_nidus0",
+        ])
+        .output()
+        .expect("nft");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" dnat ip to ") || l.contains(" dnat ip6 to "))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
 fn cache_entries(env: &TestEnv) -> Vec<PathBuf> {
     fs::read_dir(env.root.join("network").join("attachments"))
         .map(|entries| entries.flatten().map(|e| e.path()).collect())
@@ -425,6 +447,7 @@ fn builtin_leases(env: &TestEnv) -> Vec<String> {
 
 fn assert_no_builtin_leftovers(env: &TestEnv, after: &str) {
     assert_eq!(builtin_leases(env), Vec::<String>::new(), "address leases left after {after}");
+    assert_eq!(builtin_hostport_rules(env), Vec::<String>::new(), "host port rules left after {after}");
     assert_eq!(veths(env), Vec::<String>::new(), "veths left after {after}");
     assert_eq!(cache_entries(env), Vec::<PathBuf>::new(), "network cache entries left after {after}");
 }
@@ -458,6 +481,12 @@ async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
 
     assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18080).await.trim(), "hello-from-a");
     assert_eq!(fetch_from_node(&env, "127.0.0.1", 18080).await.trim(), "hello-from-a");
+    // Through the node's address from pods of the bridge, a's own included (hairpin).
+    for from in [&web_a, &web_b] {
+        let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {BUILTIN_GATEWAY} 18080");
+        let out = cri.exec_ok(from, &["sh", "-c", &script]).await;
+        assert!(out.ends_with("hello-from-a\n"), "{out:?}");
+    }
 
     assert!(node_port_open(&env, 18080), "the host port is open while the pod runs");
     cri.stop_pod(&a).await.unwrap();
@@ -662,12 +691,23 @@ async fn builtin_failed_attach_is_undone() {
     let leased = builtin_leases(&env);
     // The same host port again: the attach fails and leaves nothing of the second pod.
     let err = cri.run_pod(mapped("second")).await.unwrap_err();
-    assert!(err.message().contains("18090"), "{err:?}");
+    assert!(err.message().contains("18090") && err.message().contains(&first), "{err:?}");
+    assert_eq!(err.code(), tonic::Code::AlreadyExists, "{err:?}");
     assert_eq!(cri.list_pods(None).await.len(), 1);
     assert_eq!(builtin_leases(&env), leased);
     assert_eq!(veths(&env).len(), 1);
     assert_eq!(cache_entries(&env).len(), 1);
-    // An SCTP host port needs a CNI configuration: refused, undone.
+    assert_eq!(builtin_hostport_rules(&env).len(), 1, "{:?}", builtin_hostport_rules(&env));
+    // An IPv6 host address for a pod without an IPv6 address: refused, undone.
+    let mut v6 = mapped("v6");
+    v6.port_mappings[0].host_ip = "fd00::1".into();
+    v6.port_mappings[0].host_port = 18091;
+    let err = cri.run_pod(v6).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("IPv6"), "{err:?}");
+    assert_eq!(builtin_leases(&env), leased);
+    assert_eq!(builtin_hostport_rules(&env).len(), 1);
+    // SCTP host ports are forwarded by the kernel as TCP and UDP ones.
     let mut sctp = env.pod("sctp");
     sctp.port_mappings = vec![PortMapping {
         protocol: Protocol::Sctp as i32,
@@ -675,9 +715,11 @@ async fn builtin_failed_attach_is_undone() {
         host_port: 18091,
         host_ip: String::new(),
     }];
-    let err = cri.run_pod(sctp).await.unwrap_err();
-    assert!(err.message().contains("sctp"), "{err:?}");
-    assert_eq!(builtin_leases(&env), leased);
+    let sctp = cri.run_pod(sctp).await.unwrap();
+    let rules = builtin_hostport_rules(&env);
+    assert!(rules.iter().any(|r| r.contains("sctp") && r.contains("18091")), "{rules:?}");
+    cri.stop_pod(&sctp).await.unwrap();
+    cri.remove_pod(&sctp).await.unwrap();
     cri.stop_pod(&first).await.unwrap();
     cri.remove_pod(&first).await.unwrap();
     assert_no_builtin_leftovers(&env, "the failed attaches");
@@ -812,5 +854,97 @@ async fn builtin_masquerades_what_pods_send_off_the_node() {
     remove_all(&mut cri).await;
     drop(beyond);
     assert_no_builtin_leftovers(&env, "removing every pod");
+    env.assert_no_leftovers();
+}
+
+/// The daemon's resident memory, in KiB.
+fn daemon_rss_kib(env: &TestEnv) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{}/status", env.daemon_pid().unwrap())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// Lets this test process hold as many descriptors as its hard limit allows.
+fn raise_nofile() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid rlimit struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    limit.rlim_cur
+}
+
+#[tokio::test]
+async fn thousands_of_clients_of_a_host_port_cost_the_daemon_nothing() {
+    const CLIENTS: usize = 3000;
+    assert!(raise_nofile() as usize > CLIENTS + 500, "the test needs a higher RLIMIT_NOFILE hard limit");
+    let mut env = net_env("hpflood", "auto");
+    let beyond = Beyond::new(&env);
+    let mut cri = env.start().await;
+    let image = env.import_image(&mut cri, common::images::busybox_probe()).await;
+    let mut pod = env.pod("sink");
+    pod.port_mappings = vec![
+        PortMapping { protocol: Protocol::Tcp as i32, container_port: 8080, host_port: 18095, host_ip: String::new() },
+        PortMapping { protocol: Protocol::Udp as i32, container_port: 8081, host_port: 18096, host_ip: String::new() },
+    ];
+    let id = cri.run_pod(pod.clone()).await.unwrap();
+    let sink = cri
+        .run_container(&id, &pod, container_config("sink", &image, &["/bin/probe", "listen-never-accept", "8080"]))
+        .await;
+    cri.wait_for_line(&sink, "ok listening", 20).await;
+    let (fds_before, _) = env.settled_fds_and_processes().await;
+    let rss_before = daemon_rss_kib(&env);
+
+    // Clients beyond the node hold thousands of connections to the host
+    // port (the pod's kernel completes them; nobody accepts), and send UDP
+    // from a thousand source ports.
+    let netns = fs::File::open(format!("/run/netns/{}", beyond.netns)).unwrap();
+    let clients = std::thread::spawn(move || {
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let address: std::net::SocketAddr = "198.18.0.1:18095".parse().unwrap();
+        let held: Vec<std::net::TcpStream> = (0..CLIENTS)
+            .filter_map(|_| std::net::TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok())
+            .collect();
+        for _ in 0..1200 {
+            let socket = std::net::UdpSocket::bind("198.18.0.2:0").unwrap();
+            let _ = socket.send_to(b"ping", "198.18.0.1:18096");
+        }
+        held
+    })
+    .join()
+    .unwrap();
+    assert_eq!(clients.len(), CLIENTS, "every client connected through the host port");
+    // The pod sees the clients' own address (0200 12C6: 198.18.0.2 in /proc/net/tcp).
+    let tcp = cri.exec_ok(&sink, &["cat", "/proc/net/tcp"]).await;
+    let from_beyond =
+        tcp.lines().filter(|l| l.split_whitespace().nth(2).is_some_and(|r| r.starts_with("020012C6:"))).count();
+    assert_eq!(from_beyond, CLIENTS, "the pod sees each client as 198.18.0.2");
+
+    // Every CRI call still works, and the daemon holds nothing for the clients.
+    let other = cri.run_pod(env.pod("other")).await.expect("RunPodSandbox beside the clients");
+    cri.stop_pod(&other).await.unwrap();
+    cri.remove_pod(&other).await.unwrap();
+    assert_eq!(cri.exec_ok(&sink, &["echo", "fine"]).await.trim(), "fine");
+    let (fds_during, _) = env.settled_fds_and_processes().await;
+    let rss_during = daemon_rss_kib(&env);
+    eprintln!("daemon fds {fds_before} → {fds_during}, RSS {rss_before} → {rss_during} KiB with {CLIENTS} TCP clients");
+    assert!(fds_during <= fds_before + 2, "the daemon's fds grew from {fds_before} to {fds_during}");
+    assert!(rss_during < rss_before + 8 << 10, "the daemon's RSS grew from {rss_before} to {rss_during} KiB");
+
+    // A restarted daemon cuts no client.
+    env.kill_daemon();
+    let mut cri = env.start().await;
+    let tcp = cri.exec_ok(&sink, &["cat", "/proc/net/tcp"]).await;
+    assert_eq!(tcp.matches(" 020012C6:").count(), CLIENTS, "connections cut by the restart");
+    assert_eq!(builtin_hostport_rules(&env).len(), 2);
+    drop(clients);
+    remove_all(&mut cri).await;
+    drop(beyond);
+    assert_no_builtin_leftovers(&env, "removing the pods");
     env.assert_no_leftovers();
 }

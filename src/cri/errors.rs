@@ -8,6 +8,10 @@ use crate::container::exec::ExecError;
 use crate::container::{ContainerError, ImageSourceError};
 use crate::image::ImageError;
 use crate::monitor::control::ControlError;
+use crate::network::builtin::hostport::HostPortError;
+use crate::network::builtin::leases::LeaseError;
+use crate::network::builtin::BuiltinError;
+use crate::network::NetworkError;
 use crate::pod::SandboxError;
 use crate::runtime::PodError;
 
@@ -27,13 +31,24 @@ impl From<SandboxError> for Status {
             SandboxError::Ambiguous(_) | SandboxError::Invalid(_) => Status::invalid_argument(e.to_string()),
             SandboxError::Precondition(_) => Status::failed_precondition(e.to_string()),
             SandboxError::NameInUse { .. } => Status::already_exists(e.to_string()),
-            SandboxError::Network(crate::network::NetworkError::Invalid(_)) => Status::invalid_argument(e.to_string()),
-            SandboxError::Io { .. }
-            | SandboxError::Store(_)
-            | SandboxError::Cgroup(_)
-            | SandboxError::Launch(_)
-            | SandboxError::Network(_) => Status::internal(e.to_string()),
+            SandboxError::Network(network) => network_status(network),
+            SandboxError::Io { .. } | SandboxError::Store(_) | SandboxError::Cgroup(_) | SandboxError::Launch(_) => {
+                Status::internal(e.to_string())
+            }
         }
+    }
+}
+
+fn network_status(e: NetworkError) -> Status {
+    let message = e.to_string();
+    match e {
+        NetworkError::Invalid(_)
+        | NetworkError::Builtin(BuiltinError::HostPort(
+            HostPortError::NoAddress { .. } | HostPortError::Protocol { .. },
+        )) => Status::invalid_argument(message),
+        NetworkError::Builtin(BuiltinError::HostPort(HostPortError::InUse { .. })) => Status::already_exists(message),
+        NetworkError::Builtin(BuiltinError::Lease(LeaseError::Exhausted(_))) => Status::resource_exhausted(message),
+        _ => Status::internal(message),
     }
 }
 

@@ -360,7 +360,7 @@ impl PodNetworks {
 
     /// After a daemon restart, for a pod whose pause (`pause_pid`) still
     /// runs: what the daemon itself provides for it (the built-in network's
-    /// host ports) opened again, or a CNI-attached pod's network checked in
+    /// host ports) taken up again, or a CNI-attached pod's network checked in
     /// the background (a network broken while the daemon was away is logged).
     pub async fn resume(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
         let attachment = match self.cache.read(sandbox_id) {
@@ -372,11 +372,7 @@ impl PodNetworks {
             }
         };
         match attachment.backend {
-            Backend::Builtin { .. } => {
-                if let Err(e) = self.builtin.resume(&attachment).await {
-                    tracing::error!(pod_id = %sandbox_id, error = %e, "cannot open the pod's host ports again");
-                }
-            }
+            Backend::Builtin { .. } => self.builtin.resume(&attachment).await,
             Backend::Cni { .. } => {
                 let networks = self.clone();
                 tokio::spawn(async move {
@@ -405,8 +401,9 @@ impl PodNetworks {
         Ok(self.cni.check(&list, &pod_args, result).await?)
     }
 
-    /// Detaches cached pods that no sandbox owns any more (left by a crash
-    /// between the sandbox's removal and its cache entry's).
+    /// At start, once every pod resumed: detaches cached pods that no
+    /// sandbox owns any more (left by a crash between the sandbox's removal
+    /// and its cache entry's) and rewrites the host-port rules.
     pub async fn sweep(&self, known: &[String]) {
         for id in self.cache.ids() {
             if !known.contains(&id) {
@@ -415,6 +412,10 @@ impl PodNetworks {
                     tracing::error!(pod_id = %id, error = %e, "cannot detach an orphaned pod network");
                 }
             }
+        }
+        // The host ports of exactly the pods that resumed.
+        if self.config.builtin == BuiltinMode::Auto {
+            self.builtin.sync_host_ports().await;
         }
         // Built-in leases no record owns (their record lost in a power cut).
         let owners = self.cache.ids();

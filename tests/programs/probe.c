@@ -277,6 +277,19 @@ int main(int argc, char **argv) {
         snprintf(dir, sizeof dir, "/proc/%d/fd", atoi(a1));
         return list_fds(dir, 0);
     }
+    if (!strcmp(c, "listen-never-accept"))
+    {
+        /* A TCP server whose kernel completes every connection (up to the
+         * backlog) and which never accepts one: clients stay connected. */
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(atoi(a1))};
+        if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) || listen(fd, 65535))
+            return fail();
+        printf("ok listening\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
     if (!strcmp(c, "exe-attack"))
         return do_exe_attack(a1);
     if (!strcmp(c, "ls"))

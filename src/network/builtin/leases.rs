@@ -18,6 +18,14 @@ use ipnet::IpNet;
 use crate::network::lock;
 use crate::store;
 
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("no free address left in the pod CIDR {0}")]
+    Exhausted(IpNet),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 pub struct Leases {
     dir: PathBuf,
     /// Address → sandbox id, and the next offset to try per network.
@@ -62,7 +70,7 @@ impl Leases {
 
     /// Leases one address of each network to `owner` (an owner that holds one
     /// already keeps it: an ADD repeated after a crash).
-    pub fn lease(&self, owner: &str, nets: &[IpNet]) -> std::io::Result<Vec<IpAddr>> {
+    pub fn lease(&self, owner: &str, nets: &[IpNet]) -> Result<Vec<IpAddr>, LeaseError> {
         let mut state = lock(&self.state);
         let (held, next) = &mut *state;
         let mut leased = Vec::new();
@@ -81,7 +89,7 @@ impl Leases {
                 }
                 offset = if offset >= last { first } else { offset + 1 };
                 if offset == start {
-                    return Err(std::io::Error::other(format!("no free address left in {net}")));
+                    return Err(LeaseError::Exhausted(*net));
                 }
             };
             next.insert(*net, if offset >= last { first } else { offset + 1 });

@@ -12,7 +12,7 @@ use futures_util::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::packet_route::address::AddressFlags;
 use rtnetlink::packet_route::link::{InfoData, InfoVeth};
-use rtnetlink::{Handle, LinkBridge, LinkUnspec, LinkVeth, RouteMessageBuilder};
+use rtnetlink::{Handle, LinkBridge, LinkBridgePort, LinkUnspec, LinkVeth, RouteMessageBuilder};
 
 /// errno values netlink answers with.
 const EEXIST: i32 = libc::EEXIST;
@@ -161,6 +161,12 @@ pub async fn add_veth(
         .execute()
         .await
         .map_err(failed(format!("putting veth {host_name} on the bridge")))?;
+    // Hairpin: a pod reaching its own host port through the node gets its
+    // packets back on the port they came from (the bridge may switch
+    // DNAT-ed packets at layer 2 when bridge netfilter is on).
+    if let Err(e) = handle.link().set_port(LinkBridgePort::new(index).hairpin(true).build()).execute().await {
+        tracing::warn!(veth = host_name, error = %e, "no hairpin mode: a pod cannot reach its own host port");
+    }
     Ok(())
 }
 

@@ -8,30 +8,13 @@
 //! so applying it again (a restart, a new pod CIDR) is harmless; with
 //! `network.masquerade = false` the table is removed instead.
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-use crate::linux::reaper::{ExitStatus, Reaper, RunError};
-
-/// How long one `nft` run may take.
-const NFT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Where Debian's nftables package installs `nft`.
-const NFT_PATHS: [&str; 3] = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"];
-/// The most read of nft's output, and the most of it an error message carries.
-const MAX_OUTPUT: u64 = 64 << 10;
-const MAX_STDERR: usize = 600;
+use super::nft::{self, NftError};
+use crate::linux::reaper::Reaper;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MasqueradeError {
-    #[error("nft is not installed (looked for {0}); install Debian's nftables, or set network.masquerade = false")]
-    NoNft(String),
-    #[error("running {program}: {source}")]
-    Run { program: String, source: std::io::Error },
-    #[error("nft took longer than {0:?}")]
-    Timeout(Duration),
-    #[error("nft refused the rules ({status}): {stderr}")]
-    Refused { status: ExitStatus, stderr: String },
+    #[error("{0}; or set network.masquerade = false")]
+    Nft(#[from] NftError),
 }
 
 /// The nftables table of the bridge `bridge` (a name the config checked:
@@ -44,8 +27,7 @@ pub fn table_name(bridge: &str) -> String {
 /// its pods' traffic off the node (`enabled`), or removes it.
 fn transaction(bridge: &str, enabled: bool) -> String {
     let table = table_name(bridge);
-    // Adding an empty table first makes the delete succeed when none exists.
-    let mut script = format!("table inet {table} {{}}\ndelete table inet {table}\n");
+    let mut script = nft::replace_table(&table);
     if enabled {
         script.push_str(&format!(
             "table inet {table} {{\n\tchain postrouting {{\n\t\ttype nat hook postrouting priority 100; policy accept;\n\t\tiifname \"{bridge}\" oifname != \"{bridge}\" masquerade\n\t}}\n}}\n"
@@ -57,26 +39,10 @@ fn transaction(bridge: &str, enabled: bool) -> String {
 /// Writes the bridge's table (`enabled`) or removes it. Without `nft`,
 /// removing is a no-op (nothing can have written the table).
 pub async fn apply(bridge: &str, enabled: bool, reaper: &Reaper) -> Result<(), MasqueradeError> {
-    let Some(program) = NFT_PATHS.iter().find(|p| Path::new(p).exists()) else {
-        return match enabled {
-            true => Err(MasqueradeError::NoNft(NFT_PATHS.join(", "))),
-            false => Ok(()),
-        };
-    };
-    let mut command = Command::new(program);
-    command.args(["-f", "-"]).env_clear();
-    let script = transaction(bridge, enabled);
-    let finished = match reaper.run(&mut command, script.as_bytes(), MAX_OUTPUT, NFT_TIMEOUT).await {
-        Ok(finished) => finished,
-        Err(RunError::Io(source)) => return Err(MasqueradeError::Run { program: program.to_string(), source }),
-        Err(RunError::Timeout(limit)) => return Err(MasqueradeError::Timeout(limit)),
-    };
-    if !finished.status.success() {
-        let stderr = String::from_utf8_lossy(&finished.stderr);
-        let stderr: String = stderr.trim().chars().take(MAX_STDERR).collect();
-        return Err(MasqueradeError::Refused { status: finished.status, stderr });
+    if !enabled && nft::program().is_none() {
+        return Ok(());
     }
-    Ok(())
+    Ok(nft::apply(&transaction(bridge, enabled), reaper).await?)
 }
 
 #[cfg(test)]

@@ -2,15 +2,16 @@
 //! Linux bridge in the node's namespace whose first address of each pod CIDR
 //! is the pods' gateway, a veth pair per pod (its pod end made directly in
 //! the pause's namespace as `eth0`), an address per family leased from the
-//! pod CIDRs and persisted crash-safely, a default route via the bridge, and
-//! host ports forwarded by the daemon, and (unless turned off) source NAT
-//! for what pods send off the node. All of it in-process over netlink but
-//! the NAT table, written with `nft`: no plugin programs run.
+//! pod CIDRs and persisted crash-safely, a default route via the bridge,
+//! host ports forwarded by kernel DNAT rules, and (unless turned off) source
+//! NAT for what pods send off the node. All of it in-process over netlink
+//! but the NAT tables, written with `nft`: no plugin programs run.
 
 pub mod hostport;
 pub mod leases;
 pub mod links;
 pub mod masquerade;
+pub mod nft;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,9 @@ pub enum BuiltinError {
     #[error("address leases: {0}")]
     Leases(std::io::Error),
     #[error("{0}")]
-    HostPort(std::io::Error),
+    Lease(#[from] leases::LeaseError),
+    #[error("{0}")]
+    HostPort(#[from] hostport::HostPortError),
     #[error("{0}")]
     Unusable(String),
 }
@@ -68,7 +71,7 @@ impl Builtin {
         Ok(Self {
             bridge: config.bridge_name.clone(),
             leases: Arc::new(leases::Leases::open(&dir)?),
-            host_ports: hostport::HostPorts::default(),
+            host_ports: hostport::HostPorts::new(&config.bridge_name, reaper.clone()),
             handle: tokio::sync::OnceCell::new(),
             bridge_ready: Mutex::new(None),
             bridge_setup: tokio::sync::Mutex::new(()),
@@ -158,8 +161,7 @@ impl Builtin {
         let (owner, wanted) = (pod.sandbox_id.clone(), nets.to_vec());
         let ips = tokio::task::spawn_blocking(move || leases.lease(&owner, &wanted))
             .await
-            .map_err(|e| BuiltinError::Leases(std::io::Error::other(e)))?
-            .map_err(BuiltinError::Leases)?;
+            .map_err(|e| BuiltinError::Leases(std::io::Error::other(e)))??;
         let leased = started.elapsed();
         let handle = self.handle().await?;
         let bridge = self.bridge(handle, nets).await?;
@@ -175,7 +177,7 @@ impl Builtin {
         let mut ips = ips;
         ips.sort_by_key(|ip| ip.is_ipv6());
         if !pod.host_ports.is_empty() {
-            self.host_ports.open(&pod.sandbox_id, &pod.host_ports, &ips).await.map_err(BuiltinError::HostPort)?;
+            self.host_ports.open(&pod.sandbox_id, &pod.host_ports, &ips).await?;
         }
         tracing::debug!(
             pod_id = %pod.sandbox_id,
@@ -193,7 +195,7 @@ impl Builtin {
     /// Idempotent; what is already gone is skipped.
     pub async fn detach(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
         let started = std::time::Instant::now();
-        self.host_ports.close(&attachment.sandbox_id);
+        self.host_ports.close(&attachment.sandbox_id).await;
         if let Backend::Builtin { host_veth, .. } = &attachment.backend {
             let handle = self.handle().await?;
             links::delete_link(handle, host_veth).await?;
@@ -214,17 +216,20 @@ impl Builtin {
         Ok(())
     }
 
-    /// After a daemon restart: a running pod's host ports open again.
-    pub async fn resume(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
+    /// After a daemon restart: a running pod's host ports, forwarded again
+    /// at `sync_host_ports` (their rules are still in the kernel till then).
+    pub async fn resume(&self, attachment: &Attachment) {
         if let Backend::Builtin { host_ports, .. } = &attachment.backend {
             if !host_ports.is_empty() && !attachment.ips.is_empty() {
-                self.host_ports
-                    .open(&attachment.sandbox_id, host_ports, &attachment.ips)
-                    .await
-                    .map_err(BuiltinError::HostPort)?;
+                self.host_ports.restore(&attachment.sandbox_id, host_ports, &attachment.ips).await;
             }
         }
-        Ok(())
+    }
+
+    /// After every running pod resumed: the host-port rules rewritten for
+    /// exactly those pods.
+    pub async fn sync_host_ports(&self) {
+        self.host_ports.sync().await;
     }
 
     /// Releases the leases whose owner has no attachment record.

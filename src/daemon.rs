@@ -98,7 +98,13 @@ impl Daemon {
     }
 }
 
-pub async fn serve(config: Config) -> Result<()> {
+pub async fn serve(mut config: Config) -> Result<()> {
+    let (soft, hard) = crate::linux::process::raise_nofile_limit().context("raising RLIMIT_NOFILE")?;
+    tracing::info!(was = soft, now = hard, "open file limit raised to the hard limit");
+    // Containers keep what they would have inherited, unless the config sets it.
+    if !config.container.rlimits.iter().any(|l| l.kind == "RLIMIT_NOFILE") {
+        config.container.rlimits.push(crate::config::Rlimit { kind: "RLIMIT_NOFILE".into(), soft, hard });
+    }
     let config = Arc::new(config);
     store::create_dir_all(&config.state, 0o700).with_context(|| format!("creating {}", config.state.display()))?;
     std::fs::set_permissions(&config.state, std::fs::Permissions::from_mode(0o700))

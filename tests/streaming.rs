@@ -292,13 +292,16 @@ async fn session_urls_are_single_use_expire_and_are_capped() {
     let second = SpdyClient::connect(&second_url, &env.netns, &[V4]).await.expect("second session");
     let third_url = exec_url(&mut cri, &id, &["cat"], &io()).await.unwrap();
     assert_eq!(SpdyClient::connect(&third_url, &env.netns, &[V4]).await.err().expect("over the cap").status, 429);
+    // A request to another endpoint does not use a token up either.
+    let elsewhere = third_url.replace("/exec/", "/attach/");
+    assert_eq!(SpdyClient::connect(&elsewhere, &env.netns, &[V4]).await.err().expect("wrong endpoint").status, 404);
     first.vanish();
     second.vanish();
-    // The server frees a vanished session's place once it notices.
+    // The server frees a vanished session's place once it notices; the URL
+    // refused for the cap is still good.
     let deadline = std::time::Instant::now() + LONG;
     loop {
-        let fourth = exec_url(&mut cri, &id, &["cat"], &io()).await.unwrap();
-        match SpdyClient::connect(&fourth, &env.netns, &[V4]).await {
+        match SpdyClient::connect(&third_url, &env.netns, &[V4]).await {
             Ok(session) => break session.vanish(),
             Err(refused) if refused.status == 429 && std::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await
@@ -340,6 +343,73 @@ async fn session_urls_are_single_use_expire_and_are_capped() {
     cri.stop_pod(&pod_id).await.unwrap();
     let pf = cri.runtime.port_forward(PortForwardRequest { pod_sandbox_id: pod_id, port: vec![80] }).await;
     assert_eq!(pf.err().unwrap().code(), tonic::Code::FailedPrecondition);
+}
+
+#[tokio::test]
+async fn idle_connections_to_the_streaming_port_cannot_starve_the_daemon() {
+    // A service's default descriptor limit, which nidus cannot raise.
+    let mut env = TestEnv::new("idleconns").with_nofile(1024);
+    let mut cri = env.start().await;
+    let (_pod, id) = running_busybox(&env, &mut cri, env.pod("idle")).await;
+    let url = exec_url(
+        &mut cri,
+        &id,
+        &["echo", "still-served"],
+        &Stdio { stdin: false, stdout: true, stderr: false, tty: false },
+    )
+    .await
+    .unwrap();
+    let authority = url.trim_start_matches("http://").split('/').next().unwrap().to_string();
+    let (fds_before, _) = env.settled_fds_and_processes().await;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid rlimit struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    assert!(limit.rlim_cur > 2500, "the test needs a higher RLIMIT_NOFILE hard limit");
+
+    // 2,000 connections that never send a request line, from any local process.
+    let netns = std::fs::File::open(format!("/run/netns/{}", env.netns)).unwrap();
+    let idle: Vec<std::net::TcpStream> = std::thread::spawn(move || {
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        (0..2000).map(|_| std::net::TcpStream::connect(&authority).expect("connect")).collect()
+    })
+    .join()
+    .unwrap();
+    let fds_during = env.daemon_fd_count();
+    // Every CRI call still works.
+    let pod = cri.run_pod(env.pod("beside")).await.expect("RunPodSandbox beside 2,000 idle connections");
+    cri.remove_pod(&pod).await.unwrap();
+    assert_eq!(cri.exec_ok(&id, &["echo", "fine"]).await.trim(), "fine");
+    // The silent ones are cut within the request timeout (5 s).
+    let mut closed = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    for mut conn in idle {
+        use std::io::Read;
+        conn.set_read_timeout(Some(
+            deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1)),
+        ))
+        .unwrap();
+        if matches!(conn.read(&mut [0u8; 1]), Ok(0) | Err(_)) && std::time::Instant::now() < deadline {
+            closed += 1;
+        }
+    }
+    // Then sessions are served again (the URL was not used up meanwhile).
+    let mut session = open_streams(
+        SpdyClient::connect(&url, &env.netns, &[V4]).await.expect("a session once the idle connections are cut"),
+        &Stdio { stdin: false, stdout: true, stderr: false, tty: false },
+    )
+    .await;
+    let out = session.client.read_to_end(session.stdout.unwrap(), LONG).await;
+    assert_eq!(String::from_utf8_lossy(&out), "still-served\n");
+    drop(session);
+    let (fds_after, _) = env.settled_fds_and_processes().await;
+    eprintln!("daemon fds: {fds_before} before, {fds_during} with 2,000 idle connections, {fds_after} after");
+    assert_eq!(closed, 2000, "idle connections left open");
+    assert!(fds_during < fds_before + 200, "the daemon held {fds_during} fds (cap 128 pending connections)");
+    assert!(fds_after <= fds_before + 2, "fds {fds_before} → {fds_after}");
 }
 
 /// Sends an HTTP GET on a new stream pair and returns the error stream's

@@ -18,7 +18,7 @@ pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Statu
     let stdio = streams(request.stdin, request.stdout, request.stderr, request.tty)?;
     let launch = daemon.containers.prepare_exec(id, request.cmd)?;
     tracing::debug!(container_id = %launch.container_id, tty = stdio.tty, "exec session prepared");
-    Ok(ExecResponse { url: daemon.streaming.exec_url(launch, stdio) })
+    Ok(ExecResponse { url: daemon.streaming.exec_url(launch, stdio).map_err(full)? })
 }
 
 pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {
@@ -28,7 +28,11 @@ pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse,
     if request.stdin && !launch.stdin {
         return Err(invalid("stdin", "the container was not created with stdin"));
     }
-    Ok(AttachResponse { url: daemon.streaming.attach_url(launch, stdio) })
+    Ok(AttachResponse { url: daemon.streaming.attach_url(launch, stdio).map_err(full)? })
+}
+
+fn full(e: crate::streaming::tokens::Full) -> Status {
+    Status::resource_exhausted(e.to_string())
 }
 
 /// The streams an Exec or Attach asks for: at least one, and no stderr with
@@ -60,6 +64,6 @@ pub fn port_forward(daemon: &Daemon, request: PortForwardRequest) -> Result<Port
     if !pause.is_running() {
         return Err(Status::failed_precondition(format!("pod sandbox {} is not running", view.record.id)));
     }
-    let url = daemon.streaming.port_forward_url(PodNetwork { pod_id: view.record.id.clone(), netns });
+    let url = daemon.streaming.port_forward_url(PodNetwork { pod_id: view.record.id.clone(), netns }).map_err(full)?;
     Ok(PortForwardResponse { url })
 }

@@ -479,6 +479,19 @@ pub fn reap_children_forever() -> ! {
     }
 }
 
+/// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (as Go
+/// runtimes and containerd do), so that descriptors clients make the daemon
+/// hold cannot starve its own work under the 1024 a service inherits.
+/// Returns the limits as they were (soft, hard).
+pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(std::io::Error::from)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(std::io::Error::from)?;
+    }
+    Ok((soft, hard))
+}
+
 /// Makes the program `command` starts die (SIGKILL) when the thread that
 /// started it exits: for short-lived helpers (CNI plugins, nft: what
 /// `Reaper::run` runs) started from the daemon's long-lived async worker threads, so a daemon killed mid-call

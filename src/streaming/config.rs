@@ -22,6 +22,15 @@ pub struct StreamingConfig {
     pub token_ttl_secs: u64,
     /// Most sessions open at once; more are refused (HTTP 429).
     pub max_sessions: usize,
+    /// Most connections at once that have not become a session yet; more
+    /// are closed as they come. Each must send its whole request within
+    /// `request_timeout_secs`.
+    pub max_connections: usize,
+    pub request_timeout_secs: u64,
+    /// Most session URLs handed out and not used yet; an Exec, Attach or
+    /// PortForward beyond them is refused (ResourceExhausted) until some
+    /// are used or expire.
+    pub max_pending_urls: usize,
     /// TLS: the server's certificate chain and private key (PEM files);
     /// both or neither. With them the URLs are `https://`.
     pub tls_cert_file: Option<PathBuf>,
@@ -36,6 +45,9 @@ impl Default for StreamingConfig {
             idle_timeout_secs: 4 * 3600,
             token_ttl_secs: 60,
             max_sessions: 256,
+            max_connections: 128,
+            request_timeout_secs: 5,
+            max_pending_urls: 1024,
             tls_cert_file: None,
             tls_key_file: None,
         }
@@ -59,8 +71,18 @@ impl StreamingConfig {
             }
             _ => return Err("streaming.tls_cert_file and streaming.tls_key_file go together".into()),
         }
-        if self.idle_timeout_secs == 0 || self.token_ttl_secs == 0 || self.max_sessions == 0 {
-            return Err("streaming.idle_timeout_secs, token_ttl_secs and max_sessions must be at least 1".into());
+        let bounds = [
+            self.idle_timeout_secs,
+            self.token_ttl_secs,
+            self.max_sessions as u64,
+            self.max_connections as u64,
+            self.request_timeout_secs,
+            self.max_pending_urls as u64,
+        ];
+        if bounds.contains(&0) {
+            return Err("streaming.idle_timeout_secs, token_ttl_secs, max_sessions, max_connections, \
+                        request_timeout_secs and max_pending_urls must be at least 1"
+                .into());
         }
         Ok(())
     }

@@ -29,10 +29,24 @@ pub enum Pending {
     PortForward(PodNetwork),
 }
 
+impl Pending {
+    /// The URL path segment that serves it.
+    fn endpoint(&self) -> &'static str {
+        match self {
+            Pending::Exec { .. } => "exec",
+            Pending::Attach { .. } => "attach",
+            Pending::PortForward(_) => "portforward",
+        }
+    }
+}
+
 /// What the request handlers share.
 pub(crate) struct Shared {
     tokens: tokens::Tokens<Pending>,
     sessions: server::Sessions,
+    /// Connections that are not a session yet.
+    connections: server::Sessions,
+    request_timeout: Duration,
     idle_timeout: Duration,
 }
 
@@ -63,8 +77,10 @@ impl StreamingServer {
             _ => local,
         };
         let shared = Arc::new(Shared {
-            tokens: tokens::Tokens::new(Duration::from_secs(config.token_ttl_secs)),
+            tokens: tokens::Tokens::new(Duration::from_secs(config.token_ttl_secs), config.max_pending_urls),
             sessions: Arc::new(tokio::sync::Semaphore::new(config.max_sessions)),
+            connections: Arc::new(tokio::sync::Semaphore::new(config.max_connections)),
+            request_timeout: Duration::from_secs(config.request_timeout_secs),
             idle_timeout: Duration::from_secs(config.idle_timeout_secs),
         });
         server::spawn_accept_loop(listener, tls, shared.clone());
@@ -73,20 +89,23 @@ impl StreamingServer {
     }
 
     /// The URL of a new exec session.
-    pub fn exec_url(&self, launch: ExecLaunch, stdio: ExecStdio) -> String {
-        let token = self.shared.tokens.insert(Pending::Exec { launch, stdio });
-        format!("{}/exec/{token}", self.base_url)
+    pub fn exec_url(&self, launch: ExecLaunch, stdio: ExecStdio) -> Result<String, tokens::Full> {
+        self.url(Pending::Exec { launch, stdio })
     }
 
     /// The URL of a new attach session.
-    pub fn attach_url(&self, launch: attach::AttachLaunch, stdio: ExecStdio) -> String {
-        let token = self.shared.tokens.insert(Pending::Attach { launch, stdio });
-        format!("{}/attach/{token}", self.base_url)
+    pub fn attach_url(&self, launch: attach::AttachLaunch, stdio: ExecStdio) -> Result<String, tokens::Full> {
+        self.url(Pending::Attach { launch, stdio })
     }
 
     /// The URL of a new port-forward session.
-    pub fn port_forward_url(&self, network: PodNetwork) -> String {
-        let token = self.shared.tokens.insert(Pending::PortForward(network));
-        format!("{}/portforward/{token}", self.base_url)
+    pub fn port_forward_url(&self, network: PodNetwork) -> Result<String, tokens::Full> {
+        self.url(Pending::PortForward(network))
+    }
+
+    fn url(&self, pending: Pending) -> Result<String, tokens::Full> {
+        let endpoint = pending.endpoint();
+        let token = self.shared.tokens.insert(pending)?;
+        Ok(format!("{}/{endpoint}/{token}", self.base_url))
     }
 }

@@ -14,7 +14,7 @@ use hyper::header::{
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use super::spdy::Connection;
@@ -25,6 +25,8 @@ const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
 
 /// How long a client may take over its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of a request (line and headers) read before it is refused.
+const MAX_REQUEST_BYTES: usize = 64 << 10;
 
 pub(super) fn spawn_accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
     tokio::spawn(async move {
@@ -37,13 +39,20 @@ pub(super) fn spawn_accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>,
                     continue;
                 }
             };
+            // Past the cap a connection is closed at once: it costs a
+            // descriptor for no longer than this.
+            let Ok(permit) = shared.connections.clone().try_acquire_owned() else {
+                tracing::debug!(peer = %peer, "too many streaming connections; closing a new one");
+                drop(tcp);
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
             let (shared, tls) = (shared.clone(), tls.clone());
             tokio::spawn(async move {
                 match tls {
-                    None => serve_http(tcp, shared, peer).await,
+                    None => serve_http(tcp, shared, peer, permit).await,
                     Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => serve_http(stream, shared, peer).await,
+                        Ok(Ok(stream)) => serve_http(stream, shared, peer, permit).await,
                         Ok(Err(e)) => tracing::debug!(peer = %peer, error = %e, "streaming TLS handshake failed"),
                         Err(_) => tracing::debug!(peer = %peer, "streaming TLS handshake timed out"),
                     },
@@ -53,23 +62,33 @@ pub(super) fn spawn_accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>,
     });
 }
 
-async fn serve_http<IO>(io: IO, shared: Arc<Shared>, peer: std::net::SocketAddr)
+/// Serves one connection: its one request (no keep-alive), which must come
+/// whole within the request timeout; an upgrade then runs as a session of
+/// its own and the connection's permit goes.
+async fn serve_http<IO>(io: IO, shared: Arc<Shared>, peer: std::net::SocketAddr, permit: OwnedSemaphorePermit)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let request_timeout = shared.request_timeout;
     let service = hyper::service::service_fn(move |request| {
         let shared = shared.clone();
         async move { Ok::<_, std::convert::Infallible>(route(request, shared)) }
     });
-    let served = hyper::server::conn::http1::Builder::new()
+    let connection = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
+        .header_read_timeout(request_timeout)
+        .keep_alive(false)
+        .max_buf_size(MAX_REQUEST_BYTES)
         .serve_connection(TokioIo::new(io), service)
-        .with_upgrades()
-        .await;
-    if let Err(e) = served {
-        tracing::debug!(peer = %peer, error = %e, "streaming connection ended with an error");
+        .with_upgrades();
+    // The header timeout starts with the first byte: a client that sends
+    // nothing at all is cut here.
+    match tokio::time::timeout(request_timeout + Duration::from_secs(1), connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(peer = %peer, error = %e, "streaming connection ended with an error"),
+        Err(_) => tracing::debug!(peer = %peer, "streaming connection sent no request in time; closed"),
     }
+    drop(permit);
 }
 
 fn plain(status: StatusCode, message: impl Into<String>) -> Response<String> {
@@ -131,15 +150,10 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
     let Some(transport) = transport_of(&request) else {
         return plain(StatusCode::BAD_REQUEST, "this endpoint needs an upgrade to SPDY/3.1 or a WebSocket\n");
     };
-    // Taken (and so used up) by the first request that names it.
-    let Some(pending) = shared.tokens.take(token) else {
-        return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
-    };
-    let served: &[&str] = match (&pending, kind, &transport) {
-        (Pending::Exec { .. }, "exec", _) | (Pending::Attach { .. }, "attach", _) => &remotecommand::PROTOCOLS,
-        (Pending::PortForward(_), "portforward", Transport::Spdy) => &[portforward::PROTOCOL],
-        (Pending::PortForward(_), "portforward", Transport::WebSocket(_)) => &[websocket::TUNNEL_PROTOCOL],
-        _ => return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n"),
+    let served: &[&str] = match (kind, &transport) {
+        ("exec" | "attach", _) => &remotecommand::PROTOCOLS,
+        (_, Transport::Spdy) => &[portforward::PROTOCOL],
+        (_, Transport::WebSocket(_)) => &[websocket::TUNNEL_PROTOCOL],
     };
     let offered = match transport {
         Transport::Spdy => offered_protocols(&request, PROTOCOL_HEADER),
@@ -159,8 +173,16 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
             }
         }
     };
+    // A request refused up to here, for another endpoint, or for the
+    // session cap, leaves the token for a retry.
+    if !shared.tokens.has(token, |p| p.endpoint() == kind) {
+        return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
+    }
     let Ok(permit) = shared.sessions.clone().try_acquire_owned() else {
         return plain(StatusCode::TOO_MANY_REQUESTS, "too many streaming sessions; try again later\n");
+    };
+    let Some(pending) = shared.tokens.take_if(token, |p| p.endpoint() == kind) else {
+        return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
     };
     let idle = shared.idle_timeout;
     let session_protocol = protocol.clone().unwrap_or_default();

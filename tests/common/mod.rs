@@ -46,6 +46,8 @@ pub struct TestEnv {
     daemon: Option<Child>,
     extra_args: Vec<String>,
     umask: Option<u32>,
+    /// The daemon's RLIMIT_NOFILE (soft and hard) when set.
+    nofile: Option<u64>,
 }
 
 impl TestEnv {
@@ -82,6 +84,7 @@ impl TestEnv {
             daemon: None,
             extra_args: Vec::new(),
             umask: None,
+            nofile: None,
         };
         // No pod network unless a test asks for one (tests/network.rs passes its own --config).
         fs::write(
@@ -109,6 +112,13 @@ impl TestEnv {
     /// this umask (an operator's shell or service manager may have any).
     pub fn with_umask(mut self, umask: u32) -> Self {
         self.umask = Some(umask);
+        self
+    }
+
+    /// Starts the daemon with at most `limit` open files, soft and hard (a
+    /// service manager's default is 1024 soft).
+    pub fn with_nofile(mut self, limit: u64) -> Self {
+        self.nofile = Some(limit);
         self
     }
 
@@ -144,9 +154,11 @@ impl TestEnv {
             }
             None => Command::new("nsenter"),
         };
-        cmd.arg(format!("--net=/run/netns/{}", self.netns))
-            .arg("--")
-            .arg(nidus_bin())
+        cmd.arg(format!("--net=/run/netns/{}", self.netns)).arg("--");
+        if let Some(limit) = self.nofile {
+            cmd.arg("prlimit").arg(format!("--nofile={limit}:{limit}")).arg("--");
+        }
+        cmd.arg(nidus_bin())
             .arg("serve")
             .arg("--root")
             .arg(&self.root)

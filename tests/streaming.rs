@@ -257,6 +257,84 @@ async fn a_vanished_exec_client_leaves_no_process_and_no_fd_behind() {
     assert_eq!(cri.exec_ok(&id, &["echo", "alive"]).await, "alive\n");
 }
 
+/// The daemon's resident memory, in KiB.
+fn daemon_rss_kib(env: &TestEnv) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", env.daemon_pid().unwrap())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// Waits until the test's cgroups hold at most `count` processes.
+async fn wait_for_processes(env: &TestEnv, count: usize, within: Duration, what: &str) {
+    let deadline = std::time::Instant::now() + within;
+    while env.cgroup_processes().len() > count {
+        assert!(std::time::Instant::now() < deadline, "{what}: its command still runs after {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn flooding_clients_cost_a_bounded_amount_and_are_noticed_when_they_vanish() {
+    let mut env = TestEnv::new("flood");
+    let mut cri = env.start().await;
+    let (_pod, id) = running_busybox(&env, &mut cri, env.pod("flood")).await;
+    let io = || Stdio { stdin: true, stdout: true, stderr: false, tty: false };
+    // A command that reads no stdin and writes nothing more.
+    let cmd = ["sh", "-c", "echo started; exec sleep 1000"];
+    let before = env.settled_fds_and_processes().await;
+    let rss_before = daemon_rss_kib(&env);
+    let mut peak = rss_before;
+
+    // SPDY: 64 MiB on the stdout stream (nobody reads what a client sends
+    // there), then 64 MiB of stdin the command never reads, then the client vanishes.
+    let mut s = start_exec(&env, &mut cri, &id, &cmd, io(), &[V4]).await;
+    s.client.read_until(s.stdout.unwrap(), "started", LONG).await;
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..64 {
+        s.client.send(s.stdout.unwrap(), &chunk).await;
+    }
+    peak = peak.max(daemon_rss_kib(&env));
+    let stdin = s.stdin.unwrap();
+    // The server stops reading once the connection's budget is spent: the send blocks.
+    let flood = async {
+        for _ in 0..64 {
+            s.client.send(stdin, &chunk).await;
+        }
+    };
+    let blocked = tokio::time::timeout(Duration::from_secs(3), flood).await.is_err();
+    assert!(blocked, "64 MiB of unread stdin was all taken in: nothing slowed the client down");
+    peak = peak.max(daemon_rss_kib(&env));
+    s.client.vanish();
+    wait_for_processes(&env, before.1, Duration::from_secs(20), "a vanished SPDY client with queued stdin").await;
+
+    // WebSocket: 200 MiB of stdin to a command that does not read it, then gone.
+    let url = exec_url(&mut cri, &id, &cmd, &io()).await.unwrap();
+    let (mut socket, _) = websocket::connect(&url, &env.netns, &["v5.channel.k8s.io"]).await.expect("upgrade");
+    websocket::read_until(&mut socket, 1, "started").await;
+    // (Messages are at most 1 MiB: these are half of that.)
+    let half = &chunk[..chunk.len() / 2];
+    let flood = async {
+        for _ in 0..400 {
+            websocket::send(&mut socket, 0, half).await;
+        }
+    };
+    let blocked = tokio::time::timeout(Duration::from_secs(3), flood).await.is_err();
+    assert!(blocked, "200 MiB of unread stdin was all taken in over a WebSocket");
+    peak = peak.max(daemon_rss_kib(&env));
+    drop(socket);
+    wait_for_processes(&env, before.1, Duration::from_secs(20), "a vanished WebSocket client with queued stdin").await;
+
+    let (fds_after, _) = env.settled_fds_and_processes().await;
+    let rss_after = daemon_rss_kib(&env);
+    eprintln!("daemon RSS {rss_before} KiB before, {peak} KiB at most during the floods, {rss_after} KiB after; fds {} → {fds_after}", before.0);
+    assert!(peak < rss_before + (16 << 10), "the floods took the daemon from {rss_before} to {peak} KiB");
+    assert!(fds_after <= before.0, "fds {} → {fds_after}", before.0);
+    assert_eq!(cri.exec_ok(&id, &["echo", "alive"]).await, "alive\n");
+}
+
 fn config_file(env: &TestEnv, text: &str) -> String {
     let path = env.base.join("config.toml");
     std::fs::write(&path, text).unwrap();

@@ -6,6 +6,7 @@
 pub mod attach;
 pub mod config;
 pub mod portforward;
+pub mod queue;
 pub mod remotecommand;
 pub mod server;
 pub mod spdy;

@@ -61,6 +61,9 @@ pub async fn serve(mut conn: Connection, network: PodNetwork) {
         if kind == "data" {
             half.data = Some(stream);
         } else {
+            // The client sends nothing to read on its error stream.
+            let mut stream = stream;
+            stream.data.close();
             half.error = Some(stream);
         }
         if half.data.is_some() && half.error.is_some() {

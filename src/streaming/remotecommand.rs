@@ -65,7 +65,13 @@ pub(super) async fn collect_streams(
             .ok_or("the client left before opening its streams")?;
         let kind = stream.headers.get("streamtype").unwrap_or_default().to_ascii_lowercase();
         match kind.as_str() {
-            "error" | "stdin" | "stdout" | "stderr" | "resize" => {
+            "stdin" | "resize" => {
+                streams.insert(kind, stream);
+            }
+            // Nothing the client sends on these is read: it is dropped.
+            "error" | "stdout" | "stderr" => {
+                let mut stream = stream;
+                stream.data.close();
                 streams.insert(kind, stream);
             }
             _ => {

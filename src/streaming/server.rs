@@ -62,9 +62,9 @@ pub(super) fn spawn_accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>,
     });
 }
 
-/// Serves one connection: its one request (no keep-alive), which must come
-/// whole within the request timeout; an upgrade then runs as a session of
-/// its own and the connection's permit goes.
+/// Serves one connection: its request, which must come whole within the
+/// request timeout; an upgrade then runs as a session of its own and the
+/// connection's permit goes. Any other answer closes the connection.
 async fn serve_http<IO>(io: IO, shared: Arc<Shared>, peer: std::net::SocketAddr, permit: OwnedSemaphorePermit)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -77,7 +77,6 @@ where
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(request_timeout)
-        .keep_alive(false)
         .max_buf_size(MAX_REQUEST_BYTES)
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
@@ -91,9 +90,11 @@ where
     drop(permit);
 }
 
+/// An answer that is not an upgrade; the connection closes after it.
 fn plain(status: StatusCode, message: impl Into<String>) -> Response<String> {
     let mut response = Response::new(message.into());
     *response.status_mut() = status;
+    response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
@@ -221,7 +222,8 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
         }
         drop(permit);
     });
-    let mut response = plain(StatusCode::SWITCHING_PROTOCOLS, "");
+    let mut response = Response::new(String::new());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let headers = response.headers_mut();
     headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
     let protocol = protocol.and_then(|p| HeaderValue::from_str(&p).ok());

@@ -4,7 +4,11 @@
 //! resize — and its data; v5's `[255, channel]` closes a channel), presented
 //! to the exec session as the same streams SPDY gives it; and port-forward
 //! as SPDY tunnelled in binary messages (`SPDY/3.1+portforward.k8s.io`,
-//! what client-go's port-forward over WebSocket speaks).
+//! what client-go's port-forward over WebSocket speaks). Messages are at
+//! most 1 MiB; stdin and resizes are queued within the connection's byte
+//! budget (`streaming::queue`), and the reader stops reading while it is
+//! spent; the server pings every few seconds, so a client that vanished is
+//! noticed even while nothing else moves.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,11 +21,12 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use super::spdy::conn::Out;
+use super::queue::{Budget, ChunkSender, CONNECTION_BUDGET};
+use super::spdy::conn::{Activity, Out, PING_INTERVAL};
 use super::spdy::{Connection, Headers, IncomingStream, Outbound};
 use crate::container::exec_stream::ExecStdio;
 
@@ -32,8 +37,12 @@ const CLOSE: u8 = 255;
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
+/// The largest message or frame a client may send.
+const MAX_MESSAGE: usize = 1 << 20;
+
 pub async fn accept(upgraded: Upgraded) -> Socket {
-    WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await
+    let config = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
+    WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await
 }
 
 fn normal_close() -> Message {
@@ -48,7 +57,9 @@ pub fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Durati
     let (streams_tx, streams) = mpsc::channel(8);
     let (gone_tx, gone) = watch::channel(false);
     let gone_tx = Arc::new(gone_tx);
-    let mut inputs: HashMap<u8, mpsc::Sender<Bytes>> = HashMap::new();
+    let activity = Arc::new(Activity::new());
+    let budget = Budget::new(CONNECTION_BUDGET);
+    let mut inputs: HashMap<u8, ChunkSender> = HashMap::new();
     let channels = [
         (true, 3u8, "error"),
         (stdio.stdout, 1, "stdout"),
@@ -57,7 +68,8 @@ pub fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Durati
         (stdio.tty, 4, "resize"),
     ];
     for (_, channel, kind) in channels.into_iter().filter(|(on, _, _)| *on) {
-        let (tx, rx) = mpsc::channel(64);
+        // Only stdin and resize carry anything from the client.
+        let (tx, rx) = budget.stream();
         if matches!(channel, 0 | 4) {
             inputs.insert(channel, tx);
         }
@@ -73,10 +85,21 @@ pub fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Durati
     } else {
         3
     };
-    let writer_gone = gone_tx.clone();
+    let (writer_gone, writer_activity) = (gone_tx.clone(), activity.clone());
     let writer = tokio::spawn(async move {
         let mut ok = sink.send(Message::Binary(Bytes::from(vec![first_written]))).await.is_ok();
-        while let (true, Some(out)) = (ok, out_rx.recv().await) {
+        let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+        while ok {
+            let out = tokio::select! {
+                out = out_rx.recv() => out,
+                _ = pings.tick() => {
+                    // Not activity: it keeps no session alive.
+                    ok = sink.send(Message::Ping(Bytes::new())).await.is_ok();
+                    continue;
+                }
+            };
+            let Some(out) = out else { break };
+            writer_activity.touch();
             ok = match out {
                 Out::Data(id, data, _) if !data.is_empty() => {
                     let mut message = Vec::with_capacity(data.len() + 1);
@@ -93,30 +116,43 @@ pub fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Durati
         }
         let _ = writer_gone.send(true);
     });
+    let mut reader_gone = gone.clone();
     tokio::spawn(async move {
         loop {
-            let message = match tokio::time::timeout(idle_timeout, source.next()).await {
-                Ok(Some(Ok(message))) => message,
-                Err(_) => {
-                    tracing::info!(timeout = ?idle_timeout, "streaming WebSocket idle too long; closing it");
-                    break;
-                }
-                Ok(_) => break,
+            let left = idle_timeout.saturating_sub(activity.idle_for());
+            if left.is_zero() {
+                tracing::info!(timeout = ?idle_timeout, "streaming WebSocket idle too long; closing it");
+                break;
+            }
+            let message = tokio::select! {
+                next = tokio::time::timeout(left, source.next()) => match next {
+                    Ok(Some(Ok(message))) => message,
+                    Err(_) => continue,
+                    Ok(_) => break,
+                },
+                _ = reader_gone.wait_for(|g| *g) => break,
             };
             match message {
                 Message::Binary(data) if !data.is_empty() => {
+                    activity.touch();
                     let (channel, payload) = (data[0], data.slice(1..));
                     if channel == CLOSE {
                         if let Some(closed) = payload.first() {
                             inputs.remove(closed);
                         }
                     } else if let Some(tx) = inputs.get(&channel) {
-                        if !payload.is_empty() && tx.send(payload).await.is_err() {
+                        // Waits while the budget is spent, unless the connection goes.
+                        let sent = tokio::select! {
+                            sent = tx.send(payload) => sent.is_ok(),
+                            _ = reader_gone.wait_for(|g| *g) => break,
+                        };
+                        if !sent {
                             inputs.remove(&channel);
                         }
                     }
                 }
                 Message::Close(_) => break,
+                // Pongs answer our pings: not activity.
                 _ => {}
             }
         }

@@ -1,10 +1,15 @@
 //! The server side of one SPDY/3.1 connection, as Kubernetes streaming
 //! clients use it: the client opens streams (each is answered at once with
-//! SYN_REPLY) and both sides send data and half-close with FIN. No flow
-//! control (Kubernetes peers neither send nor honour WINDOW_UPDATE); pings
-//! are echoed. One task reads frames, one writes them; the session holding
-//! the `Connection` sees new streams, writes through `Outbound`, and learns
-//! from `gone` that the peer left, broke the protocol or was idle too long.
+//! SYN_REPLY) and both sides send data and half-close with FIN. No SPDY flow
+//! control (Kubernetes peers neither send nor honour WINDOW_UPDATE): what a
+//! client sends is queued within the connection's byte budget
+//! (`streaming::queue`), dropped on streams the session does not read, and
+//! TCP slows the client down while the budget is spent. The client's pings
+//! are echoed, and the server pings every few seconds, so a client that
+//! vanished is noticed (the write fails) even while nothing else moves.
+//! One task reads frames, one writes them; the session holding the
+//! `Connection` sees new streams, writes through `Outbound`, and learns from
+//! `gone` that the peer left, broke the protocol or was idle too long.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,17 +22,20 @@ use tokio::sync::{mpsc, watch};
 
 use super::frame::{self, Frame};
 use super::headers::{HeaderReader, HeaderWriter, Headers};
+use crate::streaming::queue::{Budget, ChunkReceiver, ChunkSender, CONNECTION_BUDGET};
 
 /// Most streams one connection may have open at once.
 pub const MAX_STREAMS: usize = 1024;
 /// Largest data frame we send.
 const CHUNK: usize = 32 << 10;
+/// How often the server pings the client.
+pub(crate) const PING_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A stream the client opened: its headers and what it sends, ending at its FIN.
 pub struct IncomingStream {
     pub id: u32,
     pub headers: Headers,
-    pub data: mpsc::Receiver<Bytes>,
+    pub data: ChunkReceiver,
 }
 
 /// What a session asks its transport to send.
@@ -35,7 +43,10 @@ pub(crate) enum Out {
     Reply(u32),
     Data(u32, Bytes, bool),
     Reset(u32, u32),
+    /// The echo of a client's ping.
     Ping(u32),
+    /// A ping of the server's own (not activity: it keeps no session alive).
+    Keepalive(u32),
     GoAway,
 }
 
@@ -99,8 +110,10 @@ impl Connection {
             Outbound { tx: out_tx.clone() },
             streams_tx,
             activity.clone(),
+            gone.clone(),
         ));
         let writer = tokio::spawn(write_frames(BufWriter::new(write_half), out_rx, activity.clone(), gone_tx.clone()));
+        tokio::spawn(ping(Outbound { tx: out_tx.clone() }, gone.clone()));
         tokio::spawn(watch_over(reader, activity, idle_timeout, gone_tx));
         Connection { streams, outbound: Outbound { tx: out_tx }, gone, writer }
     }
@@ -125,19 +138,19 @@ impl Connection {
 }
 
 /// When a frame last went either way.
-struct Activity {
+pub(crate) struct Activity {
     start: Instant,
     last_ms: AtomicU64,
 }
 
 impl Activity {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { start: Instant::now(), last_ms: AtomicU64::new(0) }
     }
-    fn touch(&self) {
+    pub(crate) fn touch(&self) {
         self.last_ms.store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
-    fn idle_for(&self) -> Duration {
+    pub(crate) fn idle_for(&self) -> Duration {
         let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
         self.start.elapsed().saturating_sub(last)
     }
@@ -165,14 +178,42 @@ async fn watch_over(
     let _ = gone.send(true);
 }
 
+/// Pings the client every few seconds until the connection is gone: a
+/// client that vanished makes the write fail, which ends the connection.
+/// Server pings have even ids.
+async fn ping(outbound: Outbound, mut gone: watch::Receiver<bool>) {
+    let mut id = 0u32;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(PING_INTERVAL) => {}
+            _ = gone.wait_for(|g| *g) => return,
+        }
+        id = id.wrapping_add(2);
+        if outbound.tx.send(Out::Keepalive(id)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Queues `data` for a stream, waiting while the budget is spent unless
+/// the connection goes; false when the session stopped reading the stream.
+async fn queue(tx: &ChunkSender, data: Bytes, gone: &mut watch::Receiver<bool>) -> Option<bool> {
+    tokio::select! {
+        sent = tx.send(data) => Some(sent.is_ok()),
+        _ = gone.wait_for(|g| *g) => None,
+    }
+}
+
 async fn read_frames<R: AsyncRead + Unpin>(
     mut reader: R,
     outbound: Outbound,
     new_streams: mpsc::Sender<IncomingStream>,
     activity: Arc<Activity>,
+    mut gone: watch::Receiver<bool>,
 ) {
     let mut headers = HeaderReader::new();
-    let mut open: HashMap<u32, mpsc::Sender<Bytes>> = HashMap::new();
+    let budget = Budget::new(CONNECTION_BUDGET);
+    let mut open: HashMap<u32, ChunkSender> = HashMap::new();
     loop {
         let frame = match frame::read(&mut reader).await {
             Ok(Some(frame)) => frame,
@@ -196,7 +237,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 if outbound.tx.send(Out::Reply(id)).await.is_err() {
                     return;
                 }
-                let (tx, rx) = mpsc::channel(64);
+                let (tx, rx) = budget.stream();
                 if !fin {
                     open.insert(id, tx);
                 }
@@ -213,8 +254,15 @@ async fn read_frames<R: AsyncRead + Unpin>(
             }
             Frame::Data { id, fin, data } => {
                 if let Some(tx) = open.get(&id) {
-                    if !data.is_empty() && tx.send(data).await.is_err() {
-                        open.remove(&id);
+                    if !data.is_empty() {
+                        match queue(tx, data, &mut gone).await {
+                            Some(true) => {}
+                            // Nobody reads that stream: what comes on it is dropped.
+                            Some(false) => {
+                                open.remove(&id);
+                            }
+                            None => return,
+                        }
                     }
                 }
                 if fin {
@@ -224,11 +272,13 @@ async fn read_frames<R: AsyncRead + Unpin>(
             Frame::RstStream { id } => {
                 open.remove(&id);
             }
-            Frame::Ping { id } => {
+            // A client's pings (odd ids) are echoed; the answers to ours are not.
+            Frame::Ping { id } if id % 2 == 1 => {
                 if outbound.tx.send(Out::Ping(id)).await.is_err() {
                     return;
                 }
             }
+            Frame::Ping { .. } => {}
             Frame::GoAway => return,
             Frame::Ignored => {}
         }
@@ -247,16 +297,20 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     };
     let mut last_id = 0;
     while let Some(item) = out.recv().await {
+        let mut active = !matches!(item, Out::Keepalive(_));
         let mut written = write_one(&mut writer, &mut headers, item, &mut last_id).await;
         // Batch what is already queued before flushing.
         while let (Ok(true), Ok(item)) = (&written, out.try_recv()) {
+            active |= !matches!(item, Out::Keepalive(_));
             written = write_one(&mut writer, &mut headers, item, &mut last_id).await;
         }
         let done = match written {
             Ok(more) => writer.flush().await.is_err() || !more,
             Err(_) => true,
         };
-        activity.touch();
+        if active {
+            activity.touch();
+        }
         if done {
             break;
         }
@@ -283,7 +337,7 @@ async fn write_one<W: AsyncWrite + Unpin>(
             writer.write_all(&data).await?;
         }
         Out::Reset(id, status) => writer.write_all(&frame::rst_stream(id, status)).await?,
-        Out::Ping(id) => writer.write_all(&frame::ping(id)).await?,
+        Out::Ping(id) | Out::Keepalive(id) => writer.write_all(&frame::ping(id)).await?,
         Out::GoAway => {
             writer.write_all(&frame::goaway(*last_id)).await?;
             return Ok(false);

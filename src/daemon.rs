@@ -235,6 +235,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     // then stop regardless: kubelet keeps its connection open forever.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tonic::transport::Server::builder()
+        .http2_max_header_list_size(Some(crate::cri::MAX_HEADER_LIST as u32))
         .layer(tower::util::MapResponseLayer::new(crate::cri::cap_status_message::<tonic::body::Body>))
         .add_service(runtime)
         .add_service(images)

@@ -128,3 +128,64 @@ async fn grpcio_with_default_channel_options_is_served_on_both_apis() {
     }
     env.assert_no_leftovers();
 }
+
+/// A header block that names one 4 KiB dynamic-table entry `refs` times:
+/// `refs` bytes on the wire, `refs` × 4 KiB decoded.
+fn hpack_bomb(refs: usize, authority: &[u8]) -> Vec<u8> {
+    let mut block = Vec::new();
+    // Indexed :method POST (3), :scheme http (6), then a literal :path.
+    block.extend([0x83, 0x86]);
+    let literal = |block: &mut Vec<u8>, first: u8, name_index: u8, value: &[u8]| {
+        block.push(first | name_index);
+        block.push(0x7f);
+        let mut rest = value.len() - 127;
+        while rest >= 128 {
+            block.push((rest % 128) as u8 | 0x80);
+            rest /= 128;
+        }
+        block.push(rest as u8);
+        block.extend_from_slice(value);
+    };
+    let path = b"/runtime.v1.RuntimeService/Version".repeat(4);
+    literal(&mut block, 0x00, 4, &path);
+    // A literal with incremental indexing of :authority (name index 1): a
+    // 4,000-byte value, the dynamic table's entry 62.
+    let mut value = authority.to_vec();
+    value.resize(4000, b'a');
+    literal(&mut block, 0x40, 1, &value);
+    block.extend(std::iter::repeat_n(0x80 | 62, refs));
+    block
+}
+
+/// The most resident memory the daemon ever had (VmHWM), in KiB: a block
+/// decoded and freed between two looks still shows.
+fn daemon_peak_rss_kib(env: &TestEnv) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", env.daemon_pid().unwrap())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hpack_bomb_costs_the_daemon_no_memory_and_nothing_else_is_refused() {
+    let mut env = TestEnv::new("hpackbomb");
+    let _cri = env.start().await;
+    let rss_before = daemon_peak_rss_kib(&env);
+    // The socket's path (the layer decodes such blocks to rewrite them) and
+    // a valid host: 60,000 references (60 KB sent, 240 MB decoded), then
+    // 65,536 (a block over the layer's bound, for the server to refuse).
+    for (authority, refs) in [(env.socket.as_os_str().as_encoded_bytes(), 60_000), (&b"localhost"[..], 65_536)] {
+        for _ in 0..5 {
+            let mut client = RawClient::connect(&env.socket, None).await;
+            assert!(client.send_header_block(&hpack_bomb(refs, authority)).await, "the bomb was answered as a request");
+        }
+    }
+    let peak = daemon_peak_rss_kib(&env);
+    eprintln!("daemon peak RSS {rss_before} KiB before, {peak} KiB after the bombs");
+    assert!(peak < rss_before + (8 << 10), "an HPACK bomb took the daemon from {rss_before} to {peak} KiB");
+    // Ordinary clients are served as before, through the layer.
+    let mut client = RawClient::connect(&env.socket, Some(env.socket.as_os_str().as_encoded_bytes())).await;
+    round_trip(&env, &mut client, "runtime.v1", "after", "after the bombs").await;
+}

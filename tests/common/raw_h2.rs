@@ -83,6 +83,52 @@ impl RawClient {
         tokio::time::timeout(Duration::from_secs(30), self.answer(stream_id)).await.expect("an answer within 30 s")
     }
 
+    /// Sends `block` as one request's header block on a new stream (HEADERS,
+    /// then CONTINUATION frames of at most 16 KiB), then reads until the
+    /// server answers that stream or ends the connection: true when it
+    /// refused the request or closed, false when it answered normally.
+    pub async fn send_header_block(&mut self, block: &[u8]) -> bool {
+        let stream_id = self.next_stream;
+        self.next_stream += 2;
+        let chunks: Vec<&[u8]> = block.chunks(16_384).collect();
+        let mut out = Vec::new();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let kind = if i == 0 { HEADERS } else { CONTINUATION };
+            let last = if i + 1 == chunks.len() { END_HEADERS } else { 0 };
+            let end_stream = if i == 0 { END_STREAM } else { 0 };
+            out.extend(frame(kind, last | end_stream, stream_id, chunk));
+        }
+        if self.stream.write_all(&out).await.is_err() {
+            return true;
+        }
+        loop {
+            let mut head = [0u8; 9];
+            let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(30), self.stream.read_exact(&mut head)).await
+            else {
+                return true;
+            };
+            let length = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let mut payload = vec![0; length];
+            if self.stream.read_exact(&mut payload).await.is_err() {
+                return true;
+            }
+            let id = u32::from_be_bytes(head[5..9].try_into().unwrap()) & 0x7fff_ffff;
+            match head[3] {
+                SETTINGS if head[4] & ACK == 0 => {
+                    let _ = self.stream.write_all(&frame(SETTINGS, ACK, 0, &[])).await;
+                }
+                GOAWAY => return true,
+                RST_STREAM if id == stream_id => return true,
+                HEADERS if id == stream_id => {
+                    // A 431 (or any answer) to the request: refused unless 200.
+                    let fields = self.decoder.decode(&payload).unwrap_or_default();
+                    return !fields.iter().any(|(n, v)| n == b":status" && v == b"200");
+                }
+                _ => {}
+            }
+        }
+    }
+
     async fn answer(&mut self, stream_id: u32) -> Answer {
         let mut data = Vec::new();
         let mut block = Vec::new();

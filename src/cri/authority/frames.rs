@@ -31,10 +31,16 @@ const MIN_MAX_FRAME_SIZE: usize = 16_384;
 /// (SETTINGS_HEADER_TABLE_SIZE is left at its default): a client's size
 /// update above it is an error for the server, and for this decoder too.
 const HEADER_TABLE_SIZE: usize = 4_096;
-/// The most this layer buffers of one header block. A larger block is not
-/// followed (and, after a rewrite, ends the connection): CRI requests carry
-/// a few hundred bytes of headers.
-pub const MAX_HEADER_BLOCK: usize = 256 * 1024;
+/// The largest header list (RFC 9113 6.5.2: each field's name and value and
+/// 32 bytes) this layer decodes, and the server behind it accepts
+/// (SETTINGS_MAX_HEADER_LIST_SIZE): CRI requests carry a few hundred bytes
+/// of headers. A block that decodes to more is not followed (and, after a
+/// rewrite, ends the connection), so a small block that names one table
+/// entry thousands of times allocates no more than this.
+pub const MAX_HEADER_LIST: usize = 64 * 1024;
+/// The most this layer buffers of one header block, encoded: a block is
+/// never larger than the list it decodes to but for a few bytes a field.
+pub const MAX_HEADER_BLOCK: usize = MAX_HEADER_LIST;
 
 const TYPE_HEADERS: u8 = 0x1;
 const TYPE_PUSH_PROMISE: u8 = 0x5;
@@ -239,12 +245,21 @@ impl AuthorityNormalizer {
     /// Hands on a whole header block, rewritten where it must be.
     fn finish_block(&mut self, block: PendingBlock, out: &mut BytesMut) -> Result<(), NormalizeError> {
         let mut fields = Vec::new();
+        let mut list_size = 0usize;
         let decoded = self.decoder.decode_with_cb(&block.fragment, |name, value| {
-            fields.push((name.into_owned(), value.into_owned()));
+            // Counted before anything is copied; past the bound nothing is.
+            list_size = list_size.saturating_add(name.len() + value.len() + 32);
+            if list_size <= MAX_HEADER_LIST {
+                fields.push((name.into_owned(), value.into_owned()));
+            }
         });
         if decoded.is_err() {
             self.block = Some(block);
             return self.give_up("a header block that does not decode", None, out);
+        }
+        if list_size > MAX_HEADER_LIST {
+            self.block = Some(block);
+            return self.give_up("a header list larger than the server takes", None, out);
         }
         let mut rewrite = false;
         let mut valid_authority = false;

@@ -10,5 +10,5 @@
 mod frames;
 mod stream;
 
-pub use frames::{AuthorityNormalizer, NormalizeError};
+pub use frames::{AuthorityNormalizer, NormalizeError, MAX_HEADER_LIST};
 pub use stream::NormalizedStream;

@@ -948,3 +948,66 @@ async fn thousands_of_clients_of_a_host_port_cost_the_daemon_nothing() {
     assert_no_builtin_leftovers(&env, "removing the pods");
     env.assert_no_leftovers();
 }
+
+/// Processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_cni_plugin_that_leaves_a_child_or_floods_its_output_is_answered_fast_and_leaves_nothing() {
+    // A 60 s plugin timeout: what waited for the plugin's pipes to close
+    // would take that long.
+    let mut env = net_env_with("cniplugins", "builtin = \"off\"\nplugin_timeout_secs = 60\n");
+    fs::create_dir_all(late_plugin_dir(&env)).unwrap();
+    let marker = format!("{}-left-behind", env.name);
+    let install = |name: &str, script: &str| {
+        let path = late_plugin_dir(&env).join(name);
+        fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    // ADD succeeds at once but leaves a child holding its stdout.
+    install(
+        "leaver",
+        &format!(
+            "cat >/dev/null\n[ \"$CNI_COMMAND\" = ADD ] && sh -c 'exec -a {marker} sleep 1000' &\n\
+             printf '{{\"cniVersion\":\"1.0.0\",\"interfaces\":[],\"ips\":[]}}'"
+        ),
+    );
+    install("flooder", "cat >/dev/null\n[ \"$CNI_COMMAND\" = ADD ] && head -c 20000000 /dev/zero | tr '\\0' x\nexit 0");
+    write_conflist(
+        &env,
+        "10-leaver.conflist",
+        r#"{"cniVersion":"1.0.0","name":"leaver","plugins":[{"type":"leaver"}]}"#,
+    );
+    let mut cri = env.start().await;
+
+    let began = std::time::Instant::now();
+    let id = cri.run_pod(env.pod("leaver")).await.expect("RunPodSandbox with a plugin that leaves a child");
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(20), "RunPodSandbox waited {took:?} for the plugin's child");
+    assert_eq!(processes_with(&marker), Vec::<i32>::new(), "the plugin's child outlived it");
+    cri.stop_pod(&id).await.unwrap();
+    cri.remove_pod(&id).await.unwrap();
+
+    fs::remove_file(conf_dir(&env).join("10-leaver.conflist")).unwrap();
+    write_conflist(
+        &env,
+        "10-flooder.conflist",
+        r#"{"cniVersion":"1.0.0","name":"flooder","plugins":[{"type":"flooder"}]}"#,
+    );
+    let began = std::time::Instant::now();
+    let err = cri.run_pod(env.pod("flooder")).await.expect_err("a plugin printing 20 MB");
+    assert!(err.message().contains("output too large"), "{err:?}");
+    assert!(began.elapsed() < Duration::from_secs(20), "the flood took {:?} to be refused", began.elapsed());
+    assert!(cri.list_pods(None).await.is_empty());
+    assert_no_network_leftovers(&env, "the plugins");
+    env.assert_no_leftovers();
+}

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::oneshot;
 
@@ -53,6 +53,47 @@ pub enum RunError {
     Io(#[from] std::io::Error),
     #[error("it did not finish within {0:?} and was killed")]
     Timeout(Duration),
+    #[error("its output was too large (over {0} bytes on stdout or stderr) and it was killed")]
+    OutputTooLarge(u64),
+}
+
+/// One of a helper's output pipes, read as it writes, up to a cap.
+struct Collected {
+    pipe: tokio::net::unix::pipe::Receiver,
+    bytes: Vec<u8>,
+    cap: u64,
+    eof: bool,
+}
+
+impl Collected {
+    fn new(fd: OwnedFd, cap: u64) -> std::io::Result<Self> {
+        Ok(Self { pipe: tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?, bytes: Vec::new(), cap, eof: false })
+    }
+
+    /// Waits for the next bytes (or the end) and takes them.
+    async fn step(&mut self) -> Result<(), RunError> {
+        self.pipe.readable().await?;
+        self.drain()
+    }
+
+    /// Takes what is in the pipe now, without waiting.
+    fn drain(&mut self) -> Result<(), RunError> {
+        let mut buf = [0u8; 16 << 10];
+        while !self.eof {
+            match self.pipe.try_read(&mut buf) {
+                Ok(0) => self.eof = true,
+                Ok(n) => {
+                    if (self.bytes.len() + n) as u64 > self.cap {
+                        return Err(RunError::OutputTooLarge(self.cap));
+                    }
+                    self.bytes.extend_from_slice(&buf[..n]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Exits nobody claimed are kept this long, for a waiter that registers late.
@@ -116,10 +157,13 @@ impl Reaper {
         Registered::Pending(Pending { state: self.state.clone(), pid, rx, taken: false })
     }
 
-    /// Runs `command` to its end: `input` on its stdin, up to `max_output`
-    /// bytes read from each of its stdout and stderr, its exit collected
-    /// here; past `timeout` it is killed and reaped. (Its stdio is set here,
-    /// and it dies with the daemon: `process::die_with_parent`.)
+    /// Runs `command` to its end: `input` on its stdin, its stdout and
+    /// stderr read as it writes them (up to `max_output` bytes each; more
+    /// ends the run at once), its exit collected here. It runs in a process
+    /// group of its own, which is killed when it exits (a child it left, one
+    /// holding its stdout say, is not waited for), at `timeout`, or when its
+    /// output is too large. (Its stdio is set here, and it dies with the
+    /// daemon: `process::die_with_parent`.)
     pub async fn run(
         &self,
         command: &mut Command,
@@ -127,41 +171,60 @@ impl Reaper {
         max_output: u64,
         timeout: Duration,
     ) -> Result<Finished, RunError> {
+        use std::os::unix::process::CommandExt;
         super::process::die_with_parent(command);
+        command.process_group(0);
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
         let pid = child.id() as i32;
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         // The reaper owns waiting; the std handle must never wait.
         drop(child);
-        let talk = async {
-            let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-                return Err(std::io::Error::other("the program's pipes are missing"));
-            };
-            let mut stdin = tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(stdin))?;
-            let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(stdout))?;
-            let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(stderr))?;
-            let write = async move {
-                // A program may exit without reading all of its input.
-                let _ = stdin.write_all(input).await;
-            };
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let (mut stdout, mut stderr) = (stdout.take(max_output), stderr.take(max_output));
-            let read_out = stdout.read_to_end(&mut out);
-            let read_err = stderr.read_to_end(&mut err);
-            let ((), read_out, read_err) = tokio::join!(write, read_out, read_err);
-            read_out?;
-            read_err?;
-            let status = self.wait(pid).await;
-            Ok(Finished { status, stdout: out, stderr: err })
+        let kill_group = || {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         };
-        let outcome = tokio::time::timeout(timeout, talk).await;
-        if !matches!(outcome, Ok(Ok(_))) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
+            kill_group();
             self.wait(pid).await;
-        }
+            return Err(std::io::Error::other("the program's pipes are missing").into());
+        };
+        let collected = Collected::new(OwnedFd::from(stdout), max_output)
+            .and_then(|out| Ok((out, Collected::new(OwnedFd::from(stderr), max_output)?)))
+            .and_then(|pair| Ok((pair, tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(stdin))?)));
+        let ((mut out, mut err), mut stdin) = match collected {
+            Ok(parts) => parts,
+            Err(e) => {
+                kill_group();
+                self.wait(pid).await;
+                return Err(e.into());
+            }
+        };
+        let exited = self.wait(pid);
+        let deadline = tokio::time::sleep(timeout);
+        // A program may exit without reading all of its input.
+        let write = async move {
+            let _ = stdin.write_all(input).await;
+        };
+        tokio::pin!(exited, deadline, write);
+        let mut written = false;
+        let outcome = loop {
+            tokio::select! {
+                status = &mut exited => {
+                    // What it wrote before it exited is in the pipes already.
+                    break out.drain().and_then(|()| err.drain()).map(|()| status);
+                }
+                read = out.step(), if !out.eof => if let Err(e) = read { break Err(e) },
+                read = err.step(), if !err.eof => if let Err(e) = read { break Err(e) },
+                () = &mut write, if !written => written = true,
+                () = &mut deadline => break Err(RunError::Timeout(timeout)),
+            }
+        };
+        kill_group();
         match outcome {
-            Ok(finished) => Ok(finished?),
-            Err(_) => Err(RunError::Timeout(timeout)),
+            Ok(status) => Ok(Finished { status, stdout: out.bytes, stderr: err.bytes }),
+            Err(e) => {
+                exited.await;
+                Err(e)
+            }
         }
     }
 

@@ -87,7 +87,7 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch,
                         }
                     }
                     // A stdin_once container without a terminal sends its last output first.
-                    if end == StdinEnd::Detached || !(once && !tty) {
+                    if end == StdinEnd::Detached || !once || tty {
                         let _ = detach_tx.send(true);
                     }
                 }));

@@ -1,8 +1,10 @@
 //! Running one CNI plugin: its configuration on stdin, the protocol's
 //! environment (`CNI_COMMAND`, `CNI_CONTAINERID`, `CNI_NETNS`, `CNI_IFNAME`,
 //! `CNI_ARGS`, `CNI_PATH`), its result or error JSON on stdout, within a
-//! time limit after which it is killed. Its exit is collected by the
-//! daemon's reaper (nothing else may wait for children).
+//! time limit after which it is killed, and within an output cap. It runs
+//! in a process group of its own, killed once the plugin exits (nothing it
+//! started outlives it). Its exit is collected by the daemon's reaper
+//! (nothing else may wait for children).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +23,8 @@ pub enum PluginError {
     Spawn { plugin: String, source: std::io::Error },
     #[error("CNI plugin {plugin} ({command}) did not finish within {timeout:?} and was killed")]
     Timeout { plugin: String, command: &'static str, timeout: Duration },
+    #[error("CNI plugin {plugin} ({command}): output too large (over {limit} bytes); it was killed")]
+    OutputTooLarge { plugin: String, command: &'static str, limit: u64 },
     #[error("CNI plugin {plugin} ({command}) failed: {message}")]
     Failed { plugin: String, command: &'static str, message: String },
     #[error("CNI plugin {plugin} ({command}) printed an invalid result: {why}")]
@@ -66,6 +70,7 @@ pub async fn run(
             Ok(finished) => finished,
             Err(RunError::Io(source)) => return Err(PluginError::Spawn { plugin, source }),
             Err(RunError::Timeout(_)) => return Err(PluginError::Timeout { plugin, command, timeout }),
+            Err(RunError::OutputTooLarge(limit)) => return Err(PluginError::OutputTooLarge { plugin, command, limit }),
         };
     let parsed: Option<Value> = if out.iter().all(u8::is_ascii_whitespace) {
         None

@@ -3,13 +3,16 @@
 //! digest, OCI and Docker schema 2 manifests, multi-platform indexes,
 //! gzip/zstd/plain layers, layers shared between images fetched once,
 //! corrupt blobs refused without leftovers, mirrors, auth, stalls,
-//! concurrent pulls, a daemon killed mid-pull.
+//! concurrent pulls, a daemon killed mid-pull; garbage collection beside
+//! pulls in flight. Tests of bounds read the daemon's resident memory and
+//! descriptors before and after.
 
 mod common;
 mod registry;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use common::client::{container_config, image_spec};
 use common::images::{self, Compression, ImageDef, LayerTar, Written};
@@ -75,6 +78,81 @@ fn store_files(env: &TestEnv) -> Vec<String> {
     }
     found.sort();
     found
+}
+
+/// Whether any file of `written` (its blobs, its unpacked layers) is in the store.
+fn stored_any_of(env: &TestEnv, written: &Written) -> Vec<String> {
+    let hexes: Vec<String> = [&written.id, &written.manifest_digest]
+        .into_iter()
+        .chain(&written.layer_digests)
+        .chain(&written.diff_ids)
+        .map(|d| d.trim_start_matches("sha256:").to_string())
+        .collect();
+    store_files(env).into_iter().filter(|f| hexes.iter().any(|h| f.ends_with(h.as_str()))).collect()
+}
+
+/// A one-layer image of its own (no layer shared with `app_def`'s).
+fn small_def(marker: &str) -> ImageDef {
+    ImageDef {
+        name: None,
+        layers: vec![(
+            LayerTar::new().file(&format!("etc/{marker}"), 0o644, format!("{marker}\n").as_bytes()).finish(),
+            Compression::Gzip,
+        )],
+        config: serde_json::json!({"Cmd": ["sh"]}),
+    }
+}
+
+/// The daemon's resident memory and open descriptors.
+#[derive(Debug, Clone, Copy)]
+struct Footprint {
+    rss_kb: u64,
+    fds: usize,
+}
+
+/// The daemon's footprint once its descriptors have settled; printed with `label`.
+async fn footprint(env: &TestEnv, label: &str) -> Footprint {
+    let (fds, _) = env.settled_fds_and_processes().await;
+    let pid = env.daemon_pid().expect("the daemon runs");
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("the daemon's /proc status");
+    let rss_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in the daemon's status");
+    let found = Footprint { rss_kb, fds };
+    eprintln!("{} {label}: rss {} kB, fds {}", env.name, found.rss_kb, found.fds);
+    found
+}
+
+/// After a pull is over, the daemon holds no more descriptors than before it
+/// and its memory grew by less than `rss_growth_kb`.
+fn assert_footprint_back(before: Footprint, after: Footprint, rss_growth_kb: u64) {
+    assert!(after.fds <= before.fds, "the daemon holds descriptors the pull left: {before:?} → {after:?}");
+    assert!(
+        after.rss_kb < before.rss_kb + rss_growth_kb,
+        "the daemon's memory grew by more than {rss_growth_kb} kB: {before:?} → {after:?}"
+    );
+}
+
+/// The pulls in flight as Status verbose lists them.
+async fn pulls_in_flight(cri: &mut Cri) -> Vec<serde_json::Value> {
+    let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["config"]).unwrap();
+    info["pulls"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits (20 s at most) until a pull of `name` is in flight with bytes arriving.
+async fn wait_in_flight(cri: &mut Cri, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pulls = pulls_in_flight(cri).await;
+        if pulls.iter().any(|p| p["image"] == name && p["bytes"].as_u64().unwrap_or(0) > 0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no pull of {name} in flight: {pulls:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -438,17 +516,7 @@ async fn a_daemon_killed_mid_pull_restarts_consistent_and_the_pull_can_be_retrie
     let pulling = tokio::spawn(async move { pull(&mut background, name, None).await });
 
     // The pull is listed in flight (Status verbose) with bytes arriving.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
-        let info: serde_json::Value = serde_json::from_str(&status.info["config"]).unwrap();
-        let pulls = info["pulls"].as_array().cloned().unwrap_or_default();
-        if pulls.iter().any(|p| p["image"] == name && p["bytes"].as_u64().unwrap_or(0) > 0) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no pull in flight: {info}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_in_flight(&mut cri, name).await;
     env.kill_daemon();
     assert!(pulling.await.unwrap().is_err());
 
@@ -600,4 +668,53 @@ async fn a_connection_lost_mid_layer_resumes_or_else_starts_again() {
     assert_eq!(registry.partial_blob_gets(busybox), 1);
     assert!(env.daemon_log().contains("cannot resume a download"), "{}", env.daemon_log());
     assert!(env.daemon_log().contains("trying again"), "{}", env.daemon_log());
+}
+
+#[tokio::test]
+async fn gc_beside_a_slow_pull_keeps_what_it_holds_and_removes_what_a_failed_pull_left() {
+    let (env, registry, app) = serving_app("pull-gc", "gc");
+    let (dir, bad) = layout(&env, "bad", &small_def("bad"));
+    registry.push(&dir, "test/bad:v1", None, None);
+    // The bad image's layer is corrupted in the registry's storage.
+    let hex = bad.layer_digests[0].trim_start_matches("sha256:");
+    let data = registry.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data");
+    let mut bytes = fs::read(&data).expect("the blob in the registry's storage");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&data, bytes).unwrap();
+    let _proxy = throttled(&env, 128 << 10);
+    let mut env = env;
+    let mut cri = env.start().await;
+    let before = footprint(&env, "before the pulls").await;
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let mut background = cri.clone();
+    let slow = tokio::spawn(async move { pull(&mut background, name, None).await });
+    wait_in_flight(&mut cri, name).await;
+    // A failed pull beside it: its garbage collection runs at once and
+    // takes what it stored, and nothing the slow pull holds.
+    let refused = pull(&mut cri, "127.0.0.1:5000/test/bad:v1", None).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::DataLoss, "{refused:?}");
+    assert_eq!(stored_any_of(&env, &bad), Vec::<String>::new(), "the failed pull's files are still there");
+    assert!(!slow.is_finished(), "the slow pull ended before the failed one was collected");
+
+    // The slow pull is whole: every layer stored and unpacked, and it runs.
+    assert_eq!(slow.await.unwrap().expect("the slow pull"), app.id);
+    let stored = store_files(&env);
+    for digest in app.layer_digests.iter().chain(&app.diff_ids) {
+        assert!(stored.iter().any(|f| f.ends_with(digest.trim_start_matches("sha256:"))), "{digest} missing");
+    }
+    let pod_config = env.pod("kept");
+    let pod = cri.run_pod(pod_config.clone()).await.unwrap();
+    let config = container_config("c", name, &["sh", "-c", "cat /etc/zstd-layer /etc/plain-layer"]);
+    let container = cri.run_container(&pod, &pod_config, config).await;
+    assert_eq!(cri.wait_exited(&container, 20).await.exit_code, 0);
+    cri.remove_container(&container).await.unwrap();
+    cri.stop_pod(&pod).await.unwrap();
+    cri.remove_pod(&pod).await.unwrap();
+    cri.remove_image(&app.id).await.unwrap();
+    assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
+    let after = footprint(&env, "after the pulls").await;
+    assert_footprint_back(before, after, 32 << 10);
+    env.assert_no_leftovers();
 }

@@ -5,7 +5,8 @@
 //! hashed, stored and unpacked as they arrive, each verified before it is
 //! published; a blob the manifest's endpoint cannot serve asked of the
 //! endpoints after it; pulls of one image and downloads of one layer
-//! de-duplicated.
+//! de-duplicated. What a pull stores is leased from garbage collection
+//! until its image is in the index.
 
 pub mod auth;
 mod bridge;
@@ -84,6 +85,18 @@ struct Resolved {
     manifest: Box<ImageManifest>,
 }
 
+/// What a pull fetched before it stores anything.
+struct Parts {
+    manifest_digest: Digest,
+    manifest_bytes: Bytes,
+    config_digest: Digest,
+    config: Bytes,
+    layers: Vec<LayerDescriptor>,
+    diff_ids: Vec<Digest>,
+    /// The digest the reference resolves to.
+    top_digest: Digest,
+}
+
 /// Pulls images for the daemon; one per daemon, shared by its services.
 pub struct Puller {
     store: Arc<ImageStore>,
@@ -148,7 +161,8 @@ impl Puller {
                 bytes = snapshot.bytes, ms = started.elapsed().as_millis() as u64, "image pulled"),
             Err(e) => {
                 tracing::warn!(image = %image, error = %e, "image pull failed");
-                // What the failed pull stored goes (unless other work is in flight: then at the next collection).
+                // What the failed pull stored goes: its lease is gone, and
+                // only what other pulls and containers hold stays.
                 let store = self.store.clone();
                 let _ = tokio::task::spawn_blocking(move || store.collect_garbage_logged()).await;
             }
@@ -181,8 +195,30 @@ impl Puller {
         let (_, diff_ids) = super::store::checked_config(&config, &config_digest, &manifest_digest, layers.len())
             .map_err(|e| store_error(&image, e))?;
 
-        // From the first blob stored until the image is in the index, GC waits.
-        let guard = self.blocking(&image, |store| store.work_in_flight()).await?;
+        // From before the first blob is stored until the image is in the
+        // index, a lease keeps garbage collection off what this pull stores.
+        let blobs =
+            [&manifest_digest, &config_digest].into_iter().cloned().chain(layers.iter().map(|l| l.digest.clone()));
+        let (blobs, held_layers) = (blobs.collect(), diff_ids.clone());
+        let lease = self.blocking(&image, move |store| store.hold_for_pull(blobs, held_layers)).await?;
+        let parts = Parts { manifest_digest, manifest_bytes, config_digest, config, layers, diff_ids, top_digest };
+        let stored = self.store_image(reference, parts, sources, progress).await;
+        // Released off the async threads (it takes the store lock).
+        let _ = tokio::task::spawn_blocking(move || drop(lease)).await;
+        stored
+    }
+
+    /// Stores what `fetch_and_store` fetched, downloads the layers not yet
+    /// stored, and adds the image to the index.
+    async fn store_image(
+        self: &Arc<Self>,
+        reference: &Reference,
+        parts: Parts,
+        sources: BlobSources,
+        progress: &progress::PullProgress,
+    ) -> Result<Image, PullError> {
+        let image = reference.to_string();
+        let Parts { manifest_digest, manifest_bytes, config_digest, config, layers, diff_ids, top_digest } = parts;
         let (m, c) = (manifest_bytes.clone(), config.clone());
         let (md, cd) = (manifest_digest.clone(), config_digest.clone());
         self.blocking(&image, move |store| {
@@ -240,9 +276,7 @@ impl Puller {
             registry_manifest: true,
         };
         let name = reference.clone();
-        let pulled = self.blocking(&image, move |store| store.add_pulled(candidate, &name, &top_digest)).await?;
-        drop(guard);
-        Ok(pulled)
+        self.blocking(&image, move |store| store.add_pulled(candidate, &name, &top_digest)).await
     }
 
     /// Finds the endpoint that serves the image and fetches its manifest
@@ -339,7 +373,7 @@ impl Puller {
     async fn blocking<T: Send + 'static>(
         &self,
         image: &str,
-        work: impl FnOnce(&ImageStore) -> Result<T, ImageError> + Send + 'static,
+        work: impl FnOnce(&Arc<ImageStore>) -> Result<T, ImageError> + Send + 'static,
     ) -> Result<T, PullError> {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || work(&store))
@@ -363,9 +397,7 @@ struct LayerJob {
 impl LayerJob {
     async fn run(self) -> Result<(), PullError> {
         let _permit = self.limit.acquire().await.map_err(|e| PullError::Internal(e.to_string()))?;
-        // The job may outlive the pull that started it (another pull shares
-        // it): it holds off garbage collection itself.
-        let _guard = self.puller.blocking(&self.image, |store| store.work_in_flight()).await?;
+        // What it stores is leased by each pull that waits for it.
         // A connection lost mid-download resumes where it stopped (`download`);
         // when the registry cannot resume, it is tried again from the start
         // (what the failed attempt wrote is gone with it); stalls and bad

@@ -3,9 +3,10 @@
 //! digest, OCI and Docker schema 2 manifests, multi-platform indexes,
 //! gzip/zstd/plain layers, layers shared between images fetched once,
 //! corrupt blobs refused without leftovers, mirrors, auth, stalls,
-//! concurrent pulls, a daemon killed mid-pull; garbage collection beside
-//! pulls in flight. Tests of bounds read the daemon's resident memory and
-//! descriptors before and after.
+//! concurrent pulls, a daemon killed mid-pull; the bounds on a pull (a
+//! minimum rate, a deadline, callers that all left), garbage collection
+//! beside pulls in flight. Tests of bounds read the daemon's resident memory
+//! and descriptors before and after.
 
 mod common;
 mod registry;
@@ -152,6 +153,15 @@ async fn wait_in_flight(cri: &mut Cri, name: &str) {
         }
         assert!(Instant::now() < deadline, "no pull of {name} in flight: {pulls:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (`secs` at most) until `done` holds; panics with `what` otherwise.
+async fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} (after {secs} s)");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -668,6 +678,130 @@ async fn a_connection_lost_mid_layer_resumes_or_else_starts_again() {
     assert_eq!(registry.partial_blob_gets(busybox), 1);
     assert!(env.daemon_log().contains("cannot resume a download"), "{}", env.daemon_log());
     assert!(env.daemon_log().contains("trying again"), "{}", env.daemon_log());
+}
+
+#[tokio::test]
+async fn a_trickling_registry_fails_the_pull_within_its_window_while_gc_removes_a_removed_image() {
+    let (env, registry, app) = serving_app("pull-trickle", "trickle");
+    let (dir, gone) = layout(&env, "gone", &small_def("gone"));
+    registry.push(&dir, "test/gone:v1", None, None);
+    // Half of each layer above 64 KiB at once, then a byte a second: never
+    // silent for the stall timeout, far below the minimum rate.
+    let behaviour = registry::proxy::Behaviour { trickle_blobs: Some(Duration::from_secs(1)), ..Default::default() };
+    let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let config =
+        config_file(&env, "[registry]\nstall_timeout_secs = 3\nmin_bytes_per_sec = 1024\nmin_rate_window_secs = 4\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/gone:v1", None).await.unwrap(), gone.id);
+    let before = footprint(&env, "before the trickling pull").await;
+
+    // Two callers: the second joins the first's pull, and both get its end.
+    let name = "127.0.0.1:5001/test/app:v1";
+    let started = Instant::now();
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut cri = cri.clone();
+            tokio::spawn(async move { pull(&mut cri, name, None).await })
+        })
+        .collect();
+    wait_in_flight(&mut cri, name).await;
+    // Garbage collection is not held off by the pull in flight: the removed
+    // image's blobs and layers are gone when RemoveImage answers.
+    cri.remove_image(&gone.id).await.unwrap();
+    assert_eq!(stored_any_of(&env, &gone), Vec::<String>::new(), "the removed image's files are still there");
+    footprint(&env, "while trickling").await;
+
+    for caller in callers {
+        let answer = tokio::time::timeout(Duration::from_secs(90), caller)
+            .await
+            .expect("the trickling pull still runs after 90 s")
+            .unwrap();
+        let failed = answer.expect_err("a pull slower than the minimum rate fails");
+        eprintln!("{} failed after {:?}: {failed:?}", env.name, started.elapsed());
+        assert_eq!(failed.code(), tonic::Code::DeadlineExceeded, "{failed:?}");
+        let message = failed.message();
+        assert!(message.contains(name) && message.contains(&app.layer_digests[0]), "{message}");
+        assert!(message.contains("min_bytes_per_sec"), "{message}");
+    }
+    // The window is 4 s: generously bounded on a loaded machine.
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(store_files(&env).is_empty(), "the failed pull left {:?}", store_files(&env));
+    eventually(10, "the trickling download's connection is still open", || proxy.blobs_sending() == 0).await;
+    let after = footprint(&env, "after the trickling pull").await;
+    assert_footprint_back(before, after, 32 << 10);
+}
+
+#[tokio::test]
+async fn a_pull_past_its_deadline_fails_and_leaves_nothing() {
+    let (env, _registry, app) = serving_app("pull-deadline-total", "deadline");
+    // Well above the minimum rate, but the layers need far longer than the deadline.
+    let proxy = throttled(&env, 32 << 10);
+    let config = config_file(&env, "[registry]\npull_deadline_secs = 3\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    let before = footprint(&env, "before the pull").await;
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let started = Instant::now();
+    let failed = pull(&mut cri, name, None).await.expect_err("the pull ends at its deadline");
+    eprintln!("{} failed after {:?}: {failed:?}", env.name, started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert_eq!(failed.code(), tonic::Code::DeadlineExceeded, "{failed:?}");
+    assert!(failed.message().contains(name) && failed.message().contains("pull_deadline_secs"), "{}", failed.message());
+    assert!(store_files(&env).is_empty(), "the expired pull left {:?}", store_files(&env));
+    eventually(10, "the expired pull's connection is still open", || proxy.blobs_sending() == 0).await;
+    let after = footprint(&env, "after the pull").await;
+    assert_footprint_back(before, after, 32 << 10);
+
+    // Without the throttle it fits its deadline.
+    proxy.set(|b| b.throttle_bytes_per_sec = None);
+    assert_eq!(pull(&mut cri, name, None).await.expect("a pull within its deadline"), app.id);
+}
+
+#[tokio::test]
+async fn a_pull_whose_callers_all_left_is_cancelled_after_the_grace_period() {
+    let (env, registry, app) = serving_app("pull-abandoned", "abandoned");
+    let (dir, warm) = layout(&env, "warm", &small_def("warm"));
+    registry.push(&dir, "test/warm:v1", None, None);
+    // Slow but well above the minimum rate: the pull would take minutes.
+    let proxy = throttled(&env, 8 << 10);
+    let config = config_file(&env, "[registry]\nabandoned_pull_grace_secs = 3\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    // A first pull warms up what the daemon keeps for every pull.
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/warm:v1", None).await.unwrap(), warm.id);
+    let before = footprint(&env, "before the abandoned pull").await;
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let mut request = tonic::Request::new(PullImageRequest { image: Some(image_spec(name)), ..Default::default() });
+    request.set_timeout(Duration::from_secs(2));
+    let gave_up = cri.images.pull_image(request).await.unwrap_err();
+    assert!(matches!(gave_up.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{gave_up:?}");
+    let left_at = Instant::now();
+    assert!(proxy.blobs_sending() > 0, "the layer download goes on for its grace period");
+    let during = footprint(&env, "within the grace period").await;
+    assert!(during.fds > before.fds, "the download's connection is open: {before:?} → {during:?}");
+
+    // No caller came back: the pull is cancelled, its connections closed.
+    let mut listed = true;
+    while listed {
+        listed = pulls_in_flight(&mut cri).await.iter().any(|p| p["image"] == name);
+        assert!(left_at.elapsed() < Duration::from_secs(30), "the abandoned pull still runs after 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually(10, "the abandoned pull's connection is still open", || proxy.blobs_sending() == 0).await;
+    eprintln!("{} cancelled {:?} after its caller left", env.name, left_at.elapsed());
+    assert!(env.daemon_log().contains("pull cancelled"), "{}", env.daemon_log());
+    assert_eq!(stored_any_of(&env, &app), Vec::<String>::new(), "the cancelled pull left files");
+    let after = footprint(&env, "after the grace period").await;
+    assert_footprint_back(before, after, 32 << 10);
+
+    // A new caller starts a new pull (it does not join the cancelled one).
+    let gets = registry.blob_gets(&app.layer_digests[0]);
+    proxy.set(|b| b.throttle_bytes_per_sec = None);
+    assert_eq!(pull(&mut cri, name, None).await.expect("pulled anew"), app.id);
+    assert_eq!(registry.blob_gets(&app.layer_digests[0]), gets + 1);
 }
 
 #[tokio::test]

@@ -5,8 +5,8 @@
 //! corrupt blobs refused without leftovers, mirrors, auth, stalls,
 //! concurrent pulls, a daemon killed mid-pull; the bounds on a pull (a
 //! minimum rate, a deadline, callers that all left), garbage collection
-//! beside pulls in flight. Tests of bounds read the daemon's resident memory
-//! and descriptors before and after.
+//! beside pulls in flight, and the codes of permanent refusals. Tests of
+//! bounds read the daemon's resident memory and descriptors before and after.
 
 mod common;
 mod registry;
@@ -851,4 +851,70 @@ async fn gc_beside_a_slow_pull_keeps_what_it_holds_and_removes_what_a_failed_pul
     let after = footprint(&env, "after the pulls").await;
     assert_footprint_back(before, after, 32 << 10);
     env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn answers_over_their_caps_and_a_nested_index_are_refused_as_permanent() {
+    let (env, _registry, app) = serving_app("pull-refused", "refused");
+    let nested_digest = images::sha256(b"a nested index");
+    let top_index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": nested_digest,
+            "size": 100,
+            "platform": {"architecture": images::host_arch(), "os": "linux"},
+        }],
+    });
+    let canned = |path: &str, content_type: &str, body: Vec<u8>| registry::proxy::Canned {
+        path: path.into(),
+        content_type: content_type.into(),
+        body,
+    };
+    let oci_manifest = "application/vnd.oci.image.manifest.v1+json";
+    let behaviour = registry::proxy::Behaviour {
+        canned: vec![
+            canned("/v2/test/huge/manifests/", oci_manifest, vec![b' '; 5 << 20]),
+            canned(
+                "/v2/test/nested/manifests/",
+                "application/vnd.oci.image.index.v1+json",
+                serde_json::to_vec(&top_index).unwrap(),
+            ),
+        ],
+        ..Default::default()
+    };
+    let _plain = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    // A token service whose answer is 10 MB.
+    let behaviour = registry::proxy::Behaviour {
+        bearer: Some(("alice".into(), "wonder-pw".into(), "tok".into())),
+        canned: vec![canned("/token", "application/json", vec![b' '; 10_000_000])],
+        ..Default::default()
+    };
+    let _tokens = registry::proxy::Proxy::start(&env.netns, 5002, 5000, behaviour);
+    let mut env = env;
+    let mut cri = env.start().await;
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/app:v1", None).await.unwrap(), app.id);
+    let before = footprint(&env, "before the refusals").await;
+
+    let huge = pull(&mut cri, "127.0.0.1:5001/test/huge:v1", None).await.unwrap_err();
+    assert_eq!(huge.code(), tonic::Code::FailedPrecondition, "{huge:?}");
+    assert!(huge.message().contains("test/huge:v1") && huge.message().contains("4194304 bytes"), "{}", huge.message());
+
+    let token = pull(&mut cri, "127.0.0.1:5002/test/app:v1", basic("alice", "wonder-pw")).await.unwrap_err();
+    assert_eq!(token.code(), tonic::Code::FailedPrecondition, "{token:?}");
+    assert!(token.message().contains("token") && token.message().contains("1048576 bytes"), "{}", token.message());
+
+    let nested = pull(&mut cri, "127.0.0.1:5001/test/nested:v1", None).await.unwrap_err();
+    assert_eq!(nested.code(), tonic::Code::FailedPrecondition, "{nested:?}");
+    let message = nested.message();
+    assert!(message.contains(&nested_digest) && message.contains("index"), "{message}");
+    assert!(!message.contains("it offers"), "{message}");
+
+    for refused in [&huge, &token, &nested] {
+        eprintln!("{} refused: {:?}: {}", env.name, refused.code(), refused.message());
+    }
+    assert_eq!(cri.list_images(None).await.unwrap().len(), 1);
+    let after = footprint(&env, "after the refusals").await;
+    assert_footprint_back(before, after, 32 << 10);
 }

@@ -115,6 +115,7 @@ pub fn pull_status(e: crate::image::pull::PullError) -> Status {
         PullError::NotFound { .. } | PullError::NoPlatform { .. } => Status::not_found(message),
         PullError::Unauthorized { .. } => Status::permission_denied(message),
         PullError::Stalled { .. } | PullError::TooSlow { .. } => Status::deadline_exceeded(message),
+        PullError::Refused { .. } => Status::failed_precondition(message),
         PullError::Cancelled { .. } => Status::cancelled(message),
         PullError::Registry { .. } => Status::unavailable(message),
         PullError::BadContent { .. } => Status::data_loss(message),

@@ -1,7 +1,7 @@
 //! An HTTP proxy in front of a test registry, inside the test's network
 //! namespace, that can demand bearer tokens (and serve them from its own
-//! small token service), and stall, trickle or slow blob downloads; it
-//! counts the blob bodies it is sending.
+//! small token service), stall, trickle or slow blob downloads, and answer
+//! chosen paths with canned bodies; it counts the blob bodies it is sending.
 //! One request per connection (`Connection: close`).
 
 use std::io::{Read, Write};
@@ -33,6 +33,18 @@ pub struct Behaviour {
     /// Blob bodies above 64 KiB send half their bytes, then one byte per
     /// this interval (a registry that never quite stops).
     pub trickle_blobs: Option<Duration>,
+    /// Requests whose path starts with `path` are answered `200 OK` with
+    /// this body and content type, before anything else (the token service
+    /// too).
+    pub canned: Vec<Canned>,
+}
+
+/// A canned answer (see [`Behaviour::canned`]).
+#[derive(Debug, Clone)]
+pub struct Canned {
+    pub path: String,
+    pub content_type: String,
+    pub body: Vec<u8>,
 }
 
 pub struct Proxy {
@@ -160,6 +172,9 @@ fn serve(
     let (method, path) = (first.next().unwrap_or_default().to_string(), first.next().unwrap_or_default().to_string());
     let shared = behaviour;
     let behaviour = shared.lock().unwrap().clone();
+    if let Some(canned) = behaviour.canned.iter().find(|c| path.starts_with(&c.path)) {
+        return reply(&mut client, "200 OK", &[("Content-Type", canned.content_type.clone())], &canned.body);
+    }
     if let Some((user, password, token)) = &behaviour.bearer {
         use base64::Engine;
         if path.starts_with("/token") {

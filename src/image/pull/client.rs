@@ -258,7 +258,8 @@ impl RegistryClient {
         if !status.is_success() {
             return Err(RemoteError::Status { what: realm.to_string(), status: status.as_u16() });
         }
-        let body = read_bounded(response, MAX_TOKEN_BYTES, realm, self.pace).await?;
+        let answer = format!("the token service's answer ({realm})");
+        let body = read_bounded(response, MAX_TOKEN_BYTES, &answer, self.pace).await?;
         #[derive(Deserialize)]
         struct TokenAnswer {
             token: Option<String>,

@@ -36,7 +36,7 @@ pub use progress::PullSnapshot;
 
 use self::client::{RegistryClient, RemoteError};
 use self::inflight::InFlight;
-use self::manifest::{Fetched, LayerDescriptor};
+use self::manifest::{Choice, Fetched, LayerDescriptor};
 use self::pace::{Meter, Slow};
 use self::progress::{LayerProgress, LayerState, Pulls};
 use self::sources::BlobSources;
@@ -72,6 +72,10 @@ pub enum PullError {
     /// Slower than the minimum rate, or past the pull's deadline.
     #[error("pulling {image}: {why}")]
     TooSlow { image: String, why: String },
+    /// Refused for good: an answer over its size cap, an image laid out as
+    /// nidus does not take it. Asking again gets the same answer.
+    #[error("pulling {image}: {why}")]
+    Refused { image: String, why: String },
     /// Nobody waited for it any more.
     #[error("pulling {image}: cancelled: {why}")]
     Cancelled { image: String, why: String },
@@ -242,7 +246,10 @@ impl Puller {
         let ((config_digest, config_size), layers) =
             manifest::image_parts(&manifest).map_err(|why| bad(format!("manifest {manifest_digest}: {why}")))?;
         if config_size > MAX_JSON_BYTES {
-            return Err(bad(format!("config {config_digest} is larger than {MAX_JSON_BYTES} bytes")));
+            return Err(PullError::Refused {
+                image: image.clone(),
+                why: format!("config {config_digest} is larger than {MAX_JSON_BYTES} bytes"),
+            });
         }
         let config = stop
             .unless_stopped(sources.small_blob(&config_digest.to_string(), MAX_JSON_BYTES))
@@ -396,12 +403,27 @@ impl Puller {
                     let (digest, bytes, manifest) = match fetched {
                         Fetched::Manifest(manifest) => (top.clone(), body, manifest),
                         Fetched::Index(index) => {
-                            let Some((chosen, _)) = manifest::choose(&index) else {
-                                return Err(PullError::NoPlatform {
-                                    image,
-                                    platform: manifest::node_platform(),
-                                    offered: manifest::offered(&index).join(", "),
-                                });
+                            let chosen = match manifest::choose(&index) {
+                                Choice::Manifest(chosen) => chosen,
+                                Choice::NestedIndex(nested) => {
+                                    return Err(PullError::Refused {
+                                        why: format!(
+                                            "index {top} lists for {} another image index, {nested}, where an image \
+                                             manifest belongs; nidus does not follow an index within an index \
+                                             (pull {} to use that one)",
+                                            manifest::node_platform(),
+                                            reference.with_digest(&nested)
+                                        ),
+                                        image,
+                                    })
+                                }
+                                Choice::None => {
+                                    return Err(PullError::NoPlatform {
+                                        image,
+                                        platform: manifest::node_platform(),
+                                        offered: manifest::offered(&index).join(", "),
+                                    })
+                                }
                             };
                             let (body, _) = client
                                 .manifest(&chosen.to_string(), manifest::ACCEPTED, MAX_MANIFEST_BYTES)
@@ -445,6 +467,7 @@ impl Puller {
         Err(match worst {
             Some(RemoteError::NotFound(_)) => PullError::NotFound { image, why },
             Some(RemoteError::Unauthorized { .. }) => PullError::Unauthorized { image, why },
+            Some(RemoteError::TooLarge { .. }) => PullError::Refused { image, why },
             Some(RemoteError::TooSlow { .. }) => PullError::TooSlow { image, why },
             _ => PullError::Registry { image, why },
         })
@@ -621,7 +644,7 @@ fn remote_error(image: &str, what: &str, e: RemoteError, stall_secs: u64) -> Pul
         RemoteError::Transport { timeout: true, .. } => {
             PullError::Stalled { image, blob: what.to_string(), secs: stall_secs }
         }
-        RemoteError::TooLarge { .. } => PullError::BadContent { image, why: format!("{what}: {e}") },
+        RemoteError::TooLarge { .. } => PullError::Refused { image, why: format!("{what}: {e}") },
         RemoteError::TooSlow { .. } => PullError::TooSlow { image, why: format!("{what}: {e} (min_bytes_per_sec)") },
         e => PullError::Registry { image, why: format!("{what}: {e}") },
     }

@@ -38,7 +38,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub container: ContainerConfig,
     pub image: ImageStoreConfig,
-    /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls.
+    /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls,
+    /// minimum rate, deadline, grace once every caller left.
     pub registry: crate::image::pull::RegistryConfig,
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
@@ -404,6 +405,15 @@ mod tests {
         let text = Config::default().to_toml();
         assert_eq!(Config::parse(&text).unwrap(), Config::default());
         assert!(text.contains("[grpc]") && text.contains("serve_v1alpha2 = true"), "{text}");
+        // `nidus config default` shows a pull's bounds.
+        for bound in [
+            "min_bytes_per_sec = 1024",
+            "min_rate_window_secs = 60",
+            "pull_deadline_secs = 0",
+            "abandoned_pull_grace_secs = 60",
+        ] {
+            assert!(text.contains(bound), "{bound} missing: {text}");
+        }
     }
 
     #[test]

@@ -3,13 +3,17 @@
 //! digest, OCI and Docker schema 2 manifests, multi-platform indexes,
 //! gzip/zstd/plain layers, layers shared between images fetched once,
 //! corrupt blobs refused without leftovers, mirrors, auth, stalls,
-//! concurrent pulls, a daemon killed mid-pull.
+//! concurrent pulls, a daemon killed mid-pull; the bounds on a pull (a
+//! minimum rate, a deadline, callers that all left), garbage collection
+//! beside pulls in flight, and the codes of permanent refusals. Tests of
+//! bounds read the daemon's resident memory and descriptors before and after.
 
 mod common;
 mod registry;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use common::client::{container_config, image_spec};
 use common::images::{self, Compression, ImageDef, LayerTar, Written};
@@ -75,6 +79,90 @@ fn store_files(env: &TestEnv) -> Vec<String> {
     }
     found.sort();
     found
+}
+
+/// Whether any file of `written` (its blobs, its unpacked layers) is in the store.
+fn stored_any_of(env: &TestEnv, written: &Written) -> Vec<String> {
+    let hexes: Vec<String> = [&written.id, &written.manifest_digest]
+        .into_iter()
+        .chain(&written.layer_digests)
+        .chain(&written.diff_ids)
+        .map(|d| d.trim_start_matches("sha256:").to_string())
+        .collect();
+    store_files(env).into_iter().filter(|f| hexes.iter().any(|h| f.ends_with(h.as_str()))).collect()
+}
+
+/// A one-layer image of its own (no layer shared with `app_def`'s).
+fn small_def(marker: &str) -> ImageDef {
+    ImageDef {
+        name: None,
+        layers: vec![(
+            LayerTar::new().file(&format!("etc/{marker}"), 0o644, format!("{marker}\n").as_bytes()).finish(),
+            Compression::Gzip,
+        )],
+        config: serde_json::json!({"Cmd": ["sh"]}),
+    }
+}
+
+/// The daemon's resident memory and open descriptors.
+#[derive(Debug, Clone, Copy)]
+struct Footprint {
+    rss_kb: u64,
+    fds: usize,
+}
+
+/// The daemon's footprint once its descriptors have settled; printed with `label`.
+async fn footprint(env: &TestEnv, label: &str) -> Footprint {
+    let (fds, _) = env.settled_fds_and_processes().await;
+    let pid = env.daemon_pid().expect("the daemon runs");
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("the daemon's /proc status");
+    let rss_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in the daemon's status");
+    let found = Footprint { rss_kb, fds };
+    eprintln!("{} {label}: rss {} kB, fds {}", env.name, found.rss_kb, found.fds);
+    found
+}
+
+/// After a pull is over, the daemon holds no more descriptors than before it
+/// and its memory grew by less than `rss_growth_kb`.
+fn assert_footprint_back(before: Footprint, after: Footprint, rss_growth_kb: u64) {
+    assert!(after.fds <= before.fds, "the daemon holds descriptors the pull left: {before:?} → {after:?}");
+    assert!(
+        after.rss_kb < before.rss_kb + rss_growth_kb,
+        "the daemon's memory grew by more than {rss_growth_kb} kB: {before:?} → {after:?}"
+    );
+}
+
+/// The pulls in flight as Status verbose lists them.
+async fn pulls_in_flight(cri: &mut Cri) -> Vec<serde_json::Value> {
+    let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["config"]).unwrap();
+    info["pulls"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits (20 s at most) until a pull of `name` is in flight with bytes arriving.
+async fn wait_in_flight(cri: &mut Cri, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pulls = pulls_in_flight(cri).await;
+        if pulls.iter().any(|p| p["image"] == name && p["bytes"].as_u64().unwrap_or(0) > 0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no pull of {name} in flight: {pulls:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (`secs` at most) until `done` holds; panics with `what` otherwise.
+async fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} (after {secs} s)");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
@@ -438,17 +526,7 @@ async fn a_daemon_killed_mid_pull_restarts_consistent_and_the_pull_can_be_retrie
     let pulling = tokio::spawn(async move { pull(&mut background, name, None).await });
 
     // The pull is listed in flight (Status verbose) with bytes arriving.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let status = cri.runtime.status(StatusRequest { verbose: true }).await.unwrap().into_inner();
-        let info: serde_json::Value = serde_json::from_str(&status.info["config"]).unwrap();
-        let pulls = info["pulls"].as_array().cloned().unwrap_or_default();
-        if pulls.iter().any(|p| p["image"] == name && p["bytes"].as_u64().unwrap_or(0) > 0) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no pull in flight: {info}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_in_flight(&mut cri, name).await;
     env.kill_daemon();
     assert!(pulling.await.unwrap().is_err());
 
@@ -600,4 +678,243 @@ async fn a_connection_lost_mid_layer_resumes_or_else_starts_again() {
     assert_eq!(registry.partial_blob_gets(busybox), 1);
     assert!(env.daemon_log().contains("cannot resume a download"), "{}", env.daemon_log());
     assert!(env.daemon_log().contains("trying again"), "{}", env.daemon_log());
+}
+
+#[tokio::test]
+async fn a_trickling_registry_fails_the_pull_within_its_window_while_gc_removes_a_removed_image() {
+    let (env, registry, app) = serving_app("pull-trickle", "trickle");
+    let (dir, gone) = layout(&env, "gone", &small_def("gone"));
+    registry.push(&dir, "test/gone:v1", None, None);
+    // Half of each layer above 64 KiB at once, then a byte a second: never
+    // silent for the stall timeout, far below the minimum rate.
+    let behaviour = registry::proxy::Behaviour { trickle_blobs: Some(Duration::from_secs(1)), ..Default::default() };
+    let proxy = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    let config =
+        config_file(&env, "[registry]\nstall_timeout_secs = 3\nmin_bytes_per_sec = 1024\nmin_rate_window_secs = 4\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/gone:v1", None).await.unwrap(), gone.id);
+    let before = footprint(&env, "before the trickling pull").await;
+
+    // Two callers: the second joins the first's pull, and both get its end.
+    let name = "127.0.0.1:5001/test/app:v1";
+    let started = Instant::now();
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut cri = cri.clone();
+            tokio::spawn(async move { pull(&mut cri, name, None).await })
+        })
+        .collect();
+    wait_in_flight(&mut cri, name).await;
+    // Garbage collection is not held off by the pull in flight: the removed
+    // image's blobs and layers are gone when RemoveImage answers.
+    cri.remove_image(&gone.id).await.unwrap();
+    assert_eq!(stored_any_of(&env, &gone), Vec::<String>::new(), "the removed image's files are still there");
+    footprint(&env, "while trickling").await;
+
+    for caller in callers {
+        let answer = tokio::time::timeout(Duration::from_secs(90), caller)
+            .await
+            .expect("the trickling pull still runs after 90 s")
+            .unwrap();
+        let failed = answer.expect_err("a pull slower than the minimum rate fails");
+        eprintln!("{} failed after {:?}: {failed:?}", env.name, started.elapsed());
+        assert_eq!(failed.code(), tonic::Code::DeadlineExceeded, "{failed:?}");
+        let message = failed.message();
+        assert!(message.contains(name) && message.contains(&app.layer_digests[0]), "{message}");
+        assert!(message.contains("min_bytes_per_sec"), "{message}");
+    }
+    // The window is 4 s: generously bounded on a loaded machine.
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(store_files(&env).is_empty(), "the failed pull left {:?}", store_files(&env));
+    eventually(10, "the trickling download's connection is still open", || proxy.blobs_sending() == 0).await;
+    let after = footprint(&env, "after the trickling pull").await;
+    assert_footprint_back(before, after, 32 << 10);
+}
+
+#[tokio::test]
+async fn a_pull_past_its_deadline_fails_and_leaves_nothing() {
+    let (env, _registry, app) = serving_app("pull-deadline-total", "deadline");
+    // Well above the minimum rate, but the layers need far longer than the deadline.
+    let proxy = throttled(&env, 32 << 10);
+    let config = config_file(&env, "[registry]\npull_deadline_secs = 3\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    let before = footprint(&env, "before the pull").await;
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let started = Instant::now();
+    let failed = pull(&mut cri, name, None).await.expect_err("the pull ends at its deadline");
+    eprintln!("{} failed after {:?}: {failed:?}", env.name, started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert_eq!(failed.code(), tonic::Code::DeadlineExceeded, "{failed:?}");
+    assert!(failed.message().contains(name) && failed.message().contains("pull_deadline_secs"), "{}", failed.message());
+    assert!(store_files(&env).is_empty(), "the expired pull left {:?}", store_files(&env));
+    eventually(10, "the expired pull's connection is still open", || proxy.blobs_sending() == 0).await;
+    let after = footprint(&env, "after the pull").await;
+    assert_footprint_back(before, after, 32 << 10);
+
+    // Without the throttle it fits its deadline.
+    proxy.set(|b| b.throttle_bytes_per_sec = None);
+    assert_eq!(pull(&mut cri, name, None).await.expect("a pull within its deadline"), app.id);
+}
+
+#[tokio::test]
+async fn a_pull_whose_callers_all_left_is_cancelled_after_the_grace_period() {
+    let (env, registry, app) = serving_app("pull-abandoned", "abandoned");
+    let (dir, warm) = layout(&env, "warm", &small_def("warm"));
+    registry.push(&dir, "test/warm:v1", None, None);
+    // Slow but well above the minimum rate: the pull would take minutes.
+    let proxy = throttled(&env, 8 << 10);
+    let config = config_file(&env, "[registry]\nabandoned_pull_grace_secs = 3\n");
+    let mut env = env.with_args(&["--config", &config]);
+    let mut cri = env.start().await;
+    // A first pull warms up what the daemon keeps for every pull.
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/warm:v1", None).await.unwrap(), warm.id);
+    let before = footprint(&env, "before the abandoned pull").await;
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let mut request = tonic::Request::new(PullImageRequest { image: Some(image_spec(name)), ..Default::default() });
+    request.set_timeout(Duration::from_secs(2));
+    let gave_up = cri.images.pull_image(request).await.unwrap_err();
+    assert!(matches!(gave_up.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{gave_up:?}");
+    let left_at = Instant::now();
+    assert!(proxy.blobs_sending() > 0, "the layer download goes on for its grace period");
+    let during = footprint(&env, "within the grace period").await;
+    assert!(during.fds > before.fds, "the download's connection is open: {before:?} → {during:?}");
+
+    // No caller came back: the pull is cancelled, its connections closed.
+    let mut listed = true;
+    while listed {
+        listed = pulls_in_flight(&mut cri).await.iter().any(|p| p["image"] == name);
+        assert!(left_at.elapsed() < Duration::from_secs(30), "the abandoned pull still runs after 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually(10, "the abandoned pull's connection is still open", || proxy.blobs_sending() == 0).await;
+    eprintln!("{} cancelled {:?} after its caller left", env.name, left_at.elapsed());
+    assert!(env.daemon_log().contains("pull cancelled"), "{}", env.daemon_log());
+    assert_eq!(stored_any_of(&env, &app), Vec::<String>::new(), "the cancelled pull left files");
+    let after = footprint(&env, "after the grace period").await;
+    assert_footprint_back(before, after, 32 << 10);
+
+    // A new caller starts a new pull (it does not join the cancelled one).
+    let gets = registry.blob_gets(&app.layer_digests[0]);
+    proxy.set(|b| b.throttle_bytes_per_sec = None);
+    assert_eq!(pull(&mut cri, name, None).await.expect("pulled anew"), app.id);
+    assert_eq!(registry.blob_gets(&app.layer_digests[0]), gets + 1);
+}
+
+#[tokio::test]
+async fn gc_beside_a_slow_pull_keeps_what_it_holds_and_removes_what_a_failed_pull_left() {
+    let (env, registry, app) = serving_app("pull-gc", "gc");
+    let (dir, bad) = layout(&env, "bad", &small_def("bad"));
+    registry.push(&dir, "test/bad:v1", None, None);
+    // The bad image's layer is corrupted in the registry's storage.
+    let hex = bad.layer_digests[0].trim_start_matches("sha256:");
+    let data = registry.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data");
+    let mut bytes = fs::read(&data).expect("the blob in the registry's storage");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&data, bytes).unwrap();
+    let _proxy = throttled(&env, 128 << 10);
+    let mut env = env;
+    let mut cri = env.start().await;
+    let before = footprint(&env, "before the pulls").await;
+
+    let name = "127.0.0.1:5001/test/app:v1";
+    let mut background = cri.clone();
+    let slow = tokio::spawn(async move { pull(&mut background, name, None).await });
+    wait_in_flight(&mut cri, name).await;
+    // A failed pull beside it: its garbage collection runs at once and
+    // takes what it stored, and nothing the slow pull holds.
+    let refused = pull(&mut cri, "127.0.0.1:5000/test/bad:v1", None).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::DataLoss, "{refused:?}");
+    assert_eq!(stored_any_of(&env, &bad), Vec::<String>::new(), "the failed pull's files are still there");
+    assert!(!slow.is_finished(), "the slow pull ended before the failed one was collected");
+
+    // The slow pull is whole: every layer stored and unpacked, and it runs.
+    assert_eq!(slow.await.unwrap().expect("the slow pull"), app.id);
+    let stored = store_files(&env);
+    for digest in app.layer_digests.iter().chain(&app.diff_ids) {
+        assert!(stored.iter().any(|f| f.ends_with(digest.trim_start_matches("sha256:"))), "{digest} missing");
+    }
+    let pod_config = env.pod("kept");
+    let pod = cri.run_pod(pod_config.clone()).await.unwrap();
+    let config = container_config("c", name, &["sh", "-c", "cat /etc/zstd-layer /etc/plain-layer"]);
+    let container = cri.run_container(&pod, &pod_config, config).await;
+    assert_eq!(cri.wait_exited(&container, 20).await.exit_code, 0);
+    cri.remove_container(&container).await.unwrap();
+    cri.stop_pod(&pod).await.unwrap();
+    cri.remove_pod(&pod).await.unwrap();
+    cri.remove_image(&app.id).await.unwrap();
+    assert!(store_files(&env).is_empty(), "{:?}", store_files(&env));
+    let after = footprint(&env, "after the pulls").await;
+    assert_footprint_back(before, after, 32 << 10);
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn answers_over_their_caps_and_a_nested_index_are_refused_as_permanent() {
+    let (env, _registry, app) = serving_app("pull-refused", "refused");
+    let nested_digest = images::sha256(b"a nested index");
+    let top_index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": nested_digest,
+            "size": 100,
+            "platform": {"architecture": images::host_arch(), "os": "linux"},
+        }],
+    });
+    let canned = |path: &str, content_type: &str, body: Vec<u8>| registry::proxy::Canned {
+        path: path.into(),
+        content_type: content_type.into(),
+        body,
+    };
+    let oci_manifest = "application/vnd.oci.image.manifest.v1+json";
+    let behaviour = registry::proxy::Behaviour {
+        canned: vec![
+            canned("/v2/test/huge/manifests/", oci_manifest, vec![b' '; 5 << 20]),
+            canned(
+                "/v2/test/nested/manifests/",
+                "application/vnd.oci.image.index.v1+json",
+                serde_json::to_vec(&top_index).unwrap(),
+            ),
+        ],
+        ..Default::default()
+    };
+    let _plain = registry::proxy::Proxy::start(&env.netns, 5001, 5000, behaviour);
+    // A token service whose answer is 10 MB.
+    let behaviour = registry::proxy::Behaviour {
+        bearer: Some(("alice".into(), "wonder-pw".into(), "tok".into())),
+        canned: vec![canned("/token", "application/json", vec![b' '; 10_000_000])],
+        ..Default::default()
+    };
+    let _tokens = registry::proxy::Proxy::start(&env.netns, 5002, 5000, behaviour);
+    let mut env = env;
+    let mut cri = env.start().await;
+    assert_eq!(pull(&mut cri, "127.0.0.1:5000/test/app:v1", None).await.unwrap(), app.id);
+    let before = footprint(&env, "before the refusals").await;
+
+    let huge = pull(&mut cri, "127.0.0.1:5001/test/huge:v1", None).await.unwrap_err();
+    assert_eq!(huge.code(), tonic::Code::FailedPrecondition, "{huge:?}");
+    assert!(huge.message().contains("test/huge:v1") && huge.message().contains("4194304 bytes"), "{}", huge.message());
+
+    let token = pull(&mut cri, "127.0.0.1:5002/test/app:v1", basic("alice", "wonder-pw")).await.unwrap_err();
+    assert_eq!(token.code(), tonic::Code::FailedPrecondition, "{token:?}");
+    assert!(token.message().contains("token") && token.message().contains("1048576 bytes"), "{}", token.message());
+
+    let nested = pull(&mut cri, "127.0.0.1:5001/test/nested:v1", None).await.unwrap_err();
+    assert_eq!(nested.code(), tonic::Code::FailedPrecondition, "{nested:?}");
+    let message = nested.message();
+    assert!(message.contains(&nested_digest) && message.contains("index"), "{message}");
+    assert!(!message.contains("it offers"), "{message}");
+
+    for refused in [&huge, &token, &nested] {
+        eprintln!("{} refused: {:?}: {}", env.name, refused.code(), refused.message());
+    }
+    assert_eq!(cri.list_images(None).await.unwrap().len(), 1);
+    let after = footprint(&env, "after the refusals").await;
+    assert_footprint_back(before, after, 32 << 10);
 }

@@ -1,5 +1,6 @@
-//! What garbage collection deletes: blobs no image references, and unpacked
-//! layers that neither an image nor a lease uses. Pure logic; the store
+//! What garbage collection deletes: blobs that neither an image nor a lease
+//! (a pull's in flight) references, and unpacked layers that neither an
+//! image nor a lease uses. Pure logic; the store
 //! applies it under its locks.
 
 use std::collections::HashSet;
@@ -28,6 +29,7 @@ pub fn find_garbage(index: &Index, leases: &[Lease], blobs: &[Digest], layers: &
         }
     }
     used_layers.extend(leases.iter().flat_map(|l| &l.diff_ids));
+    used_blobs.extend(leases.iter().flat_map(|l| &l.blobs));
     Garbage {
         blobs: blobs.iter().filter(|b| !used_blobs.contains(b)).cloned().collect(),
         layers: layers.iter().filter(|l| !used_layers.contains(l)).cloned().collect(),
@@ -74,6 +76,8 @@ mod tests {
             holder: "c1".into(),
             images: vec!["removed".into()],
             diff_ids: vec![d("base"), d("removed-top")],
+            blobs: Vec::new(),
+            process: None,
             created_at_ns: 0,
         };
         let blobs = vec![
@@ -95,5 +99,18 @@ mod tests {
         let garbage = find_garbage(&Index::default(), &[lease], &blobs, &layers);
         assert_eq!(garbage.blobs.len(), blobs.len());
         assert_eq!(garbage.layers, vec![d("a-top"), d("orphan")]);
+        // A pull in flight keeps the blobs it leased as well.
+        let pulling = Lease {
+            holder: "pull-1-0".into(),
+            images: Vec::new(),
+            diff_ids: vec![d("a-top")],
+            blobs: vec![d("a-config"), d("a-top-blob")],
+            process: None,
+            created_at_ns: 0,
+        };
+        let garbage = find_garbage(&Index::default(), &[pulling], &blobs, &layers);
+        assert!(!garbage.blobs.contains(&d("a-config")) && !garbage.blobs.contains(&d("a-top-blob")));
+        assert_eq!(garbage.blobs.len(), blobs.len() - 2);
+        assert_eq!(garbage.layers, vec![d("base"), d("removed-top"), d("orphan")]);
     }
 }

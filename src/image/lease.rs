@@ -1,6 +1,8 @@
 //! Leases: records (`images/leases/<holder>.json`) that a holder — a
 //! container — uses some unpacked layers, so garbage collection keeps them
-//! even when their image is removed, and across daemon restarts. They are
+//! even when their image is removed, and across daemon restarts. (Pulls in
+//! flight keep blobs and layers with the same records in a directory of
+//! their own: `pull_lease.rs`.) They are
 //! written atomically but not fsynced: a lease matters only while its
 //! container can run, and a power loss ends every container. A lease that a
 //! power loss tore is dropped when the store opens.
@@ -13,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::digest::Digest;
 use super::ImageError;
+use crate::linux::process::ProcessIdentity;
 use crate::store;
 
 const MAX_HOLDER: usize = 128;
@@ -23,6 +26,12 @@ pub struct Lease {
     /// Images the holder leased layers of.
     pub images: Vec<String>,
     pub diff_ids: Vec<Digest>,
+    /// Blobs kept too (a pull's, until its image is in the index).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blobs: Vec<Digest>,
+    /// The process whose work the lease lasts for (a pull's), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessIdentity>,
     pub created_at_ns: i64,
 }
 
@@ -132,8 +141,14 @@ mod tests {
     fn a_torn_lease_is_dropped_and_a_whole_one_kept() {
         let dir = std::env::temp_dir().join(format!("nidus-leases-{:016x}", rand::random::<u64>()));
         let leases = Leases::open(&dir).unwrap();
-        let lease =
-            Lease { holder: "kept".into(), images: vec!["sha256:x".into()], diff_ids: Vec::new(), created_at_ns: 1 };
+        let lease = Lease {
+            holder: "kept".into(),
+            images: vec!["sha256:x".into()],
+            diff_ids: Vec::new(),
+            blobs: Vec::new(),
+            process: None,
+            created_at_ns: 1,
+        };
         leases.put(&lease).unwrap();
         fs::write(dir.join("torn.json"), b"").unwrap();
         leases.remove_interrupted_writes();

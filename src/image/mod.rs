@@ -1,6 +1,7 @@
 //! The local image store under `<root>/images/`: content-addressed blobs,
 //! layers unpacked once per diff id for overlayfs, an index of images and
-//! their names, durable leases of containers on layers, and garbage collection.
+//! their names, durable leases of containers on layers, leases of pulls in
+//! flight, and garbage collection.
 //! Imports read OCI image layouts and OCI / docker-archive tarballs.
 
 pub mod cli;
@@ -14,6 +15,7 @@ mod layer_entry;
 pub mod layers;
 mod lease;
 pub mod pull;
+mod pull_lease;
 pub mod reference;
 mod store;
 mod temp;

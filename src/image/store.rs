@@ -2,13 +2,15 @@
 //! tag, digest or id; imports; removal; leases; garbage collection; usage.
 //!
 //! Several processes share one store. `store.lock` (exclusive, held briefly)
-//! serialises changes to the index and the leases and GC's decisions;
-//! `gc.lock` is held shared by every import and unpack in progress, and GC
-//! runs only when it gets it exclusively (else it is deferred to the next
-//! one), so GC never deletes a blob or layer that work in flight is about to
-//! reference.
+//! serialises changes to the index and the leases and GC's decisions. A pull
+//! in flight leases what it stores (`pull_lease.rs`), so GC runs beside it
+//! and keeps exactly that; `gc.lock` is held shared by every import and
+//! container unpack in progress, and GC runs only when it gets it
+//! exclusively (else it is deferred to the next one), so GC never deletes a
+//! blob or layer that work in flight is about to reference.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use oci_spec::image::ImageConfiguration;
@@ -20,6 +22,7 @@ use super::import::{self, Candidate};
 use super::index::{add_image, find, ImageRecord, Index, IndexFile, SourceRecord};
 use super::layers::{now_ns, LayerStore};
 use super::lease::{validate_holder, Lease, Leases};
+use super::pull_lease::PullLeases;
 use super::reference::{Reference, ReferenceError};
 use super::{Image, ImageConfig, ImageError, ImageLayer};
 use crate::linux::lock::{self, LockFile};
@@ -34,7 +37,26 @@ pub struct ImageStore {
     content: ContentStore,
     layers: LayerStore,
     leases: Leases,
+    /// Leases of pulls in flight.
+    pulling: PullLeases,
     index: IndexFile,
+}
+
+/// Keeps what a pull stores from garbage collection until dropped.
+#[derive(Debug)]
+pub struct HeldForPull {
+    store: Arc<ImageStore>,
+    holder: String,
+}
+
+impl Drop for HeldForPull {
+    fn drop(&mut self) {
+        let released = self.store.lock().and_then(|_lock| self.store.pulling.remove(&self.holder));
+        if let Err(e) = released {
+            // Dropped at the next collection after this process ends.
+            tracing::warn!(holder = %self.holder, error = %e, "cannot drop a pull's lease");
+        }
+    }
 }
 
 /// An image an import stored.
@@ -77,6 +99,7 @@ impl ImageStore {
             content: ContentStore::open(&dir.join("blobs"))?,
             layers: LayerStore::open(&dir.join("layers"))?,
             leases: Leases::open(&dir.join("leases"))?,
+            pulling: PullLeases::open(&dir.join("pulling"))?,
             index: IndexFile::new(&dir.join("index.json")),
             dir,
         };
@@ -89,6 +112,7 @@ impl ImageStore {
             }
             store::remove_interrupted_writes(&images.dir);
             images.leases.remove_interrupted_writes();
+            images.pulling.live()?;
         }
         Ok(images)
     }
@@ -123,9 +147,9 @@ impl ImageStore {
         lock::wait(&self.dir.join(STORE_LOCK), false).map_err(lock_error)
     }
 
-    /// Held while blobs and layers are being added (by an import, or by a
-    /// pull from its first blob until its image is in the index): garbage
-    /// collection waits until then.
+    /// Held while blobs and layers are being added by an import or a
+    /// container's unpack: garbage collection waits until then. (A pull
+    /// leases what it stores instead: [`hold_for_pull`](Self::hold_for_pull).)
     pub fn work_in_flight(&self) -> Result<LockFile, ImageError> {
         lock::wait(&self.dir.join(GC_LOCK), true).map_err(lock_error)
     }
@@ -340,6 +364,8 @@ impl ImageStore {
                 holder: holder.to_string(),
                 images: Vec::new(),
                 diff_ids: Vec::new(),
+                blobs: Vec::new(),
+                process: None,
                 created_at_ns: now_ns(),
             });
             if !lease.images.contains(&image.id) {
@@ -398,6 +424,21 @@ impl ImageStore {
         Ok(())
     }
 
+    /// Keeps `blobs` and the layers `diff_ids` from garbage collection until
+    /// the answer is dropped: a pull holds it from before it stores its
+    /// first blob until its image is in the index.
+    pub fn hold_for_pull(
+        self: &Arc<Self>,
+        blobs: Vec<Digest>,
+        diff_ids: Vec<Digest>,
+    ) -> Result<HeldForPull, ImageError> {
+        let holder = {
+            let _lock = self.lock()?;
+            self.pulling.put(blobs, diff_ids)?
+        };
+        Ok(HeldForPull { store: self.clone(), holder })
+    }
+
     pub fn has_blob(&self, digest: &Digest) -> bool {
         self.content.contains(digest)
     }
@@ -452,11 +493,12 @@ impl ImageStore {
         Ok(self.leases.all()?.into_iter().map(|l| l.holder).collect())
     }
 
-    /// Deletes blobs no image references and layers no image and no lease
-    /// uses, and the leftovers of processes that died mid-work.
+    /// Deletes blobs no image and no pull in flight references and layers no
+    /// image and no lease uses, and the leftovers of processes that died
+    /// mid-work.
     pub fn collect_garbage(&self) -> Result<GcReport, ImageError> {
         let Some(_exclusive) = lock::try_exclusive(&self.dir.join(GC_LOCK)).map_err(lock_error)? else {
-            tracing::debug!("garbage collection deferred: an import or unpack is in progress");
+            tracing::debug!("garbage collection deferred: an import or a container's unpack is in progress");
             return Ok(GcReport { deferred: true, ..Default::default() });
         };
         let mut report = GcReport::default();
@@ -464,7 +506,8 @@ impl ImageStore {
         {
             let _lock = self.lock()?;
             let index = self.index.current()?;
-            let leases = self.leases.all()?;
+            let mut leases = self.leases.all()?;
+            leases.extend(self.pulling.live()?);
             let garbage = find_garbage(&index, &leases, &self.content.list()?, &self.layers.list()?);
             for blob in &garbage.blobs {
                 self.content.remove(blob)?;
@@ -501,8 +544,8 @@ impl ImageStore {
         let (layer_bytes, layer_inodes) = self.layers.usage();
         let (blob_bytes, blob_inodes) = self.content.usage();
         let leases = self.leases.all().map(|l| l.len() as u64).unwrap_or_default();
-        // The store's own directories, index, lock files and leases.
-        let own_inodes = 8 + leases;
+        // The store's own directories (`pulling/` among them), index, lock files and leases.
+        let own_inodes = 9 + leases;
         StoreUsage {
             mountpoint: self.dir.clone(),
             used_bytes: layer_bytes + blob_bytes + own_inodes * 4096,

@@ -1,9 +1,10 @@
 //! One registry endpoint spoken to over the distribution API (v2): manifests
 //! read with a size bound, blobs as byte streams, and the 401 challenge flow
 //! (bearer tokens from the token service, or basic auth) answered with the
-//! pull's credentials. Errors name URLs, never secrets.
+//! pull's credentials; every answer within the pull's pace. Errors name
+//! URLs, never secrets.
 
-use std::time::Duration;
+use std::time::Instant;
 
 use bytes::Bytes;
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_RANGE, CONTENT_TYPE, RANGE, WWW_AUTHENTICATE};
@@ -12,6 +13,7 @@ use serde::Deserialize;
 
 use super::auth::{Challenge, Credentials};
 use super::hosts::Endpoint;
+use super::pace::{Meter, Pace, Slow};
 
 /// Largest token-service answer read.
 const MAX_TOKEN_BYTES: u64 = 1 << 20;
@@ -29,6 +31,9 @@ pub enum RemoteError {
     Transport { what: String, why: String, timeout: bool },
     #[error("{what} is larger than {limit} bytes")]
     TooLarge { what: String, limit: u64 },
+    /// The answer came slower than the pull's minimum rate.
+    #[error("{what}: too slow: {why}")]
+    TooSlow { what: String, why: String },
     #[error("{0}")]
     Setup(String),
     /// Asked for the rest of a blob, the registry answered otherwise.
@@ -44,11 +49,18 @@ pub struct RegistryClient {
     namespace: Option<String>,
     credentials: Credentials,
     authorization: tokio::sync::Mutex<Option<HeaderValue>>,
-    stall: Duration,
+    pace: Pace,
 }
 
 fn transport(what: &str, e: &reqwest::Error) -> RemoteError {
     RemoteError::Transport { what: what.to_string(), why: error_chain(e), timeout: e.is_timeout() }
+}
+
+fn slow(what: &str, why: Slow) -> RemoteError {
+    match why {
+        Slow::Stalled { .. } => RemoteError::Transport { what: what.to_string(), why: why.to_string(), timeout: true },
+        Slow::TooSlow { .. } => RemoteError::TooSlow { what: what.to_string(), why: why.to_string() },
+    }
 }
 
 /// An HTTP error with its causes. reqwest's message can carry the URL
@@ -69,17 +81,12 @@ fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, RemoteError> {
 }
 
 impl RegistryClient {
-    pub fn new(
-        endpoint: Endpoint,
-        registry: &str,
-        credentials: Credentials,
-        stall: Duration,
-    ) -> Result<Self, RemoteError> {
+    pub fn new(endpoint: Endpoint, registry: &str, credentials: Credentials, pace: Pace) -> Result<Self, RemoteError> {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .user_agent(USER_AGENT)
-            .connect_timeout(stall)
-            .read_timeout(stall);
+            .connect_timeout(pace.stall)
+            .read_timeout(pace.stall);
         for ca in &endpoint.tls.ca_certs {
             let pem = read_pem(ca)?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
@@ -102,11 +109,25 @@ impl RegistryClient {
         }
         let http = builder.build().map_err(|e| RemoteError::Setup(format!("HTTP client: {e}")))?;
         let namespace = endpoint.mirror.then(|| registry.to_string());
-        Ok(Self { http, endpoint, namespace, credentials, authorization: Default::default(), stall })
+        Ok(Self { http, endpoint, namespace, credentials, authorization: Default::default(), pace })
     }
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// Sends a request; its answer (status and headers) must come within
+    /// the pace's window, besides the stall timeout on every read.
+    async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, RemoteError> {
+        let sending = request.send();
+        let sent = match self.pace.answer_within() {
+            Some(limit) => tokio::time::timeout(limit, sending).await.map_err(|_| RemoteError::TooSlow {
+                what: what.to_string(),
+                why: format!("no answer within {} s", limit.as_secs()),
+            })?,
+            None => sending.await,
+        };
+        sent.map_err(|e| transport(what, &e))
     }
 
     fn url(&self, kind: &str, reference: &str) -> String {
@@ -143,7 +164,7 @@ impl RegistryClient {
             if let Some(value) = self.authorization.lock().await.clone() {
                 request = request.header(AUTHORIZATION, value);
             }
-            let response = request.send().await.map_err(|e| transport(&url, &e))?;
+            let response = self.send(request, &url).await?;
             match response.status() {
                 StatusCode::UNAUTHORIZED if attempt == 0 => {
                     let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok());
@@ -226,7 +247,7 @@ impl RegistryClient {
                 }
             }
         };
-        let response = request.send().await.map_err(|e| transport(realm, &e))?;
+        let response = self.send(request, realm).await?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(RemoteError::Unauthorized {
@@ -237,7 +258,8 @@ impl RegistryClient {
         if !status.is_success() {
             return Err(RemoteError::Status { what: realm.to_string(), status: status.as_u16() });
         }
-        let body = read_bounded(response, MAX_TOKEN_BYTES, realm, self.stall).await?;
+        let answer = format!("the token service's answer ({realm})");
+        let body = read_bounded(response, MAX_TOKEN_BYTES, &answer, self.pace).await?;
         #[derive(Deserialize)]
         struct TokenAnswer {
             token: Option<String>,
@@ -268,7 +290,7 @@ impl RegistryClient {
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(';').next().unwrap_or(v).trim().to_string());
         let what = self.url("manifests", reference);
-        let body = read_bounded(response, limit, &what, self.stall).await?;
+        let body = read_bounded(response, limit, &what, self.pace).await?;
         Ok((body, media_type))
     }
 
@@ -276,7 +298,7 @@ impl RegistryClient {
     pub async fn small_blob(&self, digest: &str, limit: u64) -> Result<Bytes, RemoteError> {
         let response = self.get("blobs", digest, &[]).await?;
         let what = self.url("blobs", digest);
-        read_bounded(response, limit, &what, self.stall).await
+        read_bounded(response, limit, &what, self.pace).await
     }
 
     /// A blob as a response whose body is read as it arrives.
@@ -310,30 +332,28 @@ fn resumed_at(content_range: &str) -> Option<u64> {
     rest.split_once('-')?.0.trim().parse().ok()
 }
 
-/// Reads a response body, refusing it above `limit` bytes and when no byte
-/// arrives for `stall`.
+/// Reads a response body, refusing it above `limit` bytes and when it comes
+/// slower than `pace` allows.
 async fn read_bounded(
     mut response: reqwest::Response,
     limit: u64,
     what: &str,
-    stall: Duration,
+    pace: Pace,
 ) -> Result<Bytes, RemoteError> {
     if response.content_length().is_some_and(|n| n > limit) {
         return Err(RemoteError::TooLarge { what: what.to_string(), limit });
     }
     let mut body = Vec::new();
+    let mut meter = Meter::new(pace, Instant::now());
     loop {
-        let chunk = tokio::time::timeout(stall, response.chunk()).await.map_err(|_| RemoteError::Transport {
-            what: what.to_string(),
-            why: format!("no data for {} s", stall.as_secs()),
-            timeout: true,
-        })?;
+        let chunk = meter.paced(response.chunk()).await.map_err(|why| slow(what, why))?;
         match chunk.map_err(|e| transport(what, &e))? {
             Some(chunk) => {
                 if body.len() as u64 + chunk.len() as u64 > limit {
                     return Err(RemoteError::TooLarge { what: what.to_string(), limit });
                 }
                 body.extend_from_slice(&chunk);
+                meter.received(chunk.len() as u64, Instant::now()).map_err(|why| slow(what, why))?;
             }
             None => return Ok(Bytes::from(body)),
         }

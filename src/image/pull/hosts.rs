@@ -1,13 +1,17 @@
 //! The `[registry]` section of the config and what it means for one pull:
 //! per-registry mirrors tried in order before the registry itself, plain-HTTP
-//! and TLS settings, repository rewrites, and loopback registries reached
-//! over plain HTTP when they do not speak TLS.
+//! and TLS settings, repository rewrites, loopback registries reached over
+//! plain HTTP when they do not speak TLS, and the bounds of a pull (stall,
+//! minimum rate, deadline, grace once its callers left).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::pace::Pace;
 
 /// Registry settings of the daemon (`[registry]` in config.toml).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -17,6 +21,14 @@ pub struct RegistryConfig {
     pub max_concurrent_downloads: usize,
     /// A pull whose download makes no progress for this long is cancelled.
     pub stall_timeout_secs: u64,
+    /// A download (or a registry's answer) bringing fewer bytes a second
+    /// than this over `min_rate_window_secs` fails the pull; 0: no minimum.
+    pub min_bytes_per_sec: u64,
+    pub min_rate_window_secs: u64,
+    /// A pull not done this long after it began fails; 0: no deadline.
+    pub pull_deadline_secs: u64,
+    /// A pull every caller has left is cancelled when none came back for this long.
+    pub abandoned_pull_grace_secs: u64,
     /// How often the daemon logs the progress of each pull in flight.
     pub progress_interval_secs: u64,
     /// Per registry (as images name it: `docker.io`, `registry.k8s.io`,
@@ -27,7 +39,16 @@ pub struct RegistryConfig {
 
 impl Default for RegistryConfig {
     fn default() -> Self {
-        Self { max_concurrent_downloads: 3, stall_timeout_secs: 60, progress_interval_secs: 10, hosts: BTreeMap::new() }
+        Self {
+            max_concurrent_downloads: 3,
+            stall_timeout_secs: 60,
+            min_bytes_per_sec: 1024,
+            min_rate_window_secs: 60,
+            pull_deadline_secs: 0,
+            abandoned_pull_grace_secs: 60,
+            progress_interval_secs: 10,
+            hosts: BTreeMap::new(),
+        }
     }
 }
 
@@ -113,6 +134,12 @@ impl RegistryConfig {
         if self.max_concurrent_downloads == 0 {
             return Err(HostsError { host: "-".into(), why: "max_concurrent_downloads must be at least 1".into() });
         }
+        if self.min_bytes_per_sec > 0 && self.min_rate_window_secs == 0 {
+            return Err(HostsError {
+                host: "-".into(),
+                why: "min_rate_window_secs must be at least 1 when min_bytes_per_sec is set".into(),
+            });
+        }
         for (host, config) in &self.hosts {
             for mirror in &config.mirrors {
                 parse_url(&mirror.url).map_err(|why| HostsError { host: host.clone(), why })?;
@@ -122,6 +149,20 @@ impl RegistryConfig {
             }
         }
         Ok(())
+    }
+
+    /// The rules every transfer of a pull keeps to.
+    pub fn pace(&self) -> Pace {
+        Pace {
+            stall: Duration::from_secs(self.stall_timeout_secs.max(1)),
+            min_bytes_per_sec: self.min_bytes_per_sec,
+            window: Duration::from_secs(self.min_rate_window_secs),
+        }
+    }
+
+    /// How long a pull may take in all, if that is bounded.
+    pub fn pull_deadline(&self) -> Option<Duration> {
+        (self.pull_deadline_secs > 0).then(|| Duration::from_secs(self.pull_deadline_secs))
     }
 
     /// Where to fetch `repository` of `registry` from, in order.
@@ -249,6 +290,20 @@ mod tests {
     fn bad_mirror_urls_are_refused() {
         let c = config(r#"hosts."docker.io" = { mirrors = [{ url = "127.0.0.1:5000" }] }"#);
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_pull_is_bounded_by_default_except_in_its_total_time() {
+        let c = RegistryConfig::default();
+        let pace = c.pace();
+        assert_eq!((pace.min_bytes_per_sec, pace.window.as_secs(), pace.stall.as_secs()), (1024, 60, 60));
+        assert_eq!(c.pull_deadline(), None);
+        assert_eq!(c.abandoned_pull_grace_secs, 60);
+        let c = config("min_bytes_per_sec = 0\npull_deadline_secs = 600\n");
+        assert!(!c.pace().has_minimum());
+        assert_eq!(c.pull_deadline(), Some(Duration::from_secs(600)));
+        assert!(config("min_rate_window_secs = 0\n").validate().is_err());
+        config("min_rate_window_secs = 0\nmin_bytes_per_sec = 0\n").validate().unwrap();
     }
 }
 

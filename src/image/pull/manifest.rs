@@ -1,6 +1,7 @@
 //! What a registry serves for a reference: an image index (manifest list),
-//! resolved to this node's platform, or an image manifest (OCI or Docker
-//! schema 2), checked for what nidus can run.
+//! resolved to this node's platform (one level: an index listing another
+//! index for it is told apart from one without the platform), or an image
+//! manifest (OCI or Docker schema 2), checked for what nidus can run.
 
 use oci_spec::image::{ImageIndex, ImageManifest};
 
@@ -75,15 +76,23 @@ fn node_variant() -> Option<&'static str> {
     }
 }
 
+/// What an index lists for this node.
+#[derive(Debug, PartialEq)]
+pub enum Choice {
+    /// The image manifest for this node.
+    Manifest(Digest),
+    /// No manifest, but another index under this node's platform (which a
+    /// pull does not follow: an index's entries are meant to be manifests).
+    NestedIndex(Digest),
+    None,
+}
+
 /// The manifest of `index` for this node: linux, this architecture, and
 /// the variant when the index names one (arm64's `v8` also matches none).
-pub fn choose(index: &ImageIndex) -> Option<(Digest, u64)> {
-    index.manifests().iter().find_map(|d| {
-        let platform = d.platform().as_ref()?;
-        let media_type = d.media_type().to_string();
-        if ![OCI_MANIFEST, DOCKER_MANIFEST].contains(&media_type.as_str()) {
-            return None;
-        }
+pub fn choose(index: &ImageIndex) -> Choice {
+    let mut nested = None;
+    for d in index.manifests() {
+        let Some(platform) = d.platform().as_ref() else { continue };
         let variant_ok = match (platform.variant().as_deref(), node_variant()) {
             (None | Some(""), _) => true,
             (Some(v), Some(node)) => v == node,
@@ -92,8 +101,14 @@ pub fn choose(index: &ImageIndex) -> Option<(Digest, u64)> {
         let fits = platform.os().to_string() == "linux"
             && platform.architecture().to_string() == host_architecture()
             && variant_ok;
-        fits.then(|| d.digest().to_string().parse().ok().map(|digest| (digest, d.size()))).flatten()
-    })
+        let Some(digest) = fits.then(|| d.digest().to_string().parse::<Digest>().ok()).flatten() else { continue };
+        match d.media_type().to_string().as_str() {
+            OCI_MANIFEST | DOCKER_MANIFEST => return Choice::Manifest(digest),
+            OCI_INDEX | DOCKER_LIST => nested = nested.or(Some(digest)),
+            _ => {}
+        }
+    }
+    nested.map_or(Choice::None, Choice::NestedIndex)
 }
 
 /// The platforms an index offers (for the error when none fits).
@@ -126,4 +141,38 @@ pub fn image_parts(manifest: &ImageManifest) -> Result<((Digest, u64), Vec<Layer
         layers.push(LayerDescriptor { digest, size: layer.size(), media_type });
     }
     Ok(((config, manifest.config().size()), layers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(entries: &[(&str, &str, &str)]) -> ImageIndex {
+        let manifests: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(media_type, arch, seed)| {
+                serde_json::json!({
+                    "mediaType": media_type,
+                    "digest": Digest::of(seed.as_bytes()).to_string(),
+                    "size": 10,
+                    "platform": {"architecture": arch, "os": "linux"},
+                })
+            })
+            .collect();
+        let body = serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests});
+        ImageIndex::from_reader(serde_json::to_vec(&body).unwrap().as_slice()).unwrap()
+    }
+
+    #[test]
+    fn a_manifest_for_this_node_wins_over_a_nested_index_and_a_nested_index_is_told_apart() {
+        let here = host_architecture();
+        let d = |seed: &str| Digest::of(seed.as_bytes());
+        let both =
+            index(&[(OCI_INDEX, here, "nested"), (OCI_MANIFEST, "s390x", "other"), (DOCKER_MANIFEST, here, "m")]);
+        assert_eq!(choose(&both), Choice::Manifest(d("m")));
+        let nested = index(&[(OCI_MANIFEST, "s390x", "other"), (DOCKER_LIST, here, "nested")]);
+        assert_eq!(choose(&nested), Choice::NestedIndex(d("nested")));
+        let foreign = index(&[(OCI_MANIFEST, "s390x", "other")]);
+        assert_eq!(choose(&foreign), Choice::None);
+    }
 }

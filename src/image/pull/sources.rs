@@ -6,14 +6,13 @@
 //! but is wrong (its digest, its size) is not fetched elsewhere: that fails
 //! the pull. The later endpoints' clients are made when first needed.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
 use super::auth::Credentials;
 use super::client::{RegistryClient, RemoteError};
 use super::hosts::Endpoint;
+use super::pace::Pace;
 
 pub struct BlobSources {
     serving: RegistryClient,
@@ -21,7 +20,7 @@ pub struct BlobSources {
     /// The registry the image names (for the later clients).
     registry: String,
     credentials: Credentials,
-    stall: Duration,
+    pace: Pace,
 }
 
 /// What is asked of an endpoint, and what it answers.
@@ -67,10 +66,10 @@ impl BlobSources {
         later: impl IntoIterator<Item = Endpoint>,
         registry: &str,
         credentials: Credentials,
-        stall: Duration,
+        pace: Pace,
     ) -> Self {
         let later = later.into_iter().map(|endpoint| Later { endpoint, client: OnceCell::new() }).collect();
-        Self { serving, later, registry: registry.to_string(), credentials, stall }
+        Self { serving, later, registry: registry.to_string(), credentials, pace }
     }
 
     /// A blob small enough (`limit`) to be read whole: an image config.
@@ -100,7 +99,7 @@ impl BlobSources {
             let made = later
                 .client
                 .get_or_try_init(|| async {
-                    RegistryClient::new(later.endpoint.clone(), &self.registry, self.credentials.clone(), self.stall)
+                    RegistryClient::new(later.endpoint.clone(), &self.registry, self.credentials.clone(), self.pace)
                 })
                 .await;
             let endpoint = later.endpoint.base_url();
@@ -135,6 +134,7 @@ fn another_may_serve(e: &RemoteError) -> bool {
             | RemoteError::Unauthorized { .. }
             | RemoteError::Status { .. }
             | RemoteError::Transport { .. }
+            | RemoteError::TooSlow { .. }
     )
 }
 

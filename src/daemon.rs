@@ -237,6 +237,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     let server = tonic::transport::Server::builder()
         .http2_max_header_list_size(Some(crate::cri::MAX_HEADER_LIST as u32))
         .layer(tower::util::MapResponseLayer::new(crate::cri::cap_status_message::<tonic::body::Body>))
+        .layer(crate::cri::DeadlineLayer)
         .add_service(runtime)
         .add_service(images)
         .add_optional_service(runtime_v1alpha2)

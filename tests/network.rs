@@ -1011,3 +1011,26 @@ async fn a_cni_plugin_that_leaves_a_child_or_floods_its_output_is_answered_fast_
     assert_no_network_leftovers(&env, "the plugins");
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn a_malformed_cni_configuration_is_reported_never_replaced_by_the_builtin_network() {
+    let mut env = net_env("brokenconf", "auto");
+    write_conflist(&env, "10-broken.conflist", "{\"cniVersion\": \"1.0.0\", \"plugins\": [");
+    let mut cri = env.start().await;
+    let cond = network_ready(&mut cri).await;
+    assert!(!cond.status, "NetworkReady with only a malformed CNI configuration");
+    assert!(cond.message.contains("10-broken.conflist"), "{}", cond.message);
+    let err = cri.run_pod(env.pod("nonet")).await.expect_err("RunPodSandbox without a usable network");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("10-broken.conflist"), "{err:?}");
+    assert!(cri.list_pods(None).await.is_empty());
+    assert_no_builtin_leftovers(&env, "the refused pod");
+    // Without it, the built-in network serves again: no restart needed.
+    fs::remove_file(conf_dir(&env).join("10-broken.conflist")).unwrap();
+    assert!(network_ready(&mut cri).await.status);
+    let id = cri.run_pod(env.pod("net")).await.unwrap();
+    assert!(pod_ips(&mut cri, &id).await[0].starts_with(BUILTIN_PREFIX));
+    remove_all(&mut cri).await;
+    assert_no_builtin_leftovers(&env, "removing the pod");
+    env.assert_no_leftovers();
+}

@@ -316,3 +316,55 @@ async fn errors_quote_huge_inputs_shortened() {
     assert!(err.message().len() <= nidus::cri::MAX_STATUS_MESSAGE, "the message is {} bytes", err.message().len());
     env.assert_no_leftovers();
 }
+
+/// A registry on 127.0.0.1 in the test's namespace that accepts and never
+/// answers; its port. The listener thread ends with the test process.
+fn tarpit(env: &TestEnv) -> u16 {
+    let netns = fs::File::open(format!("/run/netns/{}", env.netns)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tx.send(listener.local_addr().unwrap().port()).unwrap();
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    rx.recv().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_deadline_is_always_deadline_exceeded_never_cancelled() {
+    let mut env = TestEnv::new("deadlines");
+    let mut cri = env.start().await;
+    let port = tarpit(&env);
+    for (round, millis) in [300u64, 600, 1000, 1500].iter().enumerate() {
+        let deadline = Duration::from_millis(*millis);
+        // A pull from a registry that never answers: always past the deadline.
+        let mut pull = tonic::Request::new(PullImageRequest {
+            image: Some(ImageSpec { image: format!("127.0.0.1:{port}/never:there"), ..Default::default() }),
+            ..Default::default()
+        });
+        pull.set_timeout(deadline);
+        let status = cri.images.pull_image(pull).await.expect_err("a pull from a registry that never answers");
+        assert_eq!(status.code(), Code::DeadlineExceeded, "PullImage with a {millis} ms deadline: {status:?}");
+        assert!(status.message().contains("grpc-timeout"), "{status:?}");
+        // A call that may or may not finish in time: never Cancelled.
+        let mut run = tonic::Request::new(RunPodSandboxRequest {
+            config: Some(env.pod(&format!("maybe{round}"))),
+            ..Default::default()
+        });
+        run.set_timeout(Duration::from_millis(millis / 10));
+        if let Err(status) = cri.runtime.run_pod_sandbox(run).await {
+            assert_ne!(status.code(), Code::Cancelled, "RunPodSandbox with a {} ms deadline: {status:?}", millis / 10);
+        }
+    }
+    // What a call made for a client that left is undone; what it answered stays.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for pod in cri.list_pods(None).await {
+        cri.stop_pod(&pod.id).await.unwrap();
+        cri.remove_pod(&pod.id).await.unwrap();
+    }
+    env.assert_no_leftovers();
+}

@@ -1,8 +1,12 @@
-//! A client's gRPC deadline (the `grpc-timeout` header) as a time budget for
-//! a call that enforces time limits itself (ExecSync): it ends the work a
-//! little before the HTTP/2 server's own timer would, so the answer is
-//! DeadlineExceeded from nidus rather than the server's bare Cancelled.
+//! A client's gRPC deadline (the `grpc-timeout` header) as a time budget:
+//! for every call, a layer in front of the services answers
+//! DeadlineExceeded a little before the gRPC server's own timer would
+//! answer its bare Cancelled ("Timeout expired"); a call that enforces time
+//! limits itself (ExecSync) ends its work within the same budget.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tonic::metadata::MetadataMap;
@@ -16,9 +20,62 @@ const MAX_MARGIN: Duration = Duration::from_secs(1);
 /// The time left until the client's deadline, less a margin; `None` when
 /// the client set none (or an unreadable one, which the server ignores too).
 pub fn client_deadline(metadata: &MetadataMap) -> Option<Duration> {
-    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
-    let budget = parse_grpc_timeout(value)?;
+    budget_of(metadata.get("grpc-timeout")?.to_str().ok()?)
+}
+
+fn budget_of(grpc_timeout: &str) -> Option<Duration> {
+    let budget = parse_grpc_timeout(grpc_timeout)?;
     Some(budget.saturating_sub((budget / 10).clamp(MIN_MARGIN, MAX_MARGIN)))
+}
+
+/// The layer that answers every call past its client's deadline with
+/// DeadlineExceeded, naming the call (the work of a call that must run to
+/// its end goes on, `cri::detached`).
+#[derive(Clone, Copy, Default)]
+pub struct DeadlineLayer;
+
+impl<S> tower::Layer<S> for DeadlineLayer {
+    type Service = Deadline<S>;
+    fn layer(&self, inner: S) -> Deadline<S> {
+        Deadline { inner }
+    }
+}
+
+#[derive(Clone)]
+pub struct Deadline<S> {
+    inner: S,
+}
+
+type Answer = http::Response<tonic::body::Body>;
+
+impl<S, B> tower::Service<http::Request<B>> for Deadline<S>
+where
+    S: tower::Service<http::Request<B>, Response = Answer>,
+    S::Future: Send + 'static,
+{
+    type Response = Answer;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Answer, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let timeout = request.headers().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let budget = timeout.as_deref().and_then(budget_of);
+        let answer = self.inner.call(request);
+        let (Some(budget), Some(timeout)) = (budget, timeout) else { return Box::pin(answer) };
+        Box::pin(async move {
+            match tokio::time::timeout(budget, answer).await {
+                Ok(answer) => answer,
+                Err(_) => Ok(tonic::Status::deadline_exceeded(format!(
+                    "the client's deadline (grpc-timeout {timeout}) passed before the call finished"
+                ))
+                .into_http()),
+            }
+        })
+    }
 }
 
 /// The sooner of two optional limits.

@@ -48,6 +48,7 @@ fn network_status(e: NetworkError) -> Status {
         )) => Status::invalid_argument(message),
         NetworkError::Builtin(BuiltinError::HostPort(HostPortError::InUse { .. })) => Status::already_exists(message),
         NetworkError::Builtin(BuiltinError::Lease(LeaseError::Exhausted(_))) => Status::resource_exhausted(message),
+        NetworkError::NotReady(_) => Status::failed_precondition(message),
         _ => Status::internal(message),
     }
 }

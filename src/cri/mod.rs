@@ -21,6 +21,7 @@ pub use runtime_service::RuntimeApi;
 pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
 pub use authority::{AuthorityNormalizer, NormalizeError, NormalizedStream, MAX_HEADER_LIST};
+pub use deadline::DeadlineLayer;
 pub use message_cap::{cap_status_message, MAX_STATUS_MESSAGE};
 
 use crate::config::GrpcConfig;

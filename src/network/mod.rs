@@ -44,6 +44,8 @@ pub enum NetworkError {
     BadCache(String, String),
     #[error("{0}")]
     Invalid(String),
+    #[error("the pod network is not ready: {0}")]
+    NotReady(String),
 }
 
 /// A host port forwarded to a pod port.
@@ -81,7 +83,10 @@ pub enum Readiness {
 enum Chosen {
     Cni(cni::NetworkList),
     Builtin,
+    /// None configured: loopback only.
     None(String),
+    /// CNI configuration files that are all unusable: no pod is made.
+    Broken(String),
 }
 
 struct Loaded {
@@ -176,9 +181,15 @@ impl PodNetworks {
         result
     }
 
+    /// The network new pods get: the first valid CNI list; with none at
+    /// all, the built-in network (`builtin = "auto"`); with configuration
+    /// files that are all unusable, none (NetworkReady false naming them, as
+    /// containerd): the operator meant a CNI network, and a pod must not get
+    /// another one silently.
     fn choose(&self) -> Chosen {
         match self.cni_list() {
             Ok(list) => Chosen::Cni(list),
+            Err(why @ cni::conf::NoList::Invalid(_)) => Chosen::Broken(why.to_string()),
             Err(why) => match self.config.builtin {
                 BuiltinMode::Auto => match self.builtin.usable() {
                     Ok(()) => Chosen::Builtin,
@@ -214,7 +225,9 @@ impl PodNetworks {
         match self.choose() {
             Chosen::Cni(_) => Readiness::Ready,
             Chosen::Builtin => Readiness::Ready,
-            Chosen::None(why) => Readiness::NotReady { reason: "NetworkPluginNotReady".into(), message: why },
+            Chosen::None(why) | Chosen::Broken(why) => {
+                Readiness::NotReady { reason: "NetworkPluginNotReady".into(), message: why }
+            }
         }
     }
 
@@ -231,6 +244,9 @@ impl PodNetworks {
                 "leasedAddresses": self.builtin.leased(), "masquerade": self.builtin.masquerade_state()}),
             Chosen::None(why) => {
                 serde_json::json!({"kind": "none", "reason": why, "podCidr": self.pod_cidrs.describe()})
+            }
+            Chosen::Broken(why) => {
+                serde_json::json!({"kind": "broken", "reason": why, "podCidr": self.pod_cidrs.describe()})
             }
         }
     }
@@ -250,6 +266,7 @@ impl PodNetworks {
                 tracing::info!(pod_id = %pod.sandbox_id, reason = %why, "no pod network: the pod gets loopback only");
                 return Ok(Vec::new());
             }
+            Chosen::Broken(why) => return Err(NetworkError::NotReady(why)),
             Chosen::Cni(list) => self.attach_cni(pod, list, &netns).await,
             Chosen::Builtin => self.attach_builtin(pod).await,
         };

@@ -211,7 +211,12 @@ pub enum PodNetwork {
     /// A new, empty network namespace of the pod's own (nidus only: containerd
     /// 1.6 refuses it without a CNI config).
     Own,
+    /// A network namespace of its own with one TCP host port (18500 → 80).
+    OwnWithHostPort,
 }
+
+/// The host port of `PodNetwork::OwnWithHostPort` pods (one at a time).
+const BENCH_HOST_PORT: i32 = 18500;
 
 /// A pod config like kubelet's: the pod's log directory, a relative
 /// `cgroup_parent` (`<cgroup_prefix>pod<uid>`, which each runtime nests under
@@ -227,7 +232,17 @@ pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_
         }),
         // kubelet names the host only of pods with their own network (a
         // host-network pod shares the node's UTS namespace too).
-        hostname: if network == PodNetwork::Own { name.into() } else { String::new() },
+        hostname: if network == PodNetwork::Node { String::new() } else { name.into() },
+        port_mappings: if network == PodNetwork::OwnWithHostPort {
+            vec![PortMapping {
+                protocol: Protocol::Tcp as i32,
+                container_port: 80,
+                host_port: BENCH_HOST_PORT,
+                host_ip: String::new(),
+            }]
+        } else {
+            Vec::new()
+        },
         log_directory: log_directory.display().to_string(),
         labels: HashMap::from([("bench".into(), "nidus-bench".into())]),
         linux: Some(LinuxPodSandboxConfig {
@@ -236,7 +251,7 @@ pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_
                 namespace_options: Some(NamespaceOption {
                     network: match network {
                         PodNetwork::Node => NamespaceMode::Node,
-                        PodNetwork::Own => NamespaceMode::Pod,
+                        PodNetwork::Own | PodNetwork::OwnWithHostPort => NamespaceMode::Pod,
                     } as i32,
                     pid: NamespaceMode::Container as i32,
                     ipc: NamespaceMode::Pod as i32,

@@ -39,8 +39,8 @@ use crate::latency::Variant;
 use crate::lifecycle::Target;
 use crate::options::{OnlyStep, Options};
 use crate::report::{
-    Meta, Results, RuntimeFigures, CONTAINERD, CONTAINERD_CNI, CONTAINERD_CRUN, NIDUS, NIDUS_BUILTIN, NIDUS_CNI,
-    NIDUS_OWN_NETNS,
+    Meta, Results, RuntimeFigures, CONTAINERD, CONTAINERD_CNI, CONTAINERD_CNI_HOSTPORT, CONTAINERD_CRUN, NIDUS,
+    NIDUS_BUILTIN, NIDUS_BUILTIN_HOSTPORT, NIDUS_CNI, NIDUS_OWN_NETNS,
 };
 use crate::runtime::{Kind, Runtime};
 
@@ -169,6 +169,16 @@ async fn run() -> Result<bool> {
         Variant { label: NIDUS_BUILTIN, target: other_targets[1].clone(), network: PodNetwork::Own },
         Variant { label: CONTAINERD_CNI, target: other_targets[2].clone(), network: PodNetwork::Own },
         Variant { label: CONTAINERD_CRUN, target: other_targets[3].clone(), network: PodNetwork::Node },
+        Variant {
+            label: NIDUS_BUILTIN_HOSTPORT,
+            target: other_targets[1].clone(),
+            network: PodNetwork::OwnWithHostPort,
+        },
+        Variant {
+            label: CONTAINERD_CNI_HOSTPORT,
+            target: other_targets[2].clone(),
+            network: PodNetwork::OwnWithHostPort,
+        },
     ];
     // A reference this host cannot run (Debian's crun refuses hybrid cgroups)
     // is left out with its reason, not failed at every iteration.

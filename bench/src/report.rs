@@ -27,14 +27,19 @@ pub const CONTAINERD_CNI: &str = "containerd_cni";
 pub const NIDUS_BUILTIN: &str = "nidus_builtin";
 /// containerd + crun, host-network pods (the second reference).
 pub const CONTAINERD_CRUN: &str = "containerd_crun";
+/// Pods with one host port: nidus's built-in network (kernel DNAT) and
+/// containerd's bridge CNI with portmap.
+pub const NIDUS_BUILTIN_HOSTPORT: &str = "nidus_builtin_hostport";
+pub const CONTAINERD_CNI_HOSTPORT: &str = "containerd_cni_hostport";
 
 /// The networked and second-reference comparisons: (key, nidus variant,
 /// reference variant, target ratio of the pod + container p50 if any).
-const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 4] = [
+const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 5] = [
     ("cni_nidus_vs_containerd_cni", NIDUS_CNI, CONTAINERD_CNI, Some(0.1)),
     ("builtin_nidus_vs_containerd_cni", NIDUS_BUILTIN, CONTAINERD_CNI, Some(0.05)),
     ("nidus_vs_containerd_crun", NIDUS, CONTAINERD_CRUN, None),
     ("nidus_builtin_vs_nidus_cni", NIDUS_BUILTIN, NIDUS_CNI, None),
+    ("hostport_nidus_builtin_vs_containerd_cni", NIDUS_BUILTIN_HOSTPORT, CONTAINERD_CNI_HOSTPORT, None),
 ];
 
 /// The steps shown for the networked variants.
@@ -108,10 +113,17 @@ impl Results {
 
     /// The networked variants' steps and the ratios between them.
     fn network_json(&self) -> Value {
-        let variants: Map<String, Value> = [NIDUS_CNI, NIDUS_BUILTIN, CONTAINERD_CNI, CONTAINERD_CRUN]
-            .iter()
-            .map(|label| (label.to_string(), json!({"steps": Self::steps(&self.sequential, label, true)})))
-            .collect();
+        let variants: Map<String, Value> = [
+            NIDUS_CNI,
+            NIDUS_BUILTIN,
+            CONTAINERD_CNI,
+            CONTAINERD_CRUN,
+            NIDUS_BUILTIN_HOSTPORT,
+            CONTAINERD_CNI_HOSTPORT,
+        ]
+        .iter()
+        .map(|label| (label.to_string(), json!({"steps": Self::steps(&self.sequential, label, true)})))
+        .collect();
         let ratios: Map<String, Value> = NETWORK_RATIOS
             .iter()
             .map(|(key, a, b, _)| {
@@ -294,11 +306,27 @@ impl Results {
         tables.push(own);
 
         let mut header = vec!["step p50 (ms)"];
-        header.extend([NIDUS_CNI, CONTAINERD_CNI, NIDUS_BUILTIN, NIDUS, CONTAINERD_CRUN]);
+        header.extend([
+            NIDUS_CNI,
+            CONTAINERD_CNI,
+            NIDUS_BUILTIN,
+            NIDUS,
+            CONTAINERD_CRUN,
+            NIDUS_BUILTIN_HOSTPORT,
+            CONTAINERD_CNI_HOSTPORT,
+        ]);
         let mut network = Table::new("pod networks (bridge CNI, built-in) and containerd + crun, sequential", &header);
         for step in NETWORK_STEPS {
             let mut row = vec![step.key().to_string()];
-            for label in [NIDUS_CNI, CONTAINERD_CNI, NIDUS_BUILTIN, NIDUS, CONTAINERD_CRUN] {
+            for label in [
+                NIDUS_CNI,
+                CONTAINERD_CNI,
+                NIDUS_BUILTIN,
+                NIDUS,
+                CONTAINERD_CRUN,
+                NIDUS_BUILTIN_HOSTPORT,
+                CONTAINERD_CNI_HOSTPORT,
+            ] {
                 row.push(ms(figures(self.sequential.of(label, step)), false));
             }
             network.row(row);

@@ -1,6 +1,7 @@
 # nidus: `make run` builds and starts the runtime with embedded defaults;
 # `make test` installs what the tests need and runs the whole suite (as root),
 # on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone);
+# `make test-kubelet` runs a small cluster on nidus (not part of `make test`);
 # `make bench` compares nidus with containerd + runc (bench/, as root);
 # `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
 
@@ -10,7 +11,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-v2 test-deps bench lint fuzz clean
+.PHONY: all build run test test-v2 test-kubelet test-deps bench lint fuzz clean
 
 all: build
 
@@ -33,6 +34,13 @@ test: test-deps
 # throwaway qemu VM with a pure cgroup v2 kernel (see scripts/vm-lane).
 test-v2:
 	./scripts/vm-lane
+
+# The kubelet lane: Kubernetes 1.20.2 built from Debian's source (cached in
+# target/kubelet-lane), a control plane and two kubelet nodes on nidus in a
+# network namespace of their own, a kubectl scenario (see scripts/kubelet-lane).
+# It installs what it needs from apt itself. KUBELET_LANE_NODES=1 runs one node.
+test-kubelet: build
+	./scripts/kubelet-lane
 
 # BENCH_N (iterations, default 50) and BENCH_DENSITY (pods, default 500) size
 # the run; results go to bench-results/ (latest.json, latest.md).

@@ -73,23 +73,40 @@ impl Collected {
     /// Waits for the next bytes (or the end) and takes them.
     async fn step(&mut self) -> Result<(), RunError> {
         self.pipe.readable().await?;
-        self.drain()
-    }
-
-    /// Takes what is in the pipe now, without waiting.
-    fn drain(&mut self) -> Result<(), RunError> {
         let mut buf = [0u8; 16 << 10];
         while !self.eof {
+            // try_read clears the readiness when the pipe turns out empty.
             match self.pipe.try_read(&mut buf) {
                 Ok(0) => self.eof = true,
-                Ok(n) => {
-                    if (self.bytes.len() + n) as u64 > self.cap {
-                        return Err(RunError::OutputTooLarge(self.cap));
-                    }
-                    self.bytes.extend_from_slice(&buf[..n]);
-                }
+                Ok(n) => self.take(&buf[..n])?,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, bytes: &[u8]) -> Result<(), RunError> {
+        if (self.bytes.len() + bytes.len()) as u64 > self.cap {
+            return Err(RunError::OutputTooLarge(self.cap));
+        }
+        self.bytes.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Takes what is in the pipe now, without waiting: read(2) itself on the
+    /// non-blocking pipe (tokio's `try_read` would trust a readiness it
+    /// has not seen yet, and miss what a program wrote just before exiting).
+    fn drain(&mut self) -> Result<(), RunError> {
+        use std::os::fd::AsFd;
+        let mut buf = [0u8; 16 << 10];
+        while !self.eof {
+            match nix::unistd::read(self.pipe.as_fd(), &mut buf) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.take(&buf[..n])?,
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(std::io::Error::from(e).into()),
             }
         }
         Ok(())

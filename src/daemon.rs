@@ -50,6 +50,9 @@ pub struct Daemon {
     pub stats: crate::stats::Collector,
     /// The Exec/Attach/PortForward session server.
     pub streaming: crate::streaming::StreamingServer,
+    /// Whether pods with a user namespace of their own can work here (the
+    /// probe at start), or why not.
+    pub user_namespaces: Result<(), String>,
     _locks: Vec<LockFile>,
 }
 
@@ -164,7 +167,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         cgroups.clone(),
         owned_cgroups.clone(),
         ahead,
-        reaper,
+        reaper.clone(),
         monitor_program.exec_path().to_path_buf(),
         image_source,
     );
@@ -175,6 +178,11 @@ pub async fn serve(mut config: Config) -> Result<()> {
     spawn_stale_cgroup_retries(owned_cgroups.clone());
     let streaming =
         crate::streaming::StreamingServer::start(&config.streaming).await.context("starting the streaming server")?;
+    let user_namespaces = probe_user_namespaces(&reaper, &config.root).await;
+    match &user_namespaces {
+        Ok(()) => tracing::info!("pods with a user namespace of their own are supported (idmapped image layers)"),
+        Err(why) => tracing::warn!(reason = %why, "pods with a user namespace of their own are refused"),
+    }
     let daemon = Arc::new(Daemon {
         config: config.clone(),
         streaming,
@@ -189,6 +197,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         images,
         runtime_programs: vec![pause_program, monitor_program],
         owned_cgroups,
+        user_namespaces,
         _locks: locks,
     });
 
@@ -286,6 +295,26 @@ fn spawn_stale_cgroup_retries(owned: Arc<OwnedCgroups>) {
 
 /// Opens the image store under `--root` and imports what is new in the
 /// import directory, off the async threads.
+/// Runs `nidus probe-userns` (this binary; it forks and changes its mount
+/// namespace, which the daemon itself never does) on the file system of
+/// the image layers, with a time limit.
+async fn probe_user_namespaces(reaper: &Reaper, root: &std::path::Path) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the nidus binary: {e}"))?;
+    let scratch = root.join("images");
+    let mut command = std::process::Command::new(exe);
+    command.arg("probe-userns").arg("--scratch").arg(&scratch).env_clear();
+    let finished = reaper
+        .run(&mut command, b"", 4096, std::time::Duration::from_secs(10))
+        .await
+        .map_err(|e| format!("the probe could not run: {e}"))?;
+    let said = String::from_utf8_lossy(&finished.stdout).trim().to_string();
+    match (finished.status.success(), said.as_str()) {
+        (true, "ok") => Ok(()),
+        (_, "") => Err(format!("the probe ended ({})", finished.status)),
+        _ => Err(said),
+    }
+}
+
 async fn open_images(config: &Config) -> Result<Arc<ImageStore>> {
     let (root, import_dir) = (config.root.clone(), config.import_dir());
     let images = tokio::task::spawn_blocking(move || ImageStore::open_and_import(&root, &import_dir))

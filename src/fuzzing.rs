@@ -66,6 +66,7 @@ pub fn sandbox_view(id: &str, spec: &SandboxSpec) -> Result<SandboxView, String>
         created_at_ns: 1,
         lifecycle: SandboxLifecycle::Created,
         namespaces: spec.namespaces,
+        userns: spec.userns,
         hostname: spec.hostname.clone(),
         pause_cgroup: pod_cgroup.join(id).map_err(|e| e.to_string())?,
         pod_cgroup,

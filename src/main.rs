@@ -26,6 +26,13 @@ enum Command {
     /// Run a pod's pause process (started by `nidus serve`).
     #[command(hide = true)]
     Pause(nidus::pod::pause::PauseArgs),
+    /// Whether user-namespaced pods can work here (run by `nidus serve` at start).
+    #[command(hide = true)]
+    ProbeUserns {
+        /// A directory on the file system of the image layers.
+        #[arg(long)]
+        scratch: std::path::PathBuf,
+    },
     /// The local image store.
     #[command(subcommand)]
     Image(ImageCommand),
@@ -183,6 +190,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Pause(args) => ExitCode::from(nidus::pod::pause::run(&args) as u8),
+        Command::ProbeUserns { scratch } => match nidus::linux::userns::probe(&scratch) {
+            Ok(()) => {
+                println!("ok");
+                ExitCode::SUCCESS
+            }
+            Err(why) => {
+                println!("{why}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Config(ConfigCommand::Default) => {
             print!("{}", Config::default().to_toml());
             ExitCode::SUCCESS

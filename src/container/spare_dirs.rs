@@ -231,6 +231,33 @@ fn copy_xattrs(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// For a container in a user namespace: the upper directory and what was
+/// made in it ahead get, as owners, the node's IDs their own IDs map to (so
+/// the container's root owns its root directory, as the image's root owns
+/// it in the image). The work directory stays the node's root's (only the
+/// overlay, mounted by it, uses it).
+pub fn give_to_user_namespace(upper: &Path, maps: &crate::linux::userns::IdMaps) -> io::Result<()> {
+    let mut entries = vec![upper.to_path_buf()];
+    let etc = upper.join("etc");
+    if fs::symlink_metadata(&etc).is_ok_and(|m| m.is_dir()) {
+        entries.push(etc.clone());
+        entries.extend(MOUNT_POINTS.iter().map(|name| etc.join(name)));
+    }
+    for entry in entries {
+        let meta = match fs::symlink_metadata(&entry) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let unmapped =
+            || io::Error::new(io::ErrorKind::InvalidInput, format!("{}: its owner is not mapped", entry.display()));
+        let uid = maps.uids.to_host(meta.uid()).ok_or_else(unmapped)?;
+        let gid = maps.gids.to_host(meta.gid()).ok_or_else(unmapped)?;
+        std::os::unix::fs::lchown(&entry, Some(uid), Some(gid))?;
+    }
+    Ok(())
+}
+
 /// Removes the mount points made ahead (a container restored from a
 /// checkpoint gets its upper directory from the checkpoint).
 pub fn remove_mount_points(upper: &Path) -> io::Result<()> {

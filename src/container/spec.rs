@@ -6,9 +6,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{
-    Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxDeviceBuilder, LinuxDeviceType, LinuxNamespaceBuilder,
-    LinuxNamespaceType, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder, RootBuilder, Spec,
-    SpecBuilder, UserBuilder,
+    Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxDeviceBuilder, LinuxDeviceType, LinuxIdMappingBuilder,
+    LinuxNamespaceBuilder, LinuxNamespaceType, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType,
+    ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
 use super::user::ResolvedUser;
@@ -51,6 +51,8 @@ pub struct PodFacts {
     pub ipc_ns: Option<PathBuf>,
     pub uts_ns: Option<PathBuf>,
     pub pid_ns: Option<PathBuf>,
+    /// The pod's user namespace (its file and ID maps), when it has one.
+    pub user_ns: Option<(PathBuf, crate::linux::userns::IdMaps)>,
 }
 
 impl PodFacts {
@@ -73,6 +75,7 @@ impl PodFacts {
             ipc_ns: ns(own.ipc, "ipc"),
             uts_ns: ns(own.uts, "uts"),
             pid_ns: ns(own.pid, "pid"),
+            user_ns: sandbox.record.userns.map(|maps| (PathBuf::from(format!("/proc/{pause_pid}/ns/user")), maps)),
         }
     }
 }
@@ -212,7 +215,21 @@ pub fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
         if m.recursive_read_only {
             options.push("rro");
         }
-        out.push(mount(&m.container_path, "bind", &m.host_path, &options)?);
+        let mut bind = mount(&m.container_path, "bind", &m.host_path, &options)?;
+        // Idmapped through the pod's user namespace (the mappings are its own).
+        if let (false, Some((_, maps))) = (m.uid_mappings.is_empty(), &input.pod.user_ns) {
+            let mapping = |m: &crate::linux::userns::IdMap| {
+                LinuxIdMappingBuilder::default()
+                    .container_id(m.container_id)
+                    .host_id(m.host_id)
+                    .size(m.length)
+                    .build()
+                    .map_err(err)
+            };
+            bind.set_uid_mappings(Some(vec![mapping(&maps.uids)?]));
+            bind.set_gid_mappings(Some(vec![mapping(&maps.gids)?]));
+        }
+        out.push(bind);
     }
     Ok(out)
 }
@@ -297,6 +314,23 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         ),
         PidNamespace::Node => {}
     }
+    // The pod's user namespace, first of all: its IDs are the container's.
+    let mut id_mappings = None;
+    if let Some((path, maps)) = &input.pod.user_ns {
+        namespaces.insert(
+            0,
+            LinuxNamespaceBuilder::default().typ(LinuxNamespaceType::User).path(path.clone()).build().map_err(err)?,
+        );
+        let mapping = |m: &crate::linux::userns::IdMap| {
+            LinuxIdMappingBuilder::default()
+                .container_id(m.container_id)
+                .host_id(m.host_id)
+                .size(m.length)
+                .build()
+                .map_err(err)
+        };
+        id_mappings = Some((vec![mapping(&maps.uids)?], vec![mapping(&maps.gids)?]));
+    }
 
     let devices = input
         .devices
@@ -314,7 +348,12 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
                 .map_err(err)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let (masked, readonly) = if sc.privileged {
+    // procMount Unmasked: kubelet sends both lists empty, which only a
+    // container in a user namespace may have (kubelet refuses it to
+    // others); an ordinary container's empty lists are the defaults left
+    // unsaid (crictl, critest).
+    let unmasked = input.pod.user_ns.is_some() && sc.masked_paths.is_empty() && sc.readonly_paths.is_empty();
+    let (masked, readonly) = if sc.privileged || unmasked {
         (Vec::new(), Vec::new())
     } else {
         let or_default = |given: &[String], default: &[&str]| -> Vec<String> {
@@ -327,7 +366,7 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         (or_default(&sc.masked_paths, DEFAULT_MASKED_PATHS), or_default(&sc.readonly_paths, DEFAULT_READONLY_PATHS))
     };
     let cri_resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
-    let linux = LinuxBuilder::default()
+    let mut linux = LinuxBuilder::default()
         .resources(super::resources::to_oci(&cri_resources, input.pids_limit))
         .namespaces(namespaces)
         .devices(devices)
@@ -336,6 +375,10 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         .cgroups_path(PathBuf::from(input.cgroups_path))
         .build()
         .map_err(err)?;
+    if let Some((uids, gids)) = id_mappings {
+        linux.set_uid_mappings(Some(uids));
+        linux.set_gid_mappings(Some(gids));
+    }
 
     let root = RootBuilder::default().path(input.rootfs).readonly(sc.readonly_rootfs).build().map_err(err)?;
     let mut annotations: HashMap<String, String> = config.annotations.clone();

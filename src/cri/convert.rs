@@ -47,6 +47,7 @@ pub fn pod_sandbox_status(view: &SandboxView) -> api::PodSandboxStatus {
                     network: options.network,
                     pid: options.pid,
                     ipc: options.ipc,
+                    userns_options: Some(user_namespace_status(view.record.userns.as_ref())),
                     ..Default::default()
                 }),
             }),
@@ -222,4 +223,21 @@ pub fn container_matches(filter: &api::ContainerFilter, view: &ContainerView) ->
         && (filter.pod_sandbox_id.is_empty() || view.record.sandbox_id.starts_with(&filter.pod_sandbox_id))
         && filter.state.as_ref().is_none_or(|s| s.state == container_state(view.state) as i32)
         && labels_match(&filter.label_selector, &view.record.config.labels)
+}
+
+/// The pod's user namespace as the CRI reports it: POD with its mappings, or NODE.
+fn user_namespace_status(maps: Option<&crate::linux::userns::IdMaps>) -> api::UserNamespace {
+    let mapping = |m: &crate::linux::userns::IdMap| api::IdMapping {
+        host_id: m.host_id,
+        container_id: m.container_id,
+        length: m.length,
+    };
+    match maps {
+        Some(maps) => api::UserNamespace {
+            mode: api::NamespaceMode::Pod as i32,
+            uids: vec![mapping(&maps.uids)],
+            gids: vec![mapping(&maps.gids)],
+        },
+        None => api::UserNamespace { mode: api::NamespaceMode::Node as i32, ..Default::default() },
+    }
 }

@@ -77,6 +77,12 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
         let request = request.into_inner();
         let spec = validate::sandbox_spec(request.config, &request.runtime_handler)?;
+        if let (Some(_), Err(why)) = (&spec.userns, &self.daemon.user_namespaces) {
+            return Err(Status::failed_precondition(format!(
+                "config.linux.security_context.namespace_options.userns_options: pods with a user namespace of their own \
+                 cannot work on this node: {why}"
+            )));
+        }
         let (daemon, owner) = (self.daemon.clone(), self.daemon.clone());
         let pod_sandbox_id =
             detached::made_or_undone(async move { daemon.sandboxes.run(spec).await }, |id: String| async move {
@@ -404,7 +410,10 @@ impl RuntimeService for RuntimeApi {
             info,
             runtime_handlers: vec![RuntimeHandler {
                 name: String::new(),
-                features: Some(RuntimeHandlerFeatures { recursive_read_only_mounts: false, user_namespaces: false }),
+                features: Some(RuntimeHandlerFeatures {
+                    recursive_read_only_mounts: false,
+                    user_namespaces: self.daemon.user_namespaces.is_ok(),
+                }),
             }],
             features: Some(RuntimeFeatures::default()),
         }))

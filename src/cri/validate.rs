@@ -10,6 +10,7 @@ use crate::api::{self, NamespaceMode, PodSandboxConfig};
 use crate::cgroups::CgroupPath;
 use crate::config::has_dot_dot;
 use crate::linux::namespaces::NewNamespaces;
+use crate::linux::userns::{IdMap, IdMaps};
 use crate::pod::files::{validate_hostname, DnsSpec};
 use crate::pod::manager::pod_hostname;
 use crate::pod::{sysctl, SandboxSpec};
@@ -162,15 +163,10 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
             ));
         }
     }
-    if let Some(userns) = &options.userns_options {
-        if namespace_mode("config.linux.security_context.namespace_options.userns_options.mode", userns.mode)?
-            != NamespaceMode::Node
-        {
-            return Err(Status::unimplemented(
-                "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by nidus yet",
-            ));
-        }
-    }
+    let userns = user_namespace(
+        "config.linux.security_context.namespace_options.userns_options",
+        options.userns_options.as_ref(),
+    )?;
     let namespaces = NewNamespaces {
         net: net != NamespaceMode::Node,
         ipc: ipc != NamespaceMode::Node,
@@ -196,11 +192,130 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
         hostname: pod_hostname(&config.hostname),
         runtime_handler: runtime_handler.to_string(),
         namespaces,
+        userns,
         dns,
         sysctls,
         cgroup_parent,
         config,
     })
+}
+
+/// A pod's user namespace: None for NODE (the node's) or none asked; POD
+/// needs exactly one mapping of user IDs and one of group IDs, each mapping
+/// container ID 0, of IDs this node has (the daemon's own user namespace
+/// maps them: the kernel refuses others) and not the node's root (ID 0,
+/// which would make the pod's root the node's). CONTAINER and TARGET are no
+/// pod modes.
+pub fn user_namespace(field: &str, options: Option<&api::UserNamespace>) -> Result<Option<IdMaps>, Status> {
+    let Some(options) = options else { return Ok(None) };
+    match namespace_mode(&format!("{field}.mode"), options.mode)? {
+        NamespaceMode::Node => {
+            if !options.uids.is_empty() || !options.gids.is_empty() {
+                return Err(invalid(field, "mode NODE takes no uids or gids (the node's IDs are used)"));
+            }
+            Ok(None)
+        }
+        NamespaceMode::Pod => {
+            let one = |kind: &str, maps: &[api::IdMapping]| -> Result<IdMap, Status> {
+                let field = format!("{field}.{kind}");
+                let [map] = maps else {
+                    return Err(invalid(
+                        &field,
+                        format!("{} mappings given; a pod's user namespace takes exactly one", maps.len()),
+                    ));
+                };
+                id_map(&field, map, kind)
+            };
+            Ok(Some(IdMaps { uids: one("uids", &options.uids)?, gids: one("gids", &options.gids)? }))
+        }
+        other => Err(invalid(
+            &format!("{field}.mode"),
+            format!("{other:?} is not supported for user namespaces (POD: one for the pod, or NODE)"),
+        )),
+    }
+}
+
+fn id_map(field: &str, map: &api::IdMapping, kind: &str) -> Result<IdMap, Status> {
+    let (container_id, host_id, length) = (map.container_id, map.host_id, map.length);
+    if length == 0 {
+        return Err(invalid(field, "the length is 0"));
+    }
+    if container_id != 0 {
+        return Err(invalid(field, format!("container ID 0 is not mapped (the range starts at {container_id})")));
+    }
+    let host_end = u64::from(host_id) + u64::from(length);
+    if host_end > u64::from(u32::MAX) {
+        return Err(invalid(field, format!("host IDs {host_id}..{host_end} pass the largest ID, {}", u32::MAX - 1)));
+    }
+    if host_id == 0 {
+        return Err(invalid(field, "the range maps the node's root (host ID 0) into the pod"));
+    }
+    let own_map = if kind == "uids" { "/proc/self/uid_map" } else { "/proc/self/gid_map" };
+    let own = std::fs::read_to_string(own_map).unwrap_or_default();
+    if !crate::linux::userns::covered(&own, host_id, length) {
+        return Err(invalid(
+            field,
+            format!(
+                "host IDs {host_id}..{host_end} are not all IDs of this node's user namespace ({own_map}: {}); the kernel refuses to map them",
+                own.split_whitespace().collect::<Vec<_>>().join(" ")
+            ),
+        ));
+    }
+    Ok(IdMap { container_id, host_id, length })
+}
+
+/// A container's user namespace is its pod's: the container may name it
+/// (mode POD, with the pod's mappings or none) or leave it unsaid; a pod
+/// without one has none to give (NODE, or nothing).
+fn container_user_namespace(asked: Option<&api::UserNamespace>, pod: Option<&IdMaps>) -> Result<(), Status> {
+    let field = "config.linux.security_context.namespace_options.userns_options";
+    let Some(asked) = asked else { return Ok(()) };
+    let mode = namespace_mode(&format!("{field}.mode"), asked.mode)?;
+    match (mode, pod) {
+        (NamespaceMode::Node, None) => Ok(()),
+        (NamespaceMode::Node, Some(_)) => {
+            Err(invalid(field, "the pod has a user namespace; its containers run in it, not in the node's"))
+        }
+        (NamespaceMode::Pod, None) => {
+            Err(invalid(field, "the pod has no user namespace (it was made with the node's)"))
+        }
+        (NamespaceMode::Pod, Some(pod)) => {
+            if asked.uids.is_empty() && asked.gids.is_empty() {
+                return Ok(());
+            }
+            match user_namespace(field, Some(asked))? {
+                Some(maps) if &maps == pod => Ok(()),
+                _ => Err(invalid(field, "the mappings differ from the pod's user namespace")),
+            }
+        }
+        (other, _) => Err(invalid(
+            &format!("{field}.mode"),
+            format!("{other:?} is not supported for user namespaces (a container runs in its pod's)"),
+        )),
+    }
+}
+
+/// A mount with ID mappings is idmapped through the pod's user namespace:
+/// the pod must have one, and the mappings must be its own.
+fn idmapped_mount(field: &str, mount: &api::Mount, pod: Option<&IdMaps>) -> Result<(), Status> {
+    if mount.uid_mappings.is_empty() && mount.gid_mappings.is_empty() {
+        return Ok(());
+    }
+    let Some(pod) = pod else {
+        return Err(invalid(field, "uidMappings and gidMappings need a pod with a user namespace"));
+    };
+    let one = |kind: &str, maps: &[api::IdMapping]| -> Result<IdMap, Status> {
+        match maps {
+            [m] => Ok(IdMap { container_id: m.container_id, host_id: m.host_id, length: m.length }),
+            _ => Err(invalid(&format!("{field}.{kind}"), format!("{} mappings given; one is supported", maps.len()))),
+        }
+    };
+    let maps =
+        IdMaps { uids: one("uidMappings", &mount.uid_mappings)?, gids: one("gidMappings", &mount.gid_mappings)? };
+    if &maps != pod {
+        return Err(invalid(field, "uidMappings and gidMappings must be the pod's user namespace's"));
+    }
+    Ok(())
 }
 
 /// Resource values (cpu, memory, hugepages, unified keys) below `field`.
@@ -260,9 +375,7 @@ pub fn container_create(
         if m.image.as_ref().is_some_and(|img| !img.image.is_empty()) {
             return Err(Status::unimplemented(format!("{field}.image: image volumes are not supported by nidus yet")));
         }
-        if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
-            return Err(Status::unimplemented(format!("{field}: idmapped mounts are not supported by nidus yet")));
-        }
+        idmapped_mount(&field, m, sandbox.record.userns.as_ref())?;
         absolute_path(&format!("{field}.host_path"), &m.host_path)?;
         if api::MountPropagation::try_from(m.propagation).is_err() {
             return Err(invalid(&format!("{field}.propagation"), format!("unknown propagation {}", m.propagation)));
@@ -334,10 +447,6 @@ pub fn container_create(
             PidMode::Target(target.to_string())
         }
     };
-    if options.userns_options.as_ref().is_some_and(|u| u.mode != NamespaceMode::Node as i32) {
-        return Err(Status::unimplemented(
-            "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by nidus yet",
-        ));
-    }
+    container_user_namespace(options.userns_options.as_ref(), sandbox.record.userns.as_ref())?;
     Ok(crate::container::ContainerCreate { name_key: format!("{}_{}", meta.name, meta.attempt), sandbox, pid, config })
 }

@@ -38,6 +38,14 @@ pub fn fork_into_new_pid_namespace() -> io::Result<Forked> {
     clone3(libc::CLONE_NEWPID as u64, None)
 }
 
+/// Forks a child with the `CLONE_*` namespace `flags` (new namespaces made
+/// for it; with CLONE_NEWUSER the others are owned by its new user
+/// namespace, and with CLONE_NEWPID it is that namespace's PID 1). Only for
+/// single-threaded helper processes, as `process::fork`.
+pub fn fork_with_flags(flags: u64) -> io::Result<Forked> {
+    clone3(flags, None)
+}
+
 fn clone3(flags: u64, cgroup: Option<BorrowedFd<'_>>) -> io::Result<Forked> {
     // SAFETY: clone_args is plain old data; all-zero is its documented default.
     let mut args: libc::clone_args = unsafe { std::mem::zeroed() };

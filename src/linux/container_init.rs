@@ -335,6 +335,8 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     if let CgroupEntry::AtOnce = cgroup {
         join_cgroup()?;
     }
+    // Opened before the mount namespace changes what /proc names.
+    let userns = user_namespace(spec)?;
     let own_cgroup_namespace = join_namespaces(spec)?;
     let root_path = spec.root().as_ref().map(|r| r.path().clone()).ok_or("the spec has no root")?;
     let mounts = spec.mounts().as_deref().unwrap_or_default();
@@ -343,6 +345,14 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     let shared_trees = mounts.iter().map(shared_tree).collect::<Result<Vec<_>, String>>()?;
     rootfs::mount(None, "/", None, (libc::MS_REC | libc::MS_SLAVE) as libc::c_ulong, None)
         .map_err(|e| format!("cannot make / a slave mount: {e}"))?;
+    if let Some(userns) = &userns {
+        // Each image layer seen through the pod's mapping, in this mount
+        // namespace only: the layers stay as they are, shared by every pod.
+        for layer in &plan.rootfs.lower {
+            super::userns::idmap_in_place(layer, userns.fd())
+                .map_err(|e| format!("cannot idmap the image layer {}: {e}", layer.display()))?;
+        }
+    }
     rootfs::mount_overlay(&plan.rootfs.lower, &plan.rootfs.upper, &plan.rootfs.work, &root_path)
         .map_err(|e| format!("cannot mount the container's root filesystem: {e}"))?;
     let root = fs::File::open(&root_path).map_err(|e| format!("cannot open {}: {e}", root_path.display()))?;
@@ -352,7 +362,7 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     let mount_all = |range: std::ops::Range<usize>| {
         range.into_iter().try_for_each(|i| {
             let m = &mounts[i];
-            mount_one(root_fd, m, shared_trees[i].as_ref(), plan)
+            mount_one(root_fd, m, shared_trees[i].as_ref(), plan, userns.as_ref())
                 .map_err(|e| format!("mount {}: {e}", m.destination().display()))
         })
     };
@@ -370,11 +380,26 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
             .map_err(|e| format!("cannot create a cgroup namespace: {e}"))?;
     }
     mount_all(first_cgroup..mounts.len())?;
-    make_devices(root_fd, spec).map_err(|e| format!("devices: {e}"))?;
+    make_devices(root_fd, spec, userns.as_ref().map(|u| u.maps.root())).map_err(|e| format!("devices: {e}"))?;
+    let process = spec.process().clone().ok_or("the spec has no process")?;
+    // Limits the node's root may set that the pod's root could not (a lower
+    // oom_score_adj, a hard rlimit).
+    apply_process_limits(&process)?;
     let hooks = InContainerHooks::of(plan)?;
-    hooks.before_pivot()?;
     std::env::set_current_dir(&root_path).map_err(|e| format!("chdir {}: {e}", root_path.display()))?;
     drop(root);
+    if let Some(userns) = &userns {
+        // The pod's root from here on, in a mount namespace of the user
+        // namespace (a copy of this one; the working directory moves with
+        // it), where the container's root may mount as its capabilities
+        // allow. The root file system is bound there anew: pivot_root
+        // refuses a mount copied from the node's.
+        super::userns::join_as_root(userns.fd()).map_err(|e| format!("cannot join the pod's user namespace: {e}"))?;
+        nix::sched::unshare(CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("cannot make a mount namespace in the user namespace: {e}"))?;
+        rootfs::rebind_cwd().map_err(|e| format!("cannot bind the root file system in the user namespace: {e}"))?;
+    }
+    hooks.before_pivot()?;
     rootfs::pivot_to_cwd().map_err(|e| format!("pivot_root: {e}"))?;
 
     let linux = spec.linux().clone().unwrap_or_default();
@@ -389,8 +414,6 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
         rootfs::mount(None, "/", None, flags as libc::c_ulong, None).map_err(|e| format!("read-only root: {e}"))?;
     }
 
-    let process = spec.process().clone().ok_or("the spec has no process")?;
-    apply_process_limits(&process)?;
     if plan_tty(&process) {
         take_terminal()?;
     } else {
@@ -488,6 +511,38 @@ fn plan_tty(process: &oci_spec::runtime::Process) -> bool {
     process.terminal().unwrap_or(false)
 }
 
+/// The pod's user namespace a container joins: its file, opened, and the
+/// ID maps the spec carries.
+struct PodUserNamespace {
+    file: fs::File,
+    maps: super::userns::IdMaps,
+}
+
+impl PodUserNamespace {
+    fn fd(&self) -> BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.file)
+    }
+}
+
+fn user_namespace(spec: &Spec) -> Result<Option<PodUserNamespace>, String> {
+    let Some(ns) = namespaces(spec).into_iter().find(|n| n.typ() == LinuxNamespaceType::User) else {
+        return Ok(None);
+    };
+    let path = ns.path().clone().ok_or("a container's user namespace must be its pod's (a path)")?;
+    let file =
+        fs::File::open(&path).map_err(|e| format!("cannot open the pod's user namespace {}: {e}", path.display()))?;
+    let linux = spec.linux().clone().unwrap_or_default();
+    let one = |maps: Option<&Vec<oci_spec::runtime::LinuxIdMapping>>| match maps.map(Vec::as_slice) {
+        Some([m]) => {
+            Ok(super::userns::IdMap { container_id: m.container_id(), host_id: m.host_id(), length: m.size() })
+        }
+        _ => Err("a container's user namespace needs one uid and one gid mapping in its spec".to_string()),
+    };
+    let maps =
+        super::userns::IdMaps { uids: one(linux.uid_mappings().as_ref())?, gids: one(linux.gid_mappings().as_ref())? };
+    Ok(Some(PodUserNamespace { file, maps }))
+}
+
 /// Joins the spec's namespaces that have a path and makes the others,
 /// except a new cgroup namespace: that comes once the init is in its
 /// cgroup (its root is the cgroup it is made in). Returns whether the spec
@@ -504,6 +559,8 @@ fn join_namespaces(spec: &Spec) -> Result<bool, String> {
             LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
             // Entered by the monitor before the fork.
             LinuxNamespaceType::Pid => continue,
+            // Joined last, once everything that needs the node's root is done.
+            LinuxNamespaceType::User => continue,
             other => return Err(format!("{other:?} namespaces are not supported")),
         };
         match ns.path() {
@@ -603,10 +660,19 @@ fn shared_tree(m: &Mount) -> Result<Option<OwnedFd>, String> {
 
 /// Mounts `m` inside the root; `tree`: its source's tree cloned ahead (see
 /// [`shared_tree`]), attached instead of a fresh bind.
-fn mount_one(root: RawFd, m: &Mount, tree: Option<&OwnedFd>, plan: &MonitorPlan) -> io::Result<()> {
+fn mount_one(
+    root: RawFd,
+    m: &Mount,
+    tree: Option<&OwnedFd>,
+    plan: &MonitorPlan,
+    userns: Option<&PodUserNamespace>,
+) -> io::Result<()> {
     let dest = m.destination();
     let typ = m.typ().clone().unwrap_or_default();
-    let opts = parse_options(m.options().as_deref().unwrap_or_default());
+    let mut opts = parse_options(m.options().as_deref().unwrap_or_default());
+    if let Some(userns) = userns {
+        owned_by_pod_root(&typ, &mut opts.data, &userns.maps);
+    }
     if typ == "cgroup" {
         return mount_cgroups(root, dest, &opts, plan);
     }
@@ -625,7 +691,14 @@ fn mount_one(root: RawFd, m: &Mount, tree: Option<&OwnedFd>, plan: &MonitorPlan)
     let fstype = if is_bind { None } else { Some(typ.as_str()) };
     let first_flags = if opts.bind { opts.flags & !(libc::MS_RDONLY as libc::c_ulong) } else { opts.flags };
     let data = opts.data.join(",");
-    match tree {
+    let idmapped = match (userns, m.uid_mappings().is_some() && is_bind) {
+        (Some(userns), true) => {
+            let recursive = opts.flags & libc::MS_REC as libc::c_ulong != 0;
+            Some(super::userns::idmapped_tree(&source, userns.fd(), recursive)?)
+        }
+        _ => None,
+    };
+    match tree.or(idmapped.as_ref()) {
         Some(tree) => rootfs::attach_tree(tree, &fd_path(&target))?,
         None => rootfs::mount(Some(&source.to_string_lossy()), &fd_path(&target), fstype, first_flags, Some(&data))?,
     }
@@ -650,6 +723,33 @@ fn mount_one(root: RawFd, m: &Mount, tree: Option<&OwnedFd>, plan: &MonitorPlan)
         rootfs::make_recursively_read_only(&mounted_path)?;
     }
     Ok(())
+}
+
+/// In a user namespace, file systems made for the container are its root's:
+/// a tmpfs's root directory (/dev's among them) is owned by the pod's root,
+/// and a devpts gives its terminals the group the container's `tty` maps to.
+fn owned_by_pod_root(typ: &str, data: &mut Vec<String>, maps: &super::userns::IdMaps) {
+    let (uid, gid) = maps.root();
+    match typ {
+        "tmpfs" => {
+            if !data.iter().any(|d| d.starts_with("uid=")) {
+                data.push(format!("uid={uid}"));
+            }
+            if !data.iter().any(|d| d.starts_with("gid=")) {
+                data.push(format!("gid={gid}"));
+            }
+        }
+        "devpts" => {
+            for option in data.iter_mut() {
+                if let Some(group) = option.strip_prefix("gid=").and_then(|g| g.parse::<u32>().ok()) {
+                    if let Some(host) = maps.gids.to_host(group) {
+                        *option = format!("gid={host}");
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Flags a bind remount must keep (nosuid/nodev/noexec locked on the source mount).
@@ -712,7 +812,7 @@ fn mount_cgroups(root: RawFd, dest: &Path, opts: &Options, plan: &MonitorPlan) -
 }
 
 /// The standard device nodes, the spec's devices, and the /dev symlinks.
-fn make_devices(root: RawFd, spec: &Spec) -> io::Result<()> {
+fn make_devices(root: RawFd, spec: &Spec, owner: Option<(u32, u32)>) -> io::Result<()> {
     use nix::sys::stat::{makedev, mknodat, Mode, SFlag};
     let dev = open_in_root(root, Path::new("/dev"), libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
     let mut nodes: Vec<(PathBuf, SFlag, u64, u64, u32)> =
@@ -730,7 +830,7 @@ fn make_devices(root: RawFd, spec: &Spec) -> io::Result<()> {
     // mknod's mode is masked by the umask: none while the nodes are made, so
     // each gets its mode exactly.
     let umask = nix::sys::stat::umask(Mode::empty());
-    let made = nodes.into_iter().try_for_each(|(path, kind, major, minor, mode)| {
+    let made = nodes.into_iter().try_for_each(|(path, kind, major, minor, mode)| -> io::Result<()> {
         let parent = path.parent().unwrap_or(Path::new("/dev"));
         // Most nodes go straight into /dev, opened above; another parent's
         // handle (O_PATH) serves as the directory of the *at calls.
@@ -740,7 +840,19 @@ fn make_devices(root: RawFd, spec: &Spec) -> io::Result<()> {
             path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "device without a name"))?;
         let _ = nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
         mknodat(dir, name, kind, Mode::from_bits_truncate(mode & 0o7777), makedev(major, minor))
-            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mknod {}: {e}", path.display())))
+            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mknod {}: {e}", path.display())))?;
+        // In a user namespace, the nodes are its root's, as the node's are the node's root's.
+        if let Some((uid, gid)) = owner {
+            nix::unistd::fchownat(
+                dir,
+                name,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("chown {}: {e}", path.display())))?;
+        }
+        Ok(())
     });
     nix::sys::stat::umask(umask);
     made?;
@@ -970,6 +1082,16 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
         let file = fs::File::open(&path).map_err(|e| format!("the container is not running ({path}: {e})"))?;
         opened.push((file, flag, kind));
     }
+    // A container in its pod's user namespace: joined last (its root then),
+    // once the node's root has joined the rest.
+    let user = format!("/proc/{pid}/ns/user");
+    let user = fs::File::open(&user).map_err(|e| format!("the container is not running ({user}: {e})"))?;
+    let own_user = fs::metadata("/proc/self/ns/user").map_err(|e| format!("/proc/self/ns/user: {e}"))?;
+    let theirs = user.metadata().map_err(|e| format!("the container's user namespace: {e}"))?;
+    let in_userns = {
+        use std::os::unix::fs::MetadataExt;
+        (theirs.dev(), theirs.ino()) != (own_user.dev(), own_user.ino())
+    };
     if !request.init.is_running() {
         return Err("the container is not running".into());
     }
@@ -978,6 +1100,10 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
     }
     for (file, flag, kind) in &opened {
         nix::sched::setns(file, *flag).map_err(|e| format!("cannot join the container's {kind} namespace: {e}"))?;
+    }
+    if in_userns {
+        super::userns::join_as_root(std::os::fd::AsFd::as_fd(&user))
+            .map_err(|e| format!("cannot join the container's user namespace: {e}"))?;
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ pub mod runtime_program;
 pub mod seccomp;
 pub mod socket;
 pub mod tiny_programs;
+pub mod userns;
 
 use std::ffi::CString;
 use std::io;

@@ -14,6 +14,11 @@ pub struct NewNamespaces {
 }
 
 impl NewNamespaces {
+    /// The `CLONE_NEW*` bits of these namespaces, for clone3.
+    pub fn clone_flags_bits(self) -> u64 {
+        self.clone_flags().bits() as u64
+    }
+
     fn clone_flags(self) -> CloneFlags {
         let mut flags = CloneFlags::empty();
         for (wanted, flag) in [

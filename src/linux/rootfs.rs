@@ -284,6 +284,17 @@ pub fn enter_empty_root(mount_point: &str) -> io::Result<()> {
     mount(None, "/", None, flags | (libc::MS_REMOUNT | libc::MS_RDONLY) as libc::c_ulong, None)
 }
 
+/// Binds the mount tree of the current directory anew on top of itself and
+/// moves into the new mount. In the mount namespace of a user namespace, a
+/// mount copied from the node's namespace is locked and may not become the
+/// root (pivot_root refuses it); a new bind of it may. The directory is not
+/// looked up by path: the pod's root may not search the directories above it.
+pub fn rebind_cwd() -> io::Result<()> {
+    let tree = clone_tree(Path::new("."), true)?;
+    attach_tree(&tree, ".")?;
+    nix::unistd::fchdir(&tree).map_err(io::Error::from)
+}
+
 pub fn pivot_to_cwd() -> io::Result<()> {
     nix::unistd::pivot_root(".", ".").map_err(io::Error::from)?;
     nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;

@@ -35,6 +35,8 @@ pub struct SandboxSpec {
     pub name_key: String,
     /// New namespaces of the pod; its own IPC namespace also gets its own /dev/shm.
     pub namespaces: NewNamespaces,
+    /// The pod's own user namespace (owning its other namespaces), if any.
+    pub userns: Option<crate::linux::userns::IdMaps>,
     pub hostname: String,
     pub dns: DnsSpec,
     pub sysctls: Vec<Sysctl>,
@@ -219,6 +221,7 @@ impl Sandboxes {
             created_at_ns: now_ns(),
             lifecycle: Lifecycle::Creating,
             namespaces: spec.namespaces,
+            userns: spec.userns,
             hostname: spec.hostname.clone(),
             pause_cgroup: pod_cgroup.join(id)?,
             pod_cgroup,
@@ -263,6 +266,8 @@ impl Sandboxes {
             new_uts: spec.namespaces.uts,
             new_pid: spec.namespaces.pid,
             cgroup_procs: self.cgroups.procs_files(&record.pause_cgroup),
+            uid_map: spec.userns.map(|m| m.uids),
+            gid_map: spec.userns.map(|m| m.gids),
         };
         // Its start overlaps the preparation below; it waits for `go`.
         let launcher = start_launcher(&self.pause_binary, &args)?;
@@ -279,19 +284,26 @@ impl Sandboxes {
         } else {
             std::fs::read_to_string("/etc/hosts").unwrap_or_else(|_| files::pod_hosts())
         };
+        // A pod with a user namespace: its root owns the files it is given.
+        let owner = spec.userns.map(|m| m.root());
         for (path, content) in [
             (paths.hostname(), format!("{}\n", spec.hostname)),
             (paths.hosts(), hosts),
             (paths.resolv_conf(), files::resolv_conf(&spec.dns, &node_resolv)),
         ] {
             store::write_atomic_with(&path, content.as_bytes(), 0o644, store::Durability::Volatile)?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                    .map_err(io_err(format!("cannot give {} to the pod's root", path.display())))?;
+            }
         }
 
         if record.own_shm {
             let shm = paths.shm();
             store::create_dir_new(&shm, 0o755).map_err(io_err(format!("cannot create {}", shm.display())))?;
             let size_k = self.config.sandbox.shm_size_bytes.div_ceil(1024);
-            mount::mount_tmpfs(&shm, &format!("mode=1777,size={size_k}k"))
+            let owned = owner.map(|(uid, gid)| format!(",uid={uid},gid={gid}")).unwrap_or_default();
+            mount::mount_tmpfs(&shm, &format!("mode=1777,size={size_k}k{owned}"))
                 .map_err(io_err(format!("cannot mount the pod's /dev/shm at {}", shm.display())))?;
         }
 

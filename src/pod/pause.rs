@@ -1,7 +1,10 @@
 //! The pause process: one per pod, holding the pod's namespaces. `nidus pause`
 //! waits for `go` on stdin (the daemon starts it early), joins the pod cgroup
 //! and unshares the namespaces, then forks the real
-//! pause (PID 1 of a new PID namespace when asked), which sets the hostname,
+//! pause (PID 1 of a new PID namespace when asked). A pod with a user
+//! namespace gets it with the others in one clone, so they are all owned by
+//! it; the launcher writes its ID maps, and only then does the pause become
+//! the namespace's root and go on. The pause sets the hostname,
 //! loopback and sysctls, drops every capability and file descriptor, and then
 //! execs the tiny idle loop (linux::tiny_programs), which only reaps zombies
 //! until it is killed. The launcher prints one reply line —
@@ -14,6 +17,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use crate::linux::namespaces::{self, NewNamespaces};
+use crate::linux::userns::{IdMap, IdMaps};
 use crate::linux::{net, process};
 
 /// What the daemon asks of a pause process (the `nidus pause` arguments).
@@ -36,11 +40,38 @@ pub struct PauseArgs {
     /// A cgroup.procs file to join before anything else (once per hierarchy).
     #[arg(long = "cgroup-procs")]
     pub cgroup_procs: Vec<PathBuf>,
+    /// A user namespace of the pod's own: its UID and GID ranges, each as
+    /// CONTAINER_ID:HOST_ID:LENGTH.
+    #[arg(long = "uid-map", value_parser = parse_map)]
+    pub uid_map: Option<IdMap>,
+    #[arg(long = "gid-map", value_parser = parse_map)]
+    pub gid_map: Option<IdMap>,
+}
+
+/// `CONTAINER_ID:HOST_ID:LENGTH`.
+fn parse_map(text: &str) -> Result<IdMap, String> {
+    let numbers: Vec<u32> =
+        text.split(':').map(str::parse).collect::<Result<_, _>>().map_err(|_| format!("bad ID map {text:?}"))?;
+    match numbers.as_slice() {
+        [container_id, host_id, length] => {
+            Ok(IdMap { container_id: *container_id, host_id: *host_id, length: *length })
+        }
+        _ => Err(format!("bad ID map {text:?} (CONTAINER_ID:HOST_ID:LENGTH)")),
+    }
+}
+
+fn map_arg(map: &IdMap) -> String {
+    format!("{}:{}:{}", map.container_id, map.host_id, map.length)
 }
 
 impl PauseArgs {
     pub fn namespaces(&self) -> NewNamespaces {
         NewNamespaces { net: self.new_net, ipc: self.new_ipc, uts: self.new_uts, pid: self.new_pid }
+    }
+
+    /// The pod's user namespace, when it has one.
+    pub fn user_namespace(&self) -> Option<IdMaps> {
+        Some(IdMaps { uids: self.uid_map?, gids: self.gid_map? })
     }
 
     /// Parses the arguments `to_args` writes, without clap (for the small
@@ -56,6 +87,8 @@ impl PauseArgs {
                 ("--hostname", Some(v)) => parsed.hostname = Some(v),
                 ("--sysctl", Some(v)) => parsed.sysctls.push(v),
                 ("--cgroup-procs", Some(v)) => parsed.cgroup_procs.push(PathBuf::from(v)),
+                ("--uid-map", Some(v)) => parsed.uid_map = Some(parse_map(&v)?),
+                ("--gid-map", Some(v)) => parsed.gid_map = Some(parse_map(&v)?),
                 ("--new-net", None) => parsed.new_net = true,
                 ("--new-ipc", None) => parsed.new_ipc = true,
                 ("--new-uts", None) => parsed.new_uts = true,
@@ -88,6 +121,12 @@ impl PauseArgs {
         for f in &self.cgroup_procs {
             args.push(format!("--cgroup-procs={}", f.display()));
         }
+        if let Some(map) = &self.uid_map {
+            args.push(format!("--uid-map={}", map_arg(map)));
+        }
+        if let Some(map) = &self.gid_map {
+            args.push(format!("--gid-map={}", map_arg(map)));
+        }
         args
     }
 }
@@ -117,17 +156,55 @@ pub fn run(args: &PauseArgs) -> i32 {
             return 1;
         }
     };
-    match process::fork() {
+    // With a user namespace: the child waits on this until its maps are written.
+    let mapped = match args.user_namespace().map(|_| nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)).transpose() {
+        Ok(mapped) => mapped,
+        Err(e) => {
+            reply(format!("error cannot create a pipe: {e}"));
+            return 1;
+        }
+    };
+    let forked = match args.user_namespace() {
+        None => process::fork(),
+        Some(_) => {
+            crate::linux::clone3::fork_with_flags(libc::CLONE_NEWUSER as u64 | args.namespaces().clone_flags_bits())
+        }
+    };
+    match forked {
         Err(e) => {
             reply(format!("error cannot fork the pause process: {e}"));
             1
         }
         Ok(process::Forked::Child) => {
             drop(read_end);
+            if let Some((wait_r, wait_w)) = mapped {
+                drop(wait_w);
+                let mut byte = [0u8; 1];
+                let ready = matches!(nix::unistd::read(&wait_r, &mut byte), Ok(1));
+                let rooted = if ready {
+                    crate::linux::userns::become_root().map_err(|e| e.to_string())
+                } else {
+                    Err("the launcher gave up".into())
+                };
+                if let Err(e) = rooted {
+                    let _ = write!(fs::File::from(write_end), "error cannot become the user namespace's root: {e}");
+                    std::process::exit(1);
+                }
+            }
             become_pause(args, write_end)
         }
         Ok(process::Forked::Parent { child }) => {
             drop(write_end);
+            if let (Some(maps), Some((wait_r, wait_w))) = (args.user_namespace(), mapped) {
+                drop(wait_r);
+                if let Err(e) = crate::linux::userns::write_maps(child, &maps) {
+                    let _ =
+                        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
+                    reply(format!("error cannot write the user namespace's ID maps: {e}"));
+                    return 1;
+                }
+                let _ = nix::unistd::write(&wait_w, b"m");
+            }
             let mut status = String::new();
             let _ = fs::File::from(read_end).read_to_string(&mut status);
             if status == "ok" {
@@ -150,10 +227,14 @@ pub fn run(args: &PauseArgs) -> i32 {
     }
 }
 
-/// Launcher side: join the pod cgroup, then unshare the namespaces.
+/// Launcher side: join the pod cgroup, then unshare the namespaces (with a
+/// user namespace, the clone of the pause makes them all at once instead).
 fn enter(args: &PauseArgs) -> Result<(), String> {
     for procs in &args.cgroup_procs {
         fs::write(procs, "0").map_err(|e| format!("cannot join cgroup {}: {e}", procs.display()))?;
+    }
+    if args.user_namespace().is_some() {
+        return Ok(());
     }
     namespaces::unshare(args.namespaces()).map_err(|e| format!("cannot create namespaces: {e}"))
 }
@@ -226,6 +307,8 @@ mod tests {
             new_uts: true,
             new_pid: false,
             cgroup_procs: vec!["/sys/fs/cgroup/pids/x/cgroup.procs".into()],
+            uid_map: Some(IdMap { container_id: 0, host_id: 65536, length: 65536 }),
+            gid_map: Some(IdMap { container_id: 0, host_id: 131072, length: 65536 }),
         };
         let parsed = Wrapper::parse_from(std::iter::once("pause".to_string()).chain(args.to_args())).args;
         assert_eq!(parsed, args);

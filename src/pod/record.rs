@@ -32,6 +32,10 @@ pub struct SandboxRecord {
     pub created_at_ns: i64,
     pub lifecycle: Lifecycle,
     pub namespaces: NewNamespaces,
+    /// The pod's own user namespace (held by the pause, owning the pod's
+    /// other namespaces); None: the node's.
+    #[serde(default)]
+    pub userns: Option<crate::linux::userns::IdMaps>,
     pub hostname: String,
     /// The pod cgroup (kubelet's cgroup_parent, or nidus's default).
     pub pod_cgroup: CgroupPath,

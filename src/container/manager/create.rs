@@ -191,7 +191,7 @@ impl Containers {
         // is just as right. The final record is durable.
         self.dirs.take(&paths.dir).map_err(|e| (io_err(format!("cannot create {}", paths.dir.display()))(e), None))?;
         // A lease whose container never got a record is released at the next start.
-        let layers = self.start_lease(id, &image.id, paths.upper(), restore.is_some());
+        let layers = self.start_lease(id, &image.id, paths.upper(), restore.is_some(), sandbox.record.userns);
         let first = paths.dir.join(spare_dirs::FIRST_RECORD);
         let recorded = store::write_json_into_spare(&paths.record(), &first, &record, store::Durability::Volatile)
             .map_err(|e| {
@@ -542,12 +542,15 @@ impl Containers {
     /// image's /etc/passwd and /etc/group from them), on the blocking pool.
     /// The mount points in `upper` then take the image's /etc (see
     /// `spare_dirs`), or go for a container `restoring` a checkpoint's.
+    /// A container in a user namespace (`userns`) gets its upper directory
+    /// owned by that namespace's IDs, its image layers idmapped (by its init).
     fn start_lease(
         &self,
         holder: &str,
         image_id: &str,
         upper: PathBuf,
         restoring: bool,
+        userns: Option<crate::linux::userns::IdMaps>,
     ) -> JoinHandle<Result<LeasedLayers, ContainerError>> {
         let (images, holder, image_id) = (self.images.clone(), holder.to_string(), image_id.to_string());
         tokio::task::spawn_blocking(move || {
@@ -558,6 +561,10 @@ impl Containers {
                 spare_dirs::fit_to_image(&upper, &image_etc(&layers))
             };
             fitted.map_err(io_err(format!("cannot prepare the mount points in {}", upper.display())))?;
+            if let Some(maps) = userns {
+                spare_dirs::give_to_user_namespace(&upper, &maps)
+                    .map_err(io_err(format!("cannot give {} to the pod's user namespace", upper.display())))?;
+            }
             let passwd = read_from_layers(&layers, "etc/passwd");
             let group = read_from_layers(&layers, "etc/group");
             Ok((layers, passwd, group))

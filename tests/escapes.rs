@@ -11,7 +11,7 @@
 mod common;
 
 use common::client::{container_config, log_lines, security, with_namespaces};
-use common::probe::{expect_errno, expect_ok, probe};
+use common::probe::{expect_errno, expect_errno_in, expect_ok, probe};
 use common::{images, TestEnv};
 use nidus::api::*;
 
@@ -31,12 +31,45 @@ fn in_pod_pid_namespace(mut config: ContainerConfig) -> ContainerConfig {
 
 #[tokio::test]
 async fn a_default_container_cannot_get_out() {
-    let mut env = TestEnv::new("escape");
+    default_container_battery("escape", None).await;
+}
+
+#[tokio::test]
+async fn a_default_container_of_a_user_namespaced_pod_cannot_get_out() {
+    default_container_battery("escapeuserns", Some(800_000)).await;
+}
+
+/// A pod config, in a user namespace mapping 65,536 IDs to `userns` when given.
+fn battery_pod(env: &TestEnv, userns: Option<u32>) -> PodSandboxConfig {
+    let mut pod = env.pod("escape");
+    if let Some(host) = userns {
+        let ids = vec![IdMapping { host_id: host, container_id: 0, length: 65536 }];
+        let options =
+            pod.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options.as_mut().unwrap();
+        options.userns_options = Some(UserNamespace { mode: NamespaceMode::Pod as i32, uids: ids.clone(), gids: ids });
+    }
+    pod
+}
+
+/// Every classic way out, from a default container (in a pod with a user
+/// namespace of its own when `userns` maps it).
+async fn default_container_battery(label: &str, userns: Option<u32>) {
+    let mut env = TestEnv::new(label);
     let mut cri = env.start().await;
     let image = env.import_image(&mut cri, images::busybox_probe()).await;
-    let pod = env.pod("escape");
+    let pod = battery_pod(&env, userns);
     let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    let mut config = sleeper("victim", &image);
+    // kubelet names the default masks of procMount Default (an empty list
+    // in a user namespace means Unmasked).
+    let kubelets = |mut config: ContainerConfig| {
+        if userns.is_some() {
+            let sc = security(&mut config);
+            sc.masked_paths = nidus::container::spec::DEFAULT_MASKED_PATHS.iter().map(|p| p.to_string()).collect();
+            sc.readonly_paths = nidus::container::spec::DEFAULT_READONLY_PATHS.iter().map(|p| p.to_string()).collect();
+        }
+        config
+    };
+    let mut config = kubelets(sleeper("victim", &image));
     config.working_dir = "/etc".into();
     let c = cri.run_container(&pod_id, &pod, config).await;
     assert_eq!(cri.container_info(&c).await["security"]["seccomp"]["profile"], "Unconfined", "kubelet's default");
@@ -45,10 +78,13 @@ async fn a_default_container_cannot_get_out() {
     expect_errno(&mut cri, &c, &["mount-tmpfs", "/tmp"], EPERM).await;
     expect_errno(&mut cri, &c, &["umount", "/etc/hostname"], EPERM).await;
     expect_errno(&mut cri, &c, &["unshare-mount"], EPERM).await;
-    // /proc: sysctls and sysrq are read-only, the kernel's secrets masked.
-    expect_errno(&mut cri, &c, &["open-write", "/proc/sys/kernel/domainname"], EROFS).await;
+    // /proc: sysctls and sysrq are read-only, the kernel's secrets masked
+    // (in a user namespace, the node's root's files are not even writable
+    // to the pod's root).
+    let read_only: &[i32] = if userns.is_some() { &[EROFS, EACCES] } else { &[EROFS] };
+    expect_errno_in(&mut cri, &c, &["open-write", "/proc/sys/kernel/domainname"], read_only).await;
     if std::path::Path::new("/proc/sysrq-trigger").exists() {
-        expect_errno(&mut cri, &c, &["open-write", "/proc/sysrq-trigger"], EROFS).await;
+        expect_errno_in(&mut cri, &c, &["open-write", "/proc/sysrq-trigger"], read_only).await;
     } else {
         eprintln!("note: this kernel has no /proc/sysrq-trigger (CONFIG_MAGIC_SYSRQ off); /proc/sys stands in");
     }
@@ -63,11 +99,15 @@ async fn a_default_container_cannot_get_out() {
         assert_eq!(p.line(), "ok 0 bytes", "{path} is masked (the node's has {host_bytes} bytes)");
     }
     // /sys is read-only.
-    expect_errno(&mut cri, &c, &["open-write", "/sys/kernel/profiling"], EROFS).await;
-    // Device nodes can be made (CAP_MKNOD, as in containerd) but not opened.
+    expect_errno_in(&mut cri, &c, &["open-write", "/sys/kernel/profiling"], read_only).await;
+    // Device nodes can be made (CAP_MKNOD, as in containerd) but not opened;
+    // in a user namespace the kernel refuses even to make them.
     for (node, kind, major, minor) in [("/tmp/kmsg", "c", "1", "11"), ("/tmp/loop0", "b", "7", "0")] {
         let p = probe(&mut cri, &c, &["mknod-open", node, kind, major, minor]).await;
-        assert!(p.line().starts_with("mknod ok, open errno=1 "), "{node}: {p:?}");
+        match userns {
+            None => assert!(p.line().starts_with("mknod ok, open errno=1 "), "{node}: {p:?}"),
+            Some(_) => assert!(p.line().starts_with("mknod errno=1 "), "{node}: {p:?}"),
+        }
     }
     let out = cri.exec_ok(&c, &["sh", "-c", "echo x > /dev/null && head -c 4 /dev/urandom | wc -c"]).await;
     assert_eq!(out.trim(), "4", "the default devices work");
@@ -103,20 +143,21 @@ async fn a_default_container_cannot_get_out() {
     assert_eq!(cri.exec_ok(&c, &["readlink", "/proc/1/cwd"]).await, "/etc\n");
     assert_eq!(cri.exec_ok(&c, &["cat", "/proc/1/cwd/hostname"]).await, "escape\n");
     // Nothing of the node through the pause (PID 1 of the pod's shared PID namespace).
-    let neighbour = cri.run_container(&pod_id, &pod, in_pod_pid_namespace(sleeper("neighbour", &image))).await;
+    let neighbour =
+        cri.run_container(&pod_id, &pod, kubelets(in_pod_pid_namespace(sleeper("neighbour", &image)))).await;
     assert!(cri.exec_ok(&neighbour, &["cat", "/proc/1/cmdline"]).await.contains("nidus-pause"));
     expect_errno(&mut cri, &neighbour, &["ls", "/proc/1/root/"], EACCES).await;
     expect_errno(&mut cri, &neighbour, &["read", "/proc/1/environ"], EACCES).await;
     // Raw sockets: NET_RAW is a default capability; without it they are refused.
     expect_ok(&mut cri, &c, &["raw-socket"]).await;
-    let mut no_raw = sleeper("no-raw", &image);
+    let mut no_raw = kubelets(sleeper("no-raw", &image));
     security(&mut no_raw).capabilities =
         Some(Capability { drop_capabilities: vec!["NET_RAW".into()], ..Default::default() });
     let no_raw = cri.run_container(&pod_id, &pod, no_raw).await;
     expect_errno(&mut cri, &no_raw, &["raw-socket"], EPERM).await;
 
     // The container's own process sees only its stdio too.
-    let own = cri.run_container(&pod_id, &pod, container_config("fds", &image, &["/bin/probe", "fds"])).await;
+    let own = cri.run_container(&pod_id, &pod, kubelets(container_config("fds", &image, &["/bin/probe", "fds"]))).await;
     assert_eq!(cri.wait_exited(&own, 20).await.exit_code, 0);
     let line = log_lines(&cri.logs(&own).await, "stdout").join("\n");
     let names: Vec<&str> = line.split_whitespace().skip(1).map(|f| f.split('=').next().unwrap()).collect();

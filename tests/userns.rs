@@ -274,3 +274,146 @@ async fn proc_mount_unmasked_leaves_proc_unmasked_in_a_user_namespace_only() {
     }
     env.assert_no_leftovers();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rpc_serves_a_user_namespaced_pod() {
+    let mut env = TestEnv::new("usernsrpc");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let (uids, gids) = (900_000, 900_000);
+    let mut pod = userns_pod(&env, "rpc", uids, gids);
+    // Namespaced sysctls are the pod's root's to set.
+    pod.linux.as_mut().unwrap().sysctls = std::collections::HashMap::from([
+        ("net.ipv4.ip_local_port_range".into(), "40000 50000".into()),
+        ("kernel.shmmni".into(), "1234".into()),
+    ]);
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let script = "echo hello; exec sleep 1000";
+    let mut config = in_pod_userns(container_config("app", &image, &["sh", "-c", script]), uids, gids);
+    config.stdin = true;
+    let app = cri.run_container(&pod_id, &pod, config).await;
+    cri.wait_for_line(&app, "hello", 20).await;
+    assert_eq!(
+        cri.exec_ok(&app, &["cat", "/proc/sys/net/ipv4/ip_local_port_range"])
+            .await
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["40000", "50000"]
+    );
+    assert_eq!(cri.exec_ok(&app, &["cat", "/proc/sys/kernel/shmmni"]).await.trim(), "1234");
+
+    // Stats and a resize.
+    let stats = cri.container_stats(&app).await.unwrap();
+    assert!(stats.memory.unwrap().working_set_bytes.unwrap().value > 0);
+    let limit = 64 << 20;
+    cri.update_resources(&app, LinuxContainerResources { memory_limit_in_bytes: limit, ..Default::default() })
+        .await
+        .expect("UpdateContainerResources");
+    let status = cri.status_of(&app).await;
+    assert_eq!(status.resources.unwrap().linux.unwrap().memory_limit_in_bytes, limit);
+    // The log reopened.
+    cri.runtime.reopen_container_log(ReopenContainerLogRequest { container_id: app.clone() }).await.unwrap();
+    // Attach, Exec and PortForward URLs are served.
+    for url in [
+        cri.runtime
+            .attach(AttachRequest { container_id: app.clone(), stdin: true, stdout: true, ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner()
+            .url,
+        cri.runtime
+            .exec(ExecRequest {
+                container_id: app.clone(),
+                cmd: vec!["true".into()],
+                stdout: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .url,
+        cri.runtime
+            .port_forward(PortForwardRequest { pod_sandbox_id: pod_id.clone(), port: vec![80] })
+            .await
+            .unwrap()
+            .into_inner()
+            .url,
+    ] {
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    }
+    // A checkpoint is refused whole, clearly.
+    let location = env.base.join("checkpoint.tar");
+    let err = cri
+        .runtime
+        .checkpoint_container(CheckpointContainerRequest {
+            container_id: app.clone(),
+            location: location.display().to_string(),
+            timeout: 30,
+        })
+        .await
+        .expect_err("a checkpoint of a user-namespaced container");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("user namespace"), "{err:?}");
+    assert!(!location.exists(), "no half archive");
+
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_namespaced_pods_leave_nothing_after_churn_or_a_crash_mid_create() {
+    let mut env = TestEnv::new("usernschurn");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    // 200 pods, each with a container, made and removed, 4 at a time.
+    let mut workers = Vec::new();
+    for w in 0..4u32 {
+        let mut cri = cri.clone();
+        let (image, pods) = (
+            image.clone(),
+            (0..50)
+                .map(|i| userns_pod(&env, &format!("churn-{w}-{i}"), 1_000_000 + w * 65536, 1_000_000 + w * 65536))
+                .collect::<Vec<_>>(),
+        );
+        workers.push(tokio::spawn(async move {
+            for pod in pods {
+                let ids = 1_000_000 + w * 65536;
+                let pod_id = cri.run_pod(pod.clone()).await.expect("RunPodSandbox");
+                let config = in_pod_userns(container_config("app", &image, &["sleep", "1000"]), ids, ids);
+                cri.run_container(&pod_id, &pod, config).await;
+                cri.stop_pod(&pod_id).await.expect("StopPodSandbox");
+                cri.remove_pod(&pod_id).await.expect("RemovePodSandbox");
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    env.assert_no_leftovers_after("200 user-namespaced pods");
+    // A daemon killed while it makes such pods: nothing is left once the
+    // next one has started and what it lists is removed.
+    for delay in [5u64, 15, 30, 60] {
+        let socket = env.socket.clone();
+        let pod = userns_pod(&env, &format!("crash-{delay}"), 2_000_000, 2_000_000);
+        let image = image.clone();
+        let task = tokio::spawn(async move {
+            let mut cri = common::Cri::connect(&socket).await.unwrap();
+            let pod_id = cri.run_pod(pod.clone()).await?;
+            let config = in_pod_userns(container_config("app", &image, &["sleep", "1000"]), 2_000_000, 2_000_000);
+            cri.create_container(&pod_id, &pod, config).await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        env.kill_daemon();
+        let _ = task.await;
+        let mut cri = env.start().await;
+        for c in cri.list_containers(None).await {
+            cri.remove_container(&c.id).await.unwrap();
+        }
+        for p in cri.list_pods(None).await {
+            cri.stop_pod(&p.id).await.unwrap();
+            cri.remove_pod(&p.id).await.unwrap();
+        }
+        env.assert_no_leftovers_after(&format!("a kill {delay} ms into a user-namespaced create"));
+    }
+}

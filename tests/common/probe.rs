@@ -50,6 +50,15 @@ pub async fn expect_errno(cri: &mut Cri, id: &str, args: &[&str], errno: i32) {
     assert_eq!(p.errno(), Some(errno), "probe {args:?} in {id}: expected errno {errno}, got {p:?}");
 }
 
+/// Asserts the probe reported one of `errnos`.
+pub async fn expect_errno_in(cri: &mut Cri, id: &str, args: &[&str], errnos: &[i32]) {
+    let p = probe(cri, id, args).await;
+    assert!(
+        p.errno().is_some_and(|e| errnos.contains(&e)),
+        "probe {args:?} in {id}: expected one of errnos {errnos:?}, got {p:?}"
+    );
+}
+
 /// Asserts the probe succeeded.
 pub async fn expect_ok(cri: &mut Cri, id: &str, args: &[&str]) -> Probe {
     let p = probe(cri, id, args).await;

@@ -213,6 +213,9 @@ pub enum PodNetwork {
     Own,
     /// A network namespace of its own with one TCP host port (18500 → 80).
     OwnWithHostPort,
+    /// A network namespace of its own and a user namespace of its own
+    /// (`hostUsers: false`: 65,536 IDs from 3,000,000).
+    OwnUserns,
 }
 
 /// The host port of `PodNetwork::OwnWithHostPort` pods (one at a time).
@@ -251,8 +254,12 @@ pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_
                 namespace_options: Some(NamespaceOption {
                     network: match network {
                         PodNetwork::Node => NamespaceMode::Node,
-                        PodNetwork::Own | PodNetwork::OwnWithHostPort => NamespaceMode::Pod,
+                        PodNetwork::Own | PodNetwork::OwnWithHostPort | PodNetwork::OwnUserns => NamespaceMode::Pod,
                     } as i32,
+                    userns_options: (network == PodNetwork::OwnUserns).then(|| {
+                        let ids = vec![IdMapping { host_id: 3_000_000, container_id: 0, length: 65536 }];
+                        UserNamespace { mode: NamespaceMode::Pod as i32, uids: ids.clone(), gids: ids }
+                    }),
                     pid: NamespaceMode::Container as i32,
                     ipc: NamespaceMode::Pod as i32,
                     ..Default::default()
@@ -267,6 +274,24 @@ pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_
 
 /// A container config like kubelet's, running `command` from the busybox image,
 /// logging to `<pod log dir>/<name>/0.log`.
+/// For a container of a pod with a user namespace: the masks kubelet names
+/// for procMount Default (in such a pod, empty lists would mean Unmasked).
+pub fn as_kubelet_for(pod: &PodSandboxConfig, mut config: ContainerConfig) -> ContainerConfig {
+    let userns = pod
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.as_ref())
+        .is_some_and(|n| n.userns_options.is_some());
+    if userns {
+        if let Some(sc) = config.linux.as_mut().and_then(|l| l.security_context.as_mut()) {
+            sc.masked_paths = nidus::container::spec::DEFAULT_MASKED_PATHS.iter().map(|p| p.to_string()).collect();
+            sc.readonly_paths = nidus::container::spec::DEFAULT_READONLY_PATHS.iter().map(|p| p.to_string()).collect();
+        }
+    }
+    config
+}
+
 pub fn container_config(name: &str, image: &str, command: &[&str]) -> ContainerConfig {
     ContainerConfig {
         metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),

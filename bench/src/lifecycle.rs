@@ -116,7 +116,7 @@ async fn timed_steps(
     times.push((Step::RunPodSandbox, started.elapsed()));
     *pod_id_out = Some(pod_id.clone());
 
-    let term_exiting = container_config("work", target.image, TERM_EXITING);
+    let term_exiting = crate::cri::as_kubelet_for(pod, container_config("work", target.image, TERM_EXITING));
     let t = Instant::now();
     let work = cri.create_container(&pod_id, pod, &term_exiting).await?;
     times.push((Step::CreateContainer, t.elapsed()));
@@ -155,7 +155,7 @@ async fn timed_steps(
     cri.remove_container(&work).await?;
     times.push((Step::RemoveContainer, t.elapsed()));
 
-    let term_ignoring = container_config("stubborn", target.image, TERM_IGNORING);
+    let term_ignoring = crate::cri::as_kubelet_for(pod, container_config("stubborn", target.image, TERM_IGNORING));
     let stubborn = cri.create_container(&pod_id, pod, &term_ignoring).await?;
     cri.start_container(&stubborn).await?;
     let t = Instant::now();

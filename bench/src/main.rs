@@ -40,7 +40,7 @@ use crate::lifecycle::Target;
 use crate::options::{OnlyStep, Options};
 use crate::report::{
     Meta, Results, RuntimeFigures, CONTAINERD, CONTAINERD_CNI, CONTAINERD_CNI_HOSTPORT, CONTAINERD_CRUN, NIDUS,
-    NIDUS_BUILTIN, NIDUS_BUILTIN_HOSTPORT, NIDUS_CNI, NIDUS_OWN_NETNS,
+    NIDUS_BUILTIN, NIDUS_BUILTIN_HOSTPORT, NIDUS_CNI, NIDUS_OWN_NETNS, NIDUS_USERNS,
 };
 use crate::runtime::{Kind, Runtime};
 
@@ -179,6 +179,7 @@ async fn run() -> Result<bool> {
             target: other_targets[2].clone(),
             network: PodNetwork::OwnWithHostPort,
         },
+        Variant { label: NIDUS_USERNS, target: nidus_target.clone(), network: PodNetwork::OwnUserns },
     ];
     // A reference this host cannot run (Debian's crun refuses hybrid cgroups)
     // is left out with its reason, not failed at every iteration.

@@ -30,16 +30,19 @@ pub const CONTAINERD_CRUN: &str = "containerd_crun";
 /// Pods with one host port: nidus's built-in network (kernel DNAT) and
 /// containerd's bridge CNI with portmap.
 pub const NIDUS_BUILTIN_HOSTPORT: &str = "nidus_builtin_hostport";
+/// nidus, pods with a user namespace of their own (and a network namespace).
+pub const NIDUS_USERNS: &str = "nidus_userns";
 pub const CONTAINERD_CNI_HOSTPORT: &str = "containerd_cni_hostport";
 
 /// The networked and second-reference comparisons: (key, nidus variant,
 /// reference variant, target ratio of the pod + container p50 if any).
-const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 5] = [
+const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 6] = [
     ("cni_nidus_vs_containerd_cni", NIDUS_CNI, CONTAINERD_CNI, Some(0.1)),
     ("builtin_nidus_vs_containerd_cni", NIDUS_BUILTIN, CONTAINERD_CNI, Some(0.05)),
     ("nidus_vs_containerd_crun", NIDUS, CONTAINERD_CRUN, None),
     ("nidus_builtin_vs_nidus_cni", NIDUS_BUILTIN, NIDUS_CNI, None),
     ("hostport_nidus_builtin_vs_containerd_cni", NIDUS_BUILTIN_HOSTPORT, CONTAINERD_CNI_HOSTPORT, None),
+    ("userns_nidus_vs_nidus_own_netns", NIDUS_USERNS, NIDUS_OWN_NETNS, Some(1.3)),
 ];
 
 /// The steps shown for the networked variants.

@@ -957,3 +957,58 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
     cri.remove_pod(&pod_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn bind_mount_options_apply_and_the_features_are_advertised() {
+    let mut env = TestEnv::new("mountopts");
+    let mut cri = env.start().await;
+    let status = cri.runtime.status(StatusRequest { verbose: false }).await.unwrap().into_inner();
+    let features = status.features.unwrap();
+    assert!(features.supplemental_groups_policy && features.mount_options);
+    assert!(status.runtime_handlers[0].features.unwrap().recursive_read_only_mounts);
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("opts");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let dir = env.base.join("vol");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy("/bin/true", dir.join("true")).unwrap();
+    let volume = |path: &str, options: &[&str]| Mount {
+        container_path: path.into(),
+        host_path: dir.display().to_string(),
+        mount_options: options.iter().map(|o| o.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut config = container_config("app", &image, &["sleep", "1000"]);
+    config.mounts = vec![volume("/plain", &[]), volume("/noexec", &["noexec", "nosuid", "nodev", "noatime"])];
+    let app = cri.run_container(&pod_id, &pod, config).await;
+    cri.exec_ok(&app, &["/plain/true"]).await;
+    let refused = cri.exec(&app, &["sh", "-c", "/noexec/true"], 10).await.unwrap();
+    assert_eq!(refused.exit_code, 126, "a binary ran from a noexec mount");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Permission denied"), "{refused:?}");
+    let opts = cri.exec_ok(&app, &["sh", "-c", "grep ' /noexec ' /proc/self/mountinfo"]).await;
+    for flag in ["noexec", "nosuid", "nodev", "noatime"] {
+        assert!(opts.split(' ').nth(5).unwrap_or_default().split(',').any(|f| f == flag), "{flag}: {opts}");
+    }
+    // An unknown option, and recursive read-only without read-only or with propagation.
+    let mut bad = container_config("bad", &image, &["true"]);
+    bad.mounts = vec![volume("/x", &["nosuid", "exec-please"])];
+    let err = cri.create_container(&pod_id, &pod, bad).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("config.mounts[0].mount_options[1]") && err.message().contains("exec-please"),
+        "{err:?}"
+    );
+    for (readonly, propagation) in
+        [(false, MountPropagation::PropagationPrivate), (true, MountPropagation::PropagationBidirectional)]
+    {
+        let mut rro = container_config("rro", &image, &["true"]);
+        rro.mounts =
+            vec![Mount { recursive_read_only: true, readonly, propagation: propagation as i32, ..volume("/r", &[]) }];
+        let err = cri.create_container(&pod_id, &pod, rro).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("recursive_read_only"), "{err:?}");
+    }
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}

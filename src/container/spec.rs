@@ -215,6 +215,8 @@ pub fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
         if m.recursive_read_only {
             options.push("rro");
         }
+        // KEP-5855's bind mount options (validated: the ones a bind takes).
+        options.extend(m.mount_options.iter().map(String::as_str));
         let mut bind = mount(&m.container_path, "bind", &m.host_path, &options)?;
         // Idmapped through the pod's user namespace (the mappings are its own).
         if let (false, Some((_, maps))) = (m.uid_mappings.is_empty(), &input.pod.user_ns) {

@@ -411,11 +411,15 @@ impl RuntimeService for RuntimeApi {
             runtime_handlers: vec![RuntimeHandler {
                 name: String::new(),
                 features: Some(RuntimeHandlerFeatures {
-                    recursive_read_only_mounts: false,
+                    recursive_read_only_mounts: crate::linux::rootfs::has_mount_setattr(),
                     user_namespaces: self.daemon.user_namespaces.is_ok(),
                 }),
             }],
-            features: Some(RuntimeFeatures::default()),
+            features: Some(RuntimeFeatures {
+                supplemental_groups_policy: true,
+                user_namespaces_host_network: false,
+                mount_options: true,
+            }),
         }))
     }
 

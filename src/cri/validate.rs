@@ -264,6 +264,26 @@ fn id_map(field: &str, map: &api::IdMapping, kind: &str) -> Result<IdMap, Status
     Ok(IdMap { container_id, host_id, length })
 }
 
+/// The options a bind mount takes (`Mount.mount_options`, KEP-5855).
+pub const BIND_MOUNT_OPTIONS: &[&str] = &[
+    "ro",
+    "rw",
+    "noexec",
+    "exec",
+    "nosuid",
+    "suid",
+    "nodev",
+    "dev",
+    "noatime",
+    "atime",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nostrictatime",
+    "nodiratime",
+    "diratime",
+];
+
 /// A container's user namespace is its pod's: the container may name it
 /// (mode POD, with the pod's mappings or none) or leave it unsaid; a pod
 /// without one has none to give (NODE, or nothing).
@@ -376,6 +396,25 @@ pub fn container_create(
             return Err(Status::unimplemented(format!("{field}.image: image volumes are not supported by nidus yet")));
         }
         idmapped_mount(&field, m, sandbox.record.userns.as_ref())?;
+        if m.recursive_read_only {
+            if !m.readonly {
+                return Err(invalid(&format!("{field}.recursive_read_only"), "needs readonly too"));
+            }
+            if m.propagation != api::MountPropagation::PropagationPrivate as i32 {
+                return Err(invalid(
+                    &format!("{field}.recursive_read_only"),
+                    "needs propagation PRIVATE (what propagates into a read-only tree could not be read-only)",
+                ));
+            }
+        }
+        for (j, option) in m.mount_options.iter().enumerate() {
+            if !BIND_MOUNT_OPTIONS.contains(&option.as_str()) {
+                return Err(invalid(
+                    &format!("{field}.mount_options[{j}]"),
+                    format!("{} is not a bind mount option ({})", quote(option), BIND_MOUNT_OPTIONS.join(", ")),
+                ));
+            }
+        }
         absolute_path(&format!("{field}.host_path"), &m.host_path)?;
         if api::MountPropagation::try_from(m.propagation).is_err() {
             return Err(invalid(&format!("{field}.propagation"), format!("unknown propagation {}", m.propagation)));

@@ -607,6 +607,9 @@ fn parse_options(options: &[String]) -> Options {
             "strictatime" => libc::MS_STRICTATIME,
             "relatime" => libc::MS_RELATIME,
             "noatime" => libc::MS_NOATIME,
+            "nodiratime" => libc::MS_NODIRATIME,
+            // The defaults of a new bind: nothing to set.
+            "exec" | "suid" | "dev" | "atime" | "diratime" | "norelatime" | "nostrictatime" => 0,
             "bind" => {
                 o.bind = true;
                 libc::MS_BIND
@@ -705,9 +708,18 @@ fn mount_one(
     // From here on, name the new mount itself, not the directory beneath it.
     let mounted = open_in_root(root, dest, libc::O_PATH, 0)?;
     let mounted_path = fd_path(&mounted);
-    if is_bind && opts.readonly {
+    // A bind takes its flags (read-only, nosuid, noexec, atime…) only when remounted.
+    let bind_flags = (libc::MS_NOSUID
+        | libc::MS_NODEV
+        | libc::MS_NOEXEC
+        | libc::MS_NOATIME
+        | libc::MS_RELATIME
+        | libc::MS_STRICTATIME
+        | libc::MS_NODIRATIME) as libc::c_ulong;
+    if is_bind && (opts.readonly || opts.flags & bind_flags != 0) {
         let keep = locked_flags(&mounted_path)?;
-        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        let read_only = if opts.readonly { libc::MS_RDONLY } else { 0 };
+        let flags = libc::MS_BIND | libc::MS_REMOUNT | read_only;
         rootfs::mount(
             None,
             &mounted_path,

@@ -142,6 +142,24 @@ pub fn make_recursively_read_only(target: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the kernel has mount_setattr(2) (Linux ≥ 5.12), which makes
+/// recursive read-only mounts: a call that can only fail tells, by ENOSYS.
+pub fn has_mount_setattr() -> bool {
+    // SAFETY: an invalid fd, a null path and a null attribute of size 0: the
+    // kernel reads nothing and returns an error.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            -1,
+            std::ptr::null::<libc::c_char>(),
+            0,
+            std::ptr::null::<libc::mount_attr>(),
+            0,
+        )
+    };
+    !(rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+}
+
 fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
     if rc < 0 {
         Err(io::Error::last_os_error())

@@ -25,9 +25,10 @@ run: build
 test-deps:
 	./scripts/install-test-deps
 
+# A one-off build keeps no incremental state (gigabytes across the test crates).
 test: test-deps
-	$(CARGO) build --workspace --all-targets
-	$(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS)
+	CARGO_INCREMENTAL=0 $(CARGO) build --workspace --all-targets
+	CARGO_INCREMENTAL=0 $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS)
 	./scripts/vm-lane
 
 # The cgroup v2 lane alone: the resource and v2-sensitive lifecycle tests in a

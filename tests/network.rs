@@ -934,7 +934,7 @@ async fn thousands_of_clients_of_a_host_port_cost_the_daemon_nothing() {
     let rss_during = daemon_rss_kib(&env);
     eprintln!("daemon fds {fds_before} → {fds_during}, RSS {rss_before} → {rss_during} KiB with {CLIENTS} TCP clients");
     assert!(fds_during <= fds_before + 2, "the daemon's fds grew from {fds_before} to {fds_during}");
-    assert!(rss_during < rss_before + 8 << 10, "the daemon's RSS grew from {rss_before} to {rss_during} KiB");
+    assert!(rss_during < rss_before + (8 << 10), "the daemon's RSS grew from {rss_before} to {rss_during} KiB");
 
     // A restarted daemon cuts no client.
     env.kill_daemon();

@@ -112,6 +112,7 @@ pub fn container_view(id: &str, create: &ContainerCreate) -> Result<ContainerVie
         security: Default::default(),
         hooks: None,
         resources: config.linux.as_ref().and_then(|l| l.resources.clone()),
+        image_volumes: Vec::new(),
     };
     Ok(ContainerView {
         record,

@@ -7,6 +7,7 @@ pub mod command;
 pub mod confinement;
 pub mod exec;
 pub mod exec_stream;
+pub mod image_volume;
 pub mod manager;
 pub mod monitor_pool;
 pub mod record;
@@ -52,6 +53,9 @@ pub trait ImageSource: Send + Sync {
     fn resolve(&self, reference: &str) -> Result<SourceImage, ImageSourceError>;
     /// The unpacked layer directories of `image_id`, lowest first, kept for `holder`.
     fn lease_layers(&self, holder: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError>;
+    /// The same for an image `holder` mounts as a volume (which then cannot
+    /// be removed while leased).
+    fn lease_volume(&self, holder: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError>;
     /// Drops `holder`'s lease (idempotent).
     fn release(&self, holder: &str) -> Result<(), ImageSourceError>;
     /// Who holds leases now.

@@ -65,6 +65,9 @@ pub struct ContainerRecord {
     /// UpdateContainerResources); None: none asked for.
     #[serde(default)]
     pub resources: Option<LinuxContainerResources>,
+    /// Its image volumes: container path and the image's id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_volumes: Vec<(String, String)>,
 }
 
 /// The on-disk places of one container.

@@ -123,6 +123,45 @@ pub struct SpecInput<'a> {
     pub rlimits: &'a [crate::config::Rlimit],
     /// A pids limit for the container cgroup (`[container] pids_limit`; 0: none).
     pub pids_limit: i64,
+    /// The config's image volumes, resolved: their layers and sub paths.
+    pub image_volumes: &'a [ImageVolume],
+}
+
+/// An image mounted read-only at `container_path` (KEP-4639), as the
+/// container's init mounts it: the image's unpacked layers (lowest first),
+/// and the sub path to show instead of its root, with the scratch directory
+/// where the whole image is mounted first then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageVolume {
+    pub container_path: String,
+    pub image_id: String,
+    pub layers: Vec<PathBuf>,
+    pub sub_path: Option<String>,
+    pub scratch: PathBuf,
+}
+
+/// The mount type of an image volume in the spec (nidus's own: an overlay of
+/// the layers, read-only, or one layer bound read-only).
+pub const IMAGE_VOLUME_TYPE: &str = "nidus-image";
+
+impl ImageVolume {
+    /// Its entry in the spec's mounts: one `lowerdir+=` option per layer
+    /// (lowest first), and the sub path and scratch directory when it shows one.
+    fn to_mount(&self) -> Result<Mount, SpecError> {
+        let mut options = vec!["ro".to_string(), "nosuid".into(), "nodev".into()];
+        options.extend(self.layers.iter().map(|l| format!("lowerdir+={}", l.display())));
+        if let Some(sub) = &self.sub_path {
+            options.push(format!("x-nidus-sub-path={sub}"));
+            options.push(format!("x-nidus-scratch={}", self.scratch.display()));
+        }
+        MountBuilder::default()
+            .destination(&self.container_path)
+            .typ(IMAGE_VOLUME_TYPE)
+            .source(&self.image_id)
+            .options(options)
+            .build()
+            .map_err(err)
+    }
 }
 
 /// A host device node a container gets (its type and numbers read on the host).
@@ -194,6 +233,10 @@ pub fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
         }
     }
     for m in cri_mounts {
+        if let Some(volume) = input.image_volumes.iter().find(|v| v.container_path == m.container_path) {
+            out.push(volume.to_mount()?);
+            continue;
+        }
         let propagation =
             match MountPropagation::try_from(m.propagation).unwrap_or(MountPropagation::PropagationPrivate) {
                 MountPropagation::PropagationPrivate => "rprivate",
@@ -432,6 +475,7 @@ mod tests {
             oom_score_adj: Some(100),
             devices: &[],
             rlimits: &[],
+            image_volumes: &[],
             pids_limit: 0,
         }
     }

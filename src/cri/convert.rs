@@ -168,7 +168,20 @@ pub fn container_status(view: &ContainerView) -> api::ContainerStatus {
         message: exit.as_ref().map(|e| e.message.clone()).unwrap_or_default(),
         labels: config.labels.clone(),
         annotations: config.annotations.clone(),
-        mounts: config.mounts.clone(),
+        mounts: config
+            .mounts
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                // An image volume names the image it mounts by id (its digest).
+                if let (Some(image), Some((_, id))) =
+                    (m.image.as_mut(), record.image_volumes.iter().find(|(path, _)| *path == m.container_path))
+                {
+                    image.image_ref = id.clone();
+                }
+                m
+            })
+            .collect(),
         log_path: record.log_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
         resources: Some(api::ContainerResources {
             linux: Some(

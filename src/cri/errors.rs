@@ -115,6 +115,7 @@ pub fn image_error(field: &str, e: ImageError) -> Status {
         ImageError::NotFound(_) => Status::not_found(e.to_string()),
         ImageError::InvalidReference(_) | ImageError::Ambiguous(_) => invalid(field, e),
         ImageError::InvalidHolder(_) => Status::invalid_argument(e.to_string()),
+        ImageError::MountedBy { .. } => Status::failed_precondition(e.to_string()),
         ImageError::BadContent(_)
         | ImageError::BadLayer { .. }
         | ImageError::BlobMissing(_)

@@ -392,8 +392,20 @@ pub fn container_create(
     for (i, m) in config.mounts.iter().enumerate() {
         let field = format!("config.mounts[{i}]");
         absolute_path(&format!("{field}.container_path"), &m.container_path)?;
-        if m.image.as_ref().is_some_and(|img| !img.image.is_empty()) {
-            return Err(Status::unimplemented(format!("{field}.image: image volumes are not supported by nidus yet")));
+        let image_volume = m.image.as_ref().is_some_and(|img| !img.image.is_empty());
+        if image_volume {
+            // An image volume is read-only; its sub path is checked against the image at create.
+            if !m.readonly {
+                return Err(invalid(
+                    &format!("{field}.readonly"),
+                    "an image volume is read-only; readonly must be true",
+                ));
+            }
+            if m.propagation != api::MountPropagation::PropagationPrivate as i32 {
+                return Err(invalid(&format!("{field}.propagation"), "an image volume takes no propagation"));
+            }
+        } else if !m.image_sub_path.is_empty() {
+            return Err(invalid(&format!("{field}.image_sub_path"), "is for image volumes (image) only"));
         }
         idmapped_mount(&field, m, sandbox.record.userns.as_ref())?;
         if m.recursive_read_only {
@@ -415,7 +427,9 @@ pub fn container_create(
                 ));
             }
         }
-        absolute_path(&format!("{field}.host_path"), &m.host_path)?;
+        if !image_volume {
+            absolute_path(&format!("{field}.host_path"), &m.host_path)?;
+        }
         if api::MountPropagation::try_from(m.propagation).is_err() {
             return Err(invalid(&format!("{field}.propagation"), format!("unknown propagation {}", m.propagation)));
         }

@@ -32,6 +32,11 @@ impl ImageSource for ImageStore {
         ImageStore::lease_layers(self, holder, &image).map_err(source_error)
     }
 
+    fn lease_volume(&self, holder: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError> {
+        let image = ImageStore::resolve(self, image_id).map_err(source_error)?;
+        ImageStore::lease_volume(self, holder, &image).map_err(source_error)
+    }
+
     fn release(&self, holder: &str) -> Result<(), ImageSourceError> {
         ImageStore::release(self, holder).map_err(source_error)
     }
@@ -55,6 +60,7 @@ fn source_error(e: ImageError) -> ImageSourceError {
         ImageError::BadContent(_)
         | ImageError::BadLayer { .. }
         | ImageError::BlobMissing(_)
+        | ImageError::MountedBy { .. }
         | ImageError::Io { .. } => ImageSourceError::Failed(e.to_string()),
     }
 }

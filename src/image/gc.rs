@@ -73,6 +73,7 @@ mod tests {
     fn keeps_what_images_and_leases_use() {
         let index = Index { images: vec![image("a", &["base", "a-top"])], ..Default::default() };
         let lease = Lease {
+            mounted: Vec::new(),
             holder: "c1".into(),
             images: vec!["removed".into()],
             diff_ids: vec![d("base"), d("removed-top")],
@@ -101,6 +102,7 @@ mod tests {
         assert_eq!(garbage.layers, vec![d("a-top"), d("orphan")]);
         // A pull in flight keeps the blobs it leased as well.
         let pulling = Lease {
+            mounted: Vec::new(),
             holder: "pull-1-0".into(),
             images: Vec::new(),
             diff_ids: vec![d("a-top")],

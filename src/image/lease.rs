@@ -29,6 +29,9 @@ pub struct Lease {
     /// Blobs kept too (a pull's, until its image is in the index).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blobs: Vec<Digest>,
+    /// Images the holder mounts as volumes: they cannot be removed while it does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounted: Vec<String>,
     /// The process whose work the lease lasts for (a pull's), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessIdentity>,
@@ -142,6 +145,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("nidus-leases-{:016x}", rand::random::<u64>()));
         let leases = Leases::open(&dir).unwrap();
         let lease = Lease {
+            mounted: Vec::new(),
             holder: "kept".into(),
             images: vec!["sha256:x".into()],
             diff_ids: Vec::new(),

@@ -48,6 +48,8 @@ pub enum ImageError {
     BadLayer { layer: Digest, why: String },
     #[error("blob {0} is not in the image store (was its image removed?)")]
     BlobMissing(Digest),
+    #[error("image {image} is mounted as a volume by container {container}; remove the container first")]
+    MountedBy { image: String, container: String },
     #[error("{context}: {source}")]
     Io { context: String, source: io::Error },
 }

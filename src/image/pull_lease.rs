@@ -35,6 +35,7 @@ impl PullLeases {
     pub fn put(&self, blobs: Vec<Digest>, layers: Vec<Digest>) -> Result<String, ImageError> {
         let holder = format!("pull-{}-{:016x}", self.me.pid, rand::random::<u64>());
         let lease = Lease {
+            mounted: Vec::new(),
             holder: holder.clone(),
             images: Vec::new(),
             diff_ids: layers,
@@ -81,6 +82,7 @@ mod tests {
         // This pid in an earlier boot: the same number, another process.
         let earlier = ProcessIdentity { boot_id: "an-earlier-boot".into(), ..leases.me.clone() };
         let gone = Lease {
+            mounted: Vec::new(),
             holder: format!("pull-{}-0000000000000000", earlier.pid),
             images: Vec::new(),
             diff_ids: Vec::new(),

@@ -191,6 +191,11 @@ impl ImageStore {
                 Err(ImageError::NotFound(_)) => return Ok(None),
                 Err(e) => return Err(e),
             };
+            // An image a container mounts as a volume stays (as containerd's).
+            let id_text = id.to_string();
+            if let Some(lease) = self.leases.all()?.into_iter().find(|l| l.mounted.contains(&id_text)) {
+                return Err(ImageError::MountedBy { image: id_text, container: lease.holder });
+            }
             let position = index.images.iter().position(|i| i.id == id);
             Ok(position.map(|p| index.images.remove(p).to_image()))
         })?;
@@ -355,6 +360,16 @@ impl ImageStore {
     /// container id) so they are never deleted while leased — even if the
     /// image is removed meanwhile, and across restarts.
     pub fn lease_layers(&self, holder: &str, image: &Image) -> Result<Vec<PathBuf>, ImageError> {
+        self.lease_layers_for(holder, image, false)
+    }
+
+    /// `lease_layers` for an image `holder` mounts as a volume: the image
+    /// then cannot be removed until the lease goes.
+    pub fn lease_volume(&self, holder: &str, image: &Image) -> Result<Vec<PathBuf>, ImageError> {
+        self.lease_layers_for(holder, image, true)
+    }
+
+    fn lease_layers_for(&self, holder: &str, image: &Image, mounted: bool) -> Result<Vec<PathBuf>, ImageError> {
         validate_holder(holder)?;
         let _in_flight = self.work_in_flight()?;
         let previous = {
@@ -365,11 +380,15 @@ impl ImageStore {
                 images: Vec::new(),
                 diff_ids: Vec::new(),
                 blobs: Vec::new(),
+                mounted: Vec::new(),
                 process: None,
                 created_at_ns: now_ns(),
             });
             if !lease.images.contains(&image.id) {
                 lease.images.push(image.id.clone());
+            }
+            if mounted && !lease.mounted.contains(&image.id) {
+                lease.mounted.push(image.id.clone());
             }
             for layer in &image.layers {
                 if !lease.diff_ids.contains(&layer.diff_id) {

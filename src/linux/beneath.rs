@@ -100,6 +100,19 @@ impl ConfinedDir {
         }
     }
 
+    /// True when this directory is marked opaque for overlayfs (xattr
+    /// `trusted.overlay.opaque=y`): the layers below it do not show through.
+    pub fn is_overlay_opaque(&self) -> bool {
+        let name = c"trusted.overlay.opaque";
+        let mut value = [0u8; 4];
+        // SAFETY: the fd is an open directory; name is a valid C string; value
+        // is a buffer of the length passed.
+        let n = unsafe {
+            libc::fgetxattr(self.fd.as_raw_fd(), name.as_ptr(), value.as_mut_ptr() as *mut libc::c_void, value.len())
+        };
+        n == 1 && value[0] == b'y'
+    }
+
     /// The subdirectory `name`, which must be a real directory (not a symlink).
     pub fn subdir(&self, name: &OsStr) -> io::Result<ConfinedDir> {
         check_name(name)?;

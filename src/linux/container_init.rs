@@ -24,6 +24,7 @@ use oci_spec::runtime::{LinuxNamespaceType, Mount, Spec};
 use super::capability_sets::CapabilitySets;
 use super::rootfs::{self, create_in_root, fd_path, open_in_root};
 use super::seccomp::PreparedFilters;
+use crate::container::spec::IMAGE_VOLUME_TYPE;
 use crate::monitor::plan::MonitorPlan;
 
 /// The init's stdio (already set up by the monitor).
@@ -348,7 +349,13 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     if let Some(userns) = &userns {
         // Each image layer seen through the pod's mapping, in this mount
         // namespace only: the layers stay as they are, shared by every pod.
-        for layer in &plan.rootfs.lower {
+        // (An image volume's layers too, each once.)
+        let mut layers: Vec<&Path> = plan.rootfs.lower.iter().map(PathBuf::as_path).collect();
+        for m in mounts.iter().filter(|m| m.typ().as_deref() == Some(IMAGE_VOLUME_TYPE)) {
+            layers.extend(image_volume_layers(m));
+        }
+        let mut done = std::collections::HashSet::new();
+        for layer in layers.into_iter().filter(|l| done.insert(*l)) {
             super::userns::idmap_in_place(layer, userns.fd())
                 .map_err(|e| format!("cannot idmap the image layer {}: {e}", layer.display()))?;
         }
@@ -672,6 +679,9 @@ fn mount_one(
 ) -> io::Result<()> {
     let dest = m.destination();
     let typ = m.typ().clone().unwrap_or_default();
+    if typ == IMAGE_VOLUME_TYPE {
+        return mount_image_volume(root, m);
+    }
     let mut opts = parse_options(m.options().as_deref().unwrap_or_default());
     if let Some(userns) = userns {
         owned_by_pod_root(&typ, &mut opts.data, &userns.maps);
@@ -735,6 +745,67 @@ fn mount_one(
         rootfs::make_recursively_read_only(&mounted_path)?;
     }
     Ok(())
+}
+
+/// The layers of an image volume's mount, lowest first.
+fn image_volume_layers(m: &Mount) -> impl Iterator<Item = &Path> {
+    m.options().as_deref().unwrap_or_default().iter().filter_map(|o| o.strip_prefix("lowerdir+=")).map(Path::new)
+}
+
+/// The value of an `x-nidus-NAME=` option of `m`.
+fn nidus_option<'a>(m: &'a Mount, name: &str) -> Option<&'a str> {
+    let prefix = format!("x-nidus-{name}=");
+    m.options().as_deref().unwrap_or_default().iter().find_map(|o| o.strip_prefix(prefix.as_str()))
+}
+
+/// An image volume: its layers as a read-only overlay (one layer: bound
+/// read-only), at the destination, or, with a sub path, first at its
+/// scratch directory (outside the root), whose sub path (looked up without
+/// following a symbolic link out of it) is then bound at the destination.
+fn mount_image_volume(root: RawFd, m: &Mount) -> io::Result<()> {
+    let layers: Vec<PathBuf> = image_volume_layers(m).map(Path::to_path_buf).collect();
+    // `at` names the directory mounted on; `reopen` names the new mount
+    // itself (a remount must name the mount, not the directory beneath it).
+    let mount_layers = |at: &str, reopen: &dyn Fn() -> io::Result<OwnedFd>| -> io::Result<()> {
+        match layers.as_slice() {
+            [] => Err(io::Error::new(io::ErrorKind::InvalidInput, "an image volume without layers")),
+            // overlayfs wants two lower layers when it has no upper one.
+            [only] => {
+                rootfs::mount(Some(&only.to_string_lossy()), at, None, libc::MS_BIND as libc::c_ulong, None)?;
+                let mounted = reopen()?;
+                let mounted_path = fd_path(&mounted);
+                let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+                rootfs::mount(None, &mounted_path, None, flags as libc::c_ulong | locked_flags(&mounted_path)?, None)
+            }
+            many => rootfs::mount_overlay_read_only(many, Path::new(at)),
+        }
+    };
+    let dest = m.destination();
+    let reopen_dest = || open_in_root(root, dest, libc::O_PATH, 0);
+    let Some(sub_path) = nidus_option(m, "sub-path") else {
+        let target = create_in_root(root, dest, true)?;
+        return mount_layers(&fd_path(&target), &reopen_dest);
+    };
+    let scratch = nidus_option(m, "scratch")
+        .map(PathBuf::from)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an image volume's sub path without its scratch"))?;
+    let at_scratch = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", scratch.display()));
+    fs::create_dir_all(&scratch).map_err(at_scratch)?;
+    let reopen_scratch = || -> io::Result<OwnedFd> { Ok(fs::File::open(&scratch)?.into()) };
+    mount_layers(&scratch.to_string_lossy(), &reopen_scratch).map_err(at_scratch)?;
+    let whole = fs::File::open(&scratch).map_err(at_scratch)?;
+    let inner = open_in_root(whole.as_raw_fd(), Path::new(sub_path), libc::O_PATH | libc::O_NOFOLLOW, 0)
+        .map_err(|e| io::Error::new(e.kind(), format!("the image's {sub_path}: {e}")))?;
+    let is_dir = nix::sys::stat::fstat(&inner).map_err(io::Error::from)?.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    let target = create_in_root(root, dest, is_dir)?;
+    let target_path = fd_path(&target);
+    rootfs::mount(Some(&fd_path(&inner)), &target_path, None, libc::MS_BIND as libc::c_ulong, None)
+        .map_err(|e| io::Error::new(e.kind(), format!("binding the image's {sub_path}: {e}")))?;
+    // The fd is held while its /proc path names the mount.
+    let mounted = reopen_dest()?;
+    let mounted_path = fd_path(&mounted);
+    let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+    rootfs::mount(None, &mounted_path, None, flags as libc::c_ulong | locked_flags(&mounted_path)?, None)
 }
 
 /// In a user namespace, file systems made for the container are its root's:

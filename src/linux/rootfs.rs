@@ -193,7 +193,23 @@ pub fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, ta
     }
 }
 
+/// Mounts a read-only overlay of `lower` (lowest first, at least two: the
+/// kernel takes no overlay of one layer without an upper one) at `target`,
+/// nosuid and nodev: an image volume.
+pub fn mount_overlay_read_only(lower: &[std::path::PathBuf], target: &Path) -> io::Result<()> {
+    overlay_new_api(lower, None, target, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)
+}
+
 fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
+    overlay_new_api(lower, Some((upper, work)), target, 0)
+}
+
+fn overlay_new_api(
+    lower: &[std::path::PathBuf],
+    upper_work: Option<(&Path, &Path)>,
+    target: &Path,
+    attrs: u64,
+) -> io::Result<()> {
     let overlay = c"overlay";
     // SAFETY: fsopen takes a C string and flags; returns a new fd or -1.
     let fs = check(unsafe { libc::syscall(libc::SYS_fsopen, overlay.as_ptr(), libc::FSOPEN_CLOEXEC) })?;
@@ -214,13 +230,16 @@ fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path
             )
         })
         .map(drop)
+        .map_err(|e| step_error(&format!("overlay {} {}", key.to_string_lossy(), value.to_string_lossy()), e))
     };
     // lowerdir+ appends below the layers given so far: topmost first.
     for layer in lower.iter().rev() {
         set("lowerdir+", layer)?;
     }
-    set("upperdir", upper)?;
-    set("workdir", work)?;
+    if let Some((upper, work)) = upper_work {
+        set("upperdir", upper)?;
+        set("workdir", work)?;
+    }
     // SAFETY: a create command takes no key or value.
     check(unsafe {
         libc::syscall(
@@ -231,9 +250,11 @@ fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path
             std::ptr::null::<libc::c_void>(),
             0,
         )
-    })?;
+    })
+    .map_err(|e| step_error("creating the overlay", e))?;
     // SAFETY: fs is a created fs context; returns a new mount fd or -1.
-    let mnt = check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0) })?;
+    let mnt = check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, attrs) })
+        .map_err(|e| step_error("fsmount of the overlay", e))?;
     // SAFETY: mnt was just returned by fsmount.
     let mnt = unsafe { OwnedFd::from_raw_fd(mnt as RawFd) };
     let empty = c"";
@@ -246,10 +267,17 @@ fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path
             empty.as_ptr(),
             libc::AT_FDCWD,
             target.as_ptr(),
-            libc::MOVE_MOUNT_F_EMPTY_PATH,
+            // The target may be a /proc/self/fd link, followed only so.
+            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_SYMLINKS,
         )
-    })?;
+    })
+    .map_err(|e| step_error("moving the overlay into place", e))?;
     Ok(())
+}
+
+/// `e` with the step it failed at in front.
+fn step_error(step: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{step}: {e}"))
 }
 
 /// A detached copy of the mount tree at `source` (open_tree with

@@ -184,6 +184,52 @@ pub fn busybox_app() -> &'static TestImage {
     })
 }
 
+/// An image for image volumes: two layers, the upper whiting out the
+/// lower's `data/gone`, making `keep/opaque` opaque (its `old` hidden, `new`
+/// shown), with a symbolic link out (`link` → /etc) and a device node.
+pub fn volume_data() -> &'static TestImage {
+    static IMAGE: OnceLock<TestImage> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let lower = LayerTar::new()
+            .dir("data", 0o755)
+            .file("data/a", 0o644, b"from the lower layer\n")
+            .dir("data/gone", 0o755)
+            .file("data/gone/x", 0o644, b"x\n")
+            .dir("keep", 0o755)
+            .dir("keep/opaque", 0o755)
+            .file("keep/opaque/old", 0o644, b"old\n")
+            .finish();
+        let upper = LayerTar::new()
+            .file("data/b", 0o644, b"from the upper layer\n")
+            .whiteout("data/gone")
+            .dir("keep/opaque", 0o755)
+            .opaque("keep/opaque")
+            .file("keep/opaque/new", 0o644, b"new\n")
+            .symlink("link", "/etc")
+            .device("node", tar::EntryType::Char, 1, 3)
+            .finish();
+        let def = ImageDef {
+            name: Some("docker.io/library/volume-data:latest".into()),
+            layers: vec![(lower, Compression::Gzip), (upper, Compression::Gzip)],
+            config: serde_json::json!({"Env": [PATH_ENV]}),
+        };
+        build_all("volume-data", &def)
+    })
+}
+
+/// A one-layer image (one file), for an image volume of a single layer.
+pub fn volume_single() -> &'static TestImage {
+    static IMAGE: OnceLock<TestImage> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let def = ImageDef {
+            name: Some("docker.io/library/volume-single:latest".into()),
+            layers: vec![(LayerTar::new().file("only/one", 0o644, b"one\n").finish(), Compression::Gzip)],
+            config: serde_json::json!({"Env": [PATH_ENV]}),
+        };
+        build_all("volume-single", &def)
+    })
+}
+
 /// The busybox image plus `/bin/probe`, a static helper (tests/programs/probe.c)
 /// that makes one syscall or escape attempt and prints what happened.
 pub fn busybox_probe() -> &'static TestImage {

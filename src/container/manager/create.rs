@@ -4,6 +4,8 @@
 //! monitor builds the container and leaves its init blocked. A failed create
 //! undoes everything it made.
 
+use crate::container::spec::ImageVolume;
+use crate::container::ImageSourceError;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -177,6 +179,7 @@ impl Containers {
             security: SecurityReport::default(),
             hooks: None,
             resources: None,
+            image_volumes: Vec::new(),
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
         let privileged = config.linux.as_ref().and_then(|l| l.security_context.as_ref()).is_some_and(|s| s.privileged);
@@ -400,6 +403,8 @@ impl Containers {
         let (leased, seccomp) = tokio::join!(leased, self.seccomp_program(&id, &sc, sandbox, &capabilities));
         let (layers, passwd, group) = leased?;
         lap("layers leased");
+        let image_volumes = self.image_volumes(&id, config, paths).await?;
+        record.image_volumes = image_volumes.iter().map(|v| (v.container_path.clone(), v.image_id.clone())).collect();
 
         // Who the process runs as, from the image's /etc/passwd and /etc/group.
         let user = user::resolve(
@@ -457,6 +462,7 @@ impl Containers {
             devices,
             rlimits: &self.config.container.rlimits,
             pids_limit: self.config.container.pids_limit,
+            image_volumes: &image_volumes,
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
         if let Some(program) = &seccomp {
@@ -569,6 +575,59 @@ impl Containers {
             let group = read_from_layers(&layers, "etc/group");
             Ok((layers, passwd, group))
         })
+    }
+
+    /// The config's image volumes: each image resolved, its layers leased
+    /// for the container (and so kept, and unremovable, while it lives), its
+    /// sub path looked up in them; on the blocking pool.
+    async fn image_volumes(
+        &self,
+        id: &str,
+        config: &api::ContainerConfig,
+        paths: &ContainerPaths,
+    ) -> Result<Vec<ImageVolume>, ContainerError> {
+        let wanted: Vec<(usize, api::Mount)> = config
+            .mounts
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.image.as_ref().is_some_and(|i| !i.image.is_empty()))
+            .map(|(i, m)| (i, m.clone()))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (images, holder, run_dir) = (self.images.clone(), id.to_string(), paths.run_dir.clone());
+        tokio::task::spawn_blocking(move || {
+            wanted
+                .into_iter()
+                .map(|(i, m)| {
+                    let field = format!("config.mounts[{i}]");
+                    let reference = m.image.map(|image| image.image).unwrap_or_default();
+                    let image = images.resolve(&reference).map_err(|e| match e {
+                        ImageSourceError::NotFound(_) => ContainerError::Image(ImageSourceError::NotFound(format!(
+                            "{field}.image: image {} is not on this node (pull it first)",
+                            crate::quote::quote(&reference)
+                        ))),
+                        other => ContainerError::Image(other),
+                    })?;
+                    let layers = images.lease_volume(&holder, &image.id).map_err(ContainerError::Image)?;
+                    let sub_path = (!m.image_sub_path.is_empty()).then_some(m.image_sub_path);
+                    if let Some(sub) = &sub_path {
+                        crate::container::image_volume::find(&layers, sub)
+                            .map_err(|e| ContainerError::Invalid(format!("{field}.image_sub_path: {e}")))?;
+                    }
+                    Ok(ImageVolume {
+                        container_path: m.container_path,
+                        image_id: image.id,
+                        layers,
+                        sub_path,
+                        scratch: run_dir.join(format!("image-volume-{i}")),
+                    })
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| ContainerError::Build(format!("image volumes: {e}")))?
     }
 
     /// The container's seccomp program (None: unconfined), compiled through

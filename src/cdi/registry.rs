@@ -204,10 +204,10 @@ fn add(devices: &mut Devices, spec: Arc<LoadedSpec>) {
     }
 }
 
-impl Devices {
-    /// The spec-wide and the device's own edits of an entry's device.
-    pub fn edits_of<'a>(spec: &'a LoadedSpec, name: &str) -> Option<(&'a ContainerEdits, &'a ContainerEdits)> {
-        spec.spec.devices.get(name).map(|own| (&spec.spec.edits, own))
+impl LoadedSpec {
+    /// The spec-wide edits and those of its device `name`.
+    pub fn edits_of(&self, name: &str) -> Option<(&ContainerEdits, &ContainerEdits)> {
+        self.spec.devices.get(name).map(|own| (&self.spec.edits, own))
     }
 }
 

@@ -75,7 +75,7 @@ pub struct Resolved {
     pub additional_gids: Vec<u32>,
 }
 
-/// Resolves `requests` (None when the container asks for no device).
+/// Resolves `requests` against the devices of one load.
 pub fn resolve(devices: &Devices, requests: &[Requested]) -> Result<Resolved, CdiError> {
     let mut resolved = Resolved::default();
     let mut specs_seen: Vec<Arc<LoadedSpec>> = Vec::new();
@@ -89,7 +89,7 @@ pub fn resolve(devices: &Devices, requests: &[Requested]) -> Result<Resolved, Cd
             }
             None => return Err(missing(devices, field, &request.name, name)),
         };
-        let Some((spec_edits, own)) = Devices::edits_of(&spec, &device) else {
+        let Some((spec_edits, own)) = spec.edits_of(&device) else {
             return Err(missing(devices, field, &request.name, name));
         };
         if !specs_seen.iter().any(|s| Arc::ptr_eq(s, &spec)) {
@@ -127,6 +127,7 @@ fn missing(devices: &Devices, field: &str, qualified: &super::name::QualifiedNam
     CdiError::Unknown { field: field.into(), name, hint }
 }
 
+/// Merges one `containerEdits` into `resolved`, for the device `name` asked for in `field`.
 fn apply(resolved: &mut Resolved, edits: &ContainerEdits, field: &str, name: &str) -> Result<(), CdiError> {
     let unsupported = |why: &str| CdiError::Unsupported { field: field.into(), name: name.into(), why: why.into() };
     let host = |why: String| CdiError::Host { field: field.into(), name: name.into(), why };

@@ -1,8 +1,9 @@
 //! Reading a file because a request (or an operator's directory) names it:
 //! opened without blocking (a FIFO or a device never holds a thread), never
-//! through a final symbolic link when the caller says so, accepted only as a
-//! regular file, refused above a size limit, and read with a cap, so no path
-//! can make the daemon wait forever or allocate without bound.
+//! through a final symbolic link when the caller says so (nor, for a file
+//! named in a directory, through any link that leads out of it), accepted only
+//! as a regular file, refused above a size limit, and read with a cap, so no
+//! path can make the daemon wait forever or allocate without bound.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -21,6 +22,8 @@ pub enum BoundedReadError {
     TooLarge { path: PathBuf, size: u64, limit: u64 },
     #[error("cannot read {}: {source}", quote(&.path.display().to_string()))]
     Io { path: PathBuf, source: io::Error },
+    #[error("{} leads outside {} (a symbolic link out of the directory)", quote(&.path.display().to_string()), .dir.display())]
+    Outside { path: PathBuf, dir: PathBuf },
 }
 
 /// Whether a symbolic link as the path's last component is followed.
@@ -43,6 +46,11 @@ pub fn open_regular(path: &Path, limit: u64, link: FinalLink) -> Result<(File, u
         }
         _ => BoundedReadError::Io { path: path.to_path_buf(), source: e },
     })?;
+    checked(file, path, limit)
+}
+
+/// `file` (opened as `path`) when it is a regular file of at most `limit` bytes, with its size.
+fn checked(file: File, path: &Path, limit: u64) -> Result<(File, u64), BoundedReadError> {
     let meta = file.metadata().map_err(|e| BoundedReadError::Io { path: path.to_path_buf(), source: e })?;
     if !meta.is_file() {
         return Err(BoundedReadError::NotRegular { path: path.to_path_buf(), kind: kind_of(&meta) });
@@ -57,6 +65,33 @@ pub fn open_regular(path: &Path, limit: u64, link: FinalLink) -> Result<(File, u
 /// file that grows while read is cut at `limit + 1` and refused).
 pub fn read(path: &Path, limit: u64, link: FinalLink) -> Result<Vec<u8>, BoundedReadError> {
     let (file, size) = open_regular(path, limit, link)?;
+    read_whole(file, size, path, limit)
+}
+
+/// Reads the whole of the file `name` in the directory `dir` as [`read`]
+/// does, resolved with `openat2(RESOLVE_BENEATH)`: a symbolic link is followed
+/// only while it stays inside `dir` (one leading out of it, or absolute, is
+/// refused as [`BoundedReadError::Outside`]).
+pub fn read_beneath(dir: &Path, name: &std::ffi::OsStr, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let path = dir.join(name);
+    let io_error = |e: nix::errno::Errno| match e {
+        nix::errno::Errno::ENOENT => BoundedReadError::NotFound(path.clone()),
+        nix::errno::Errno::EXDEV => BoundedReadError::Outside { path: path.clone(), dir: dir.to_path_buf() },
+        e => BoundedReadError::Io { path: path.clone(), source: io::Error::from(e) },
+    };
+    let directory =
+        nix::fcntl::open(dir, OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+            .map_err(io_error)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = nix::fcntl::openat2(&directory, name, how).map_err(io_error)?;
+    let (file, size) = checked(File::from(fd), &path, limit)?;
+    read_whole(file, size, &path, limit)
+}
+
+fn read_whole(file: File, size: u64, path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
     let mut data = Vec::with_capacity(size as usize);
     file.take(limit + 1)
         .read_to_end(&mut data)
@@ -116,6 +151,23 @@ mod tests {
         let err = read(&fifo, 9, FinalLink::Follow).unwrap_err().to_string();
         assert!(err.contains("is a FIFO, not a regular file"), "{err}");
         assert!(matches!(read(&dir.join("none"), 9, FinalLink::Follow), Err(BoundedReadError::NotFound(_))));
+
+        // In a directory: links inside it are followed, links out of it refused.
+        let inner = dir.join("inner");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(inner.join("f"), b"abc").unwrap();
+        std::os::unix::fs::symlink("f", inner.join("same")).unwrap();
+        std::os::unix::fs::symlink(&file, inner.join("absolute")).unwrap();
+        std::os::unix::fs::symlink("../f", inner.join("up")).unwrap();
+        assert_eq!(read_beneath(&inner, "same".as_ref(), 9).unwrap(), b"abc");
+        for name in ["absolute", "up"] {
+            let err = read_beneath(&inner, name.as_ref(), 9).unwrap_err();
+            assert!(matches!(err, BoundedReadError::Outside { .. }), "{name}: {err}");
+        }
+        assert!(matches!(read_beneath(&inner, "f".as_ref(), 2), Err(BoundedReadError::TooLarge { .. })));
+        nix::unistd::mkfifo(&inner.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = read_beneath(&inner, "fifo".as_ref(), 9).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO, not a regular file"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

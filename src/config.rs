@@ -44,6 +44,8 @@ pub struct Config {
     pub checkpoint: CheckpointConfig,
     pub limits: LimitsConfig,
     pub hooks: HooksConfig,
+    /// CDI devices: the spec directories.
+    pub cdi: crate::cdi::CdiConfig,
     pub streaming: crate::streaming::config::StreamingConfig,
     pub network: crate::network::NetworkConfig,
 }
@@ -227,6 +229,7 @@ impl Default for Config {
             checkpoint: CheckpointConfig::default(),
             limits: LimitsConfig::default(),
             hooks: HooksConfig::default(),
+            cdi: Default::default(),
             streaming: Default::default(),
             network: crate::network::NetworkConfig::default(),
         }
@@ -346,6 +349,7 @@ impl Config {
                 dir.display()
             )));
         }
+        self.cdi.validate().map_err(ConfigError::Invalid)?;
         for limit in &self.container.rlimits {
             if !RLIMITS.contains(&limit.kind.as_str()) {
                 return Err(ConfigError::Invalid(format!("container.rlimits: unknown type {:?}", limit.kind)));
@@ -446,6 +450,20 @@ mod tests {
         let config = Config::parse("[image]\nimport_dir = \"relative/dir\"\n").unwrap();
         assert!(config.validate().unwrap_err().to_string().contains("image.import_dir"));
         assert!(Config::parse("[image]\nimport_directory = \"/x\"\n").is_err());
+        let config = Config::parse("[cdi]\nspec_dirs = [\"/etc/cdi\", \"run/cdi\"]\n").unwrap();
+        assert!(config.validate().unwrap_err().to_string().contains("cdi.spec_dirs"));
+    }
+
+    #[test]
+    fn cdi_spec_dirs_default_to_etc_then_var_run() {
+        let text = Config::default().to_toml();
+        assert!(
+            text.contains("[cdi]") && text.contains("spec_dirs = [") && text.contains("\"/var/run/cdi\""),
+            "{text}"
+        );
+        let config = Config::parse("[cdi]\nspec_dirs = []\n").unwrap();
+        assert!(config.cdi.spec_dirs.is_empty());
+        config.validate().unwrap();
     }
 
     #[test]

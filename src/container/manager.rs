@@ -186,6 +186,8 @@ pub struct Containers {
     seccomp: Arc<SeccompPrograms>,
     /// The OCI hook definitions of the `[hooks] dirs`.
     hooks: crate::hooks::HookRegistry,
+    /// The CDI devices of the `[cdi] spec_dirs` (read at the first create that asks for one).
+    cdi: Arc<crate::cdi::CdiRegistry>,
 }
 
 fn name_slot(sandbox_id: &str, name_key: &str) -> String {
@@ -210,6 +212,9 @@ impl Containers {
         let seccomp = Arc::new(SeccompPrograms::new(config.limits.seccomp_profile_bytes));
         let hooks = crate::hooks::HookRegistry::new(config.hooks.dirs.clone());
         hooks.load_now();
+        // Read now too, so that a broken spec file is reported before the first container.
+        let cdi = Arc::new(crate::cdi::CdiRegistry::new(config.cdi.spec_dirs.clone()));
+        cdi.devices();
         Self {
             config,
             cgroups,
@@ -222,6 +227,7 @@ impl Containers {
             index: Mutex::default(),
             seccomp,
             hooks,
+            cdi,
         }
     }
 

@@ -444,9 +444,8 @@ pub fn container_create(
             return Err(invalid(&format!("{field}.permissions"), "only r, w and m are allowed"));
         }
     }
-    if !config.cdi_devices.is_empty() {
-        return Err(Status::unimplemented("config.CDI_devices: CDI devices are not supported by nidus yet"));
-    }
+    // Names only; which devices they are is settled at create, against the spec files then.
+    crate::cdi::requested(&config).map_err(|e| invalid(&e.field, e.why))?;
     string_map("config.labels", &config.labels)?;
     string_map("config.annotations", &config.annotations)?;
     if !config.log_path.is_empty() {

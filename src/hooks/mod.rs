@@ -30,6 +30,45 @@ pub fn of_stage(hooks: &oci_spec::runtime::Hooks, stage: Stage) -> &[oci_spec::r
     list.as_deref().unwrap_or_default()
 }
 
+/// Every stage, in the order of a container's life.
+pub const STAGES: [Stage; 6] = [
+    Stage::Prestart,
+    Stage::CreateRuntime,
+    Stage::CreateContainer,
+    Stage::StartContainer,
+    Stage::Poststart,
+    Stage::Poststop,
+];
+
+/// Replaces the hooks of `stage` in `hooks` (none when `list` is empty).
+pub fn set_stage(hooks: &mut oci_spec::runtime::Hooks, stage: Stage, list: Vec<oci_spec::runtime::Hook>) {
+    let list = (!list.is_empty()).then_some(list);
+    match stage {
+        Stage::Prestart => hooks.set_prestart(list),
+        Stage::CreateRuntime => hooks.set_create_runtime(list),
+        Stage::CreateContainer => hooks.set_create_container(list),
+        Stage::StartContainer => hooks.set_start_container(list),
+        Stage::Poststart => hooks.set_poststart(list),
+        Stage::Poststop => hooks.set_poststop(list),
+    };
+}
+
+/// `first`'s hooks, then `second`'s, stage by stage; None when neither has any.
+pub fn merged(
+    first: Option<oci_spec::runtime::Hooks>,
+    second: Option<oci_spec::runtime::Hooks>,
+) -> Option<oci_spec::runtime::Hooks> {
+    let (first, second) = (first.unwrap_or_default(), second.unwrap_or_default());
+    let mut out = oci_spec::runtime::Hooks::default();
+    let mut any = false;
+    for stage in STAGES {
+        let list: Vec<_> = of_stage(&first, stage).iter().chain(of_stage(&second, stage)).cloned().collect();
+        any |= !list.is_empty();
+        set_stage(&mut out, stage, list);
+    }
+    any.then_some(out)
+}
+
 /// The hooks a container got at create (the definitions that matched it),
 /// with the annotations its state shows: kept in its record and its
 /// monitor's plan, and put in its OCI spec.

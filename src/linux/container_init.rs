@@ -387,7 +387,7 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
             .map_err(|e| format!("cannot create a cgroup namespace: {e}"))?;
     }
     mount_all(first_cgroup..mounts.len())?;
-    make_devices(root_fd, spec, userns.as_ref().map(|u| u.maps.root())).map_err(|e| format!("devices: {e}"))?;
+    make_devices(root_fd, spec, userns.as_ref().map(|u| &u.maps)).map_err(|e| format!("devices: {e}"))?;
     let process = spec.process().clone().ok_or("the spec has no process")?;
     // Limits the node's root may set that the pod's root could not (a lower
     // oom_score_adj, a hard rlimit).
@@ -895,25 +895,40 @@ fn mount_cgroups(root: RawFd, dest: &Path, opts: &Options, plan: &MonitorPlan) -
 }
 
 /// The standard device nodes, the spec's devices, and the /dev symlinks.
-fn make_devices(root: RawFd, spec: &Spec, owner: Option<(u32, u32)>) -> io::Result<()> {
+fn make_devices(root: RawFd, spec: &Spec, maps: Option<&super::userns::IdMaps>) -> io::Result<()> {
     use nix::sys::stat::{makedev, mknodat, Mode, SFlag};
     let dev = open_in_root(root, Path::new("/dev"), libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
-    let mut nodes: Vec<(PathBuf, SFlag, u64, u64, u32)> =
+    // Path, type, numbers, mode, owner in the container (the spec's; root's by default).
+    type Node = (PathBuf, SFlag, u64, u64, u32, (u32, u32));
+    let mut nodes: Vec<Node> =
         [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
             .into_iter()
-            .map(|(n, ma, mi)| (PathBuf::from(format!("/dev/{n}")), SFlag::S_IFCHR, ma, mi, 0o666))
+            .map(|(n, ma, mi)| (PathBuf::from(format!("/dev/{n}")), SFlag::S_IFCHR, ma, mi, 0o666, (0, 0)))
             .collect();
     for d in spec.linux().as_ref().and_then(|l| l.devices().clone()).unwrap_or_default() {
         let kind = match d.typ() {
             oci_spec::runtime::LinuxDeviceType::B => SFlag::S_IFBLK,
             _ => SFlag::S_IFCHR,
         };
-        nodes.push((d.path().clone(), kind, d.major() as u64, d.minor() as u64, d.file_mode().unwrap_or(0o666)));
+        let owner = (d.uid().unwrap_or(0), d.gid().unwrap_or(0));
+        nodes.push((d.path().clone(), kind, d.major() as u64, d.minor() as u64, d.file_mode().unwrap_or(0o666), owner));
     }
     // mknod's mode is masked by the umask: none while the nodes are made, so
     // each gets its mode exactly.
     let umask = nix::sys::stat::umask(Mode::empty());
-    let made = nodes.into_iter().try_for_each(|(path, kind, major, minor, mode)| -> io::Result<()> {
+    let made = nodes.into_iter().try_for_each(|(path, kind, major, minor, mode, (uid, gid))| -> io::Result<()> {
+        // The node's IDs of the owner: in a user namespace, the IDs its
+        // mappings give (its root's for the default nodes, as the node's are
+        // the node's root's).
+        let (host_uid, host_gid) = match maps {
+            None => (uid, gid),
+            Some(maps) => maps.uids.to_host(uid).zip(maps.gids.to_host(gid)).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: owner {uid}:{gid} is not mapped in the pod's user namespace", path.display()),
+                )
+            })?,
+        };
         let parent = path.parent().unwrap_or(Path::new("/dev"));
         // Most nodes go straight into /dev, opened above; another parent's
         // handle (O_PATH) serves as the directory of the *at calls.
@@ -924,13 +939,13 @@ fn make_devices(root: RawFd, spec: &Spec, owner: Option<(u32, u32)>) -> io::Resu
         let _ = nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
         mknodat(dir, name, kind, Mode::from_bits_truncate(mode & 0o7777), makedev(major, minor))
             .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mknod {}: {e}", path.display())))?;
-        // In a user namespace, the nodes are its root's, as the node's are the node's root's.
-        if let Some((uid, gid)) = owner {
+        // mknod made it the node's root's.
+        if (host_uid, host_gid) != (0, 0) {
             nix::unistd::fchownat(
                 dir,
                 name,
-                Some(nix::unistd::Uid::from_raw(uid)),
-                Some(nix::unistd::Gid::from_raw(gid)),
+                Some(nix::unistd::Uid::from_raw(host_uid)),
+                Some(nix::unistd::Gid::from_raw(host_gid)),
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             )
             .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("chown {}: {e}", path.display())))?;

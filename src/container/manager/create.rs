@@ -62,6 +62,8 @@ struct EarlyWork {
     go_ahead: mpsc::SyncSender<GoAhead>,
     layers: JoinHandle<Result<LeasedLayers, ContainerError>>,
     devices: Vec<HostDevice>,
+    /// The CDI devices' edits (their nodes are in `devices` already).
+    cdi: Option<crate::cdi::Resolved>,
 }
 
 /// Sent to the cgroup's task once plan.json is written: the resources to
@@ -183,11 +185,15 @@ impl Containers {
         };
         let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
         let privileged = config.linux.as_ref().and_then(|l| l.security_context.as_ref()).is_some_and(|s| s.privileged);
-        let devices = if privileged {
+        let mut devices = if privileged {
             host_devices(Path::new("/dev"))
         } else {
             config_devices(&config.devices).map_err(|e| (e, None))?
         };
+        let cdi = self.resolve_cdi(id, config).await.map_err(|e| (e, None))?;
+        if let Some(cdi) = &cdi {
+            crate::cdi::apply::merge_devices(&mut devices, cdi);
+        }
         // The container's directory with its upper and work directories (a
         // spare renamed: see `spare_dirs`). Not fsynced: lost in a power cut,
         // the directory has no record and is removed at the next start, which
@@ -214,7 +220,7 @@ impl Containers {
             .then(|| ahead::path(&request.sandbox.record.pod_cgroup, &request.sandbox.record.id).ok())
             .flatten();
         let (cgroup, go_ahead) = self.start_cgroup(&record.cgroup, ahead, privileged, &devices);
-        let early = EarlyWork { cgroup, go_ahead, layers, devices };
+        let early = EarlyWork { cgroup, go_ahead, layers, devices, cdi };
         let Prepared { monitor, files } =
             self.make(&mut record, &image, request, &paths, restore, early).await.map_err(|e| fail(e, &record))?;
         // The durable record is written while the monitor builds the init.
@@ -262,14 +268,14 @@ impl Containers {
         // the monitor and the plan are there, while the cgroup is still
         // being made; the cgroup's task says `go` once both the plan and the
         // cgroup are done.
-        let EarlyWork { cgroup, go_ahead, layers, devices } = early;
+        let EarlyWork { cgroup, go_ahead, layers, devices, cdi } = early;
         let planned = async {
             // Owned by this future: dropped unsent when the plan fails, which
             // ends the cgroup's task without `go`.
             let go_ahead = go_ahead;
             let (monitor, spec) = tokio::join!(
                 self.launch_monitor(&files, paths, &sandbox.record.pause_cgroup),
-                self.container_spec(record, image, request, paths, &devices, joined(layers)),
+                self.container_spec(record, image, request, paths, (&devices, cdi.as_ref()), joined(layers)),
             );
             let planned = match (&monitor, spec) {
                 (Ok(monitor), Ok(spec)) => {
@@ -371,7 +377,7 @@ impl Containers {
         image: &crate::container::SourceImage,
         request: &ContainerCreate,
         paths: &ContainerPaths,
-        devices: &[HostDevice],
+        (devices, cdi): (&[HostDevice], Option<&crate::cdi::Resolved>),
         leased: impl std::future::Future<Output = Result<LeasedLayers, ContainerError>>,
     ) -> Result<(Vec<PathBuf>, oci_spec::runtime::Spec, oci_spec::runtime::LinuxResources), ContainerError> {
         let id = record.id.clone();
@@ -407,7 +413,7 @@ impl Containers {
         record.image_volumes = image_volumes.iter().map(|v| (v.container_path.clone(), v.image_id.clone())).collect();
 
         // Who the process runs as, from the image's /etc/passwd and /etc/group.
-        let user = user::resolve(
+        let mut user = user::resolve(
             &UserRequest {
                 run_as_user: sc.run_as_user.as_ref().map(|v| v.value),
                 run_as_group: sc.run_as_group.as_ref().map(|v| v.value),
@@ -420,6 +426,9 @@ impl Containers {
             &user::parse_group(&group.unwrap_or_default()),
         )
         .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.{e}")))?;
+        if let Some(cdi) = cdi {
+            crate::cdi::apply::add_groups(&mut user.additional_gids, cdi);
+        }
         (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
         let (seccomp_choice, seccomp_source, seccomp) = seccomp?;
         record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref());
@@ -465,6 +474,10 @@ impl Containers {
             image_volumes: &image_volumes,
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        if let Some(cdi) = cdi {
+            crate::cdi::apply::to_spec(&mut oci, cdi)
+                .map_err(|e| ContainerError::Invalid(format!("CDI devices: {e}")))?;
+        }
         if let Some(program) = &seccomp {
             // The profile goes into the spec (as runc would get it); its
             // compiled form beside it is what the init and exec helper load.
@@ -515,8 +528,10 @@ impl Containers {
         devices: &[HostDevice],
     ) -> (JoinHandle<Result<(), ContainerError>>, mpsc::SyncSender<GoAhead>) {
         use crate::cgroups::devices::{self, GrantedDevice};
+        // A device with no access (a CDI node's `none`) is made but gets no rule.
         let granted: Vec<GrantedDevice> = devices
             .iter()
+            .filter(|d| !d.permissions.is_empty())
             .map(|d| GrantedDevice {
                 char_device: d.char_device,
                 major: d.major as u32,
@@ -542,6 +557,33 @@ impl Containers {
             Ok(())
         });
         (task, go_ahead)
+    }
+
+    /// The CDI devices a container asks for, resolved against the spec
+    /// files as they are now (on the blocking pool: files are read when they
+    /// changed, host nodes looked at); None when it asks for none.
+    async fn resolve_cdi(
+        &self,
+        id: &str,
+        config: &api::ContainerConfig,
+    ) -> Result<Option<crate::cdi::Resolved>, ContainerError> {
+        let requests = crate::cdi::requested(config).map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        if requests.is_empty() {
+            return Ok(None);
+        }
+        let registry = self.cdi.clone();
+        let resolved = tokio::task::spawn_blocking(move || registry.resolve(&requests))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))?;
+        match resolved {
+            Ok(resolved) => {
+                let names = resolved.as_ref().map(|r| r.names.clone()).unwrap_or_default();
+                tracing::info!(container_id = %id, devices = ?names, "CDI devices resolved");
+                Ok(resolved)
+            }
+            Err(e) if e.is_precondition() => Err(ContainerError::Precondition(e.to_string())),
+            Err(e) => Err(ContainerError::Invalid(e.to_string())),
+        }
     }
 
     /// Leases the image's layers for container `holder` (and reads the

@@ -1,5 +1,6 @@
 //! The OCI hooks on the daemon's side of a container's life: which apply
-//! (at create, from the registry of the `[hooks] dirs`), poststart once
+//! (at create: its CDI devices' hooks, then the definitions of the `[hooks]
+//! dirs` that match it), poststart once
 //! StartContainer's execve succeeded, and poststop once the container has
 //! exited, before its resources go. A container with poststop hooks has a
 //! marker in its directory from create until they ran, so one that exited
@@ -23,8 +24,9 @@ fn marker(paths: &ContainerPaths) -> PathBuf {
 
 impl Containers {
     /// The hooks that apply to a container of this spec (the CRI config's
-    /// mounts are the bind mounts `hasBindMounts` asks about); puts them in
-    /// the spec and marks the poststop ones pending.
+    /// mounts are the bind mounts `hasBindMounts` asks about) after those
+    /// the spec carries already (its CDI devices'); puts them in the spec and
+    /// marks the poststop ones pending.
     pub(super) fn apply_hooks(
         &self,
         oci: &mut oci_spec::runtime::Spec,
@@ -45,7 +47,7 @@ impl Containers {
             };
             self.hooks.matching(&facts)
         };
-        let Some(hooks) = matching else { return Ok(None) };
+        let Some(hooks) = crate::hooks::merged(oci.hooks().clone(), matching) else { return Ok(None) };
         oci.set_hooks(Some(hooks.clone()));
         let hooks = ContainerHooks { hooks, annotations: oci.annotations().clone().unwrap_or_default() };
         if hooks.has(Stage::Poststop) {

@@ -211,7 +211,7 @@ pub fn pod_stats(
                 default_interface: default_interface(interfaces).map(interface),
                 interfaces: interfaces.iter().map(interface).collect(),
             }),
-            process: usage.cgroup.pids.map(|count| api::ProcessUsage { timestamp: at, process_count: value(count) }),
+            process: usage.cgroup.pids.map(|p| api::ProcessUsage { timestamp: at, process_count: value(p.current) }),
             containers: usage
                 .containers
                 .iter()
@@ -352,7 +352,7 @@ fn container_metrics(usage: &ContainerUsage, view: &ContainerView, sandbox: &San
         add("container_oom_events_total", m.oom_kills);
         add("container_spec_memory_limit_bytes", m.limit_bytes.unwrap_or(0));
     }
-    if let Some(count) = usage.cgroup.pids {
+    if let Some(count) = usage.cgroup.pids.map(|p| p.current) {
         add("container_processes", count);
     }
     if let Some(disk) = usage.writable_layer {

@@ -467,7 +467,7 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<ListMetricDescriptorsRequest>,
     ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
-        Ok(Response::new(ListMetricDescriptorsResponse { descriptors: stats::metric_descriptors() }))
+        Ok(Response::new(ListMetricDescriptorsResponse { descriptors: stats::metric_descriptors(&self.daemon) }))
     }
 
     async fn list_pod_sandbox_metrics(

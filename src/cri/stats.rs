@@ -1,14 +1,19 @@
-//! Usage readings → CRI stats messages (ContainerStats, PodSandboxStats),
-//! their filters, and the cAdvisor-style metrics of ListPodSandboxMetrics
-//! with their descriptors (one fixed set for the life of the process, since
-//! kubelet reads the descriptors once).
+//! Usage readings → CRI stats messages (ContainerStats, PodSandboxStats)
+//! and their filters; pressure (PSI) where the kernel writes it, left out
+//! where it does not (cgroup v1). The cAdvisor-style metrics of
+//! ListPodSandboxMetrics and their descriptors are `metrics.rs`.
+
+mod families;
+mod metrics;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use tonic::Status;
 
-use crate::api::{self, MetricType, UInt64Value};
+use crate::api::{self, UInt64Value};
+use crate::cgroups::stats::{Pressure, PressureLine};
+use crate::cgroups::CgroupStats;
 use crate::container::{ContainerState, ContainerView};
 use crate::daemon::Daemon;
 use crate::pod::{SandboxState, SandboxView};
@@ -16,6 +21,12 @@ use crate::stats::network::{default_interface, InterfaceUsage};
 use crate::stats::{ContainerUsage, PodUsage};
 
 use super::convert::labels_match;
+pub use metrics::list_pods as list_pod_metrics;
+
+/// The descriptors of every metric nidus reports on this node (the same set every time).
+pub fn metric_descriptors(daemon: &Daemon) -> Vec<api::MetricDescriptor> {
+    metrics::descriptors(daemon.stats.has_pressure())
+}
 
 /// Runs a reading on a blocking thread (it reads many small files).
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
@@ -101,24 +112,6 @@ pub async fn list_pods(
     .await
 }
 
-/// ListPodSandboxMetrics: every ready pod's metrics.
-pub async fn list_pod_metrics(daemon: Arc<Daemon>) -> Result<Vec<api::PodSandboxMetrics>, Status> {
-    blocking(move || {
-        let all = daemon.containers.list();
-        daemon
-            .sandboxes
-            .list()
-            .iter()
-            .filter(|s| s.state == SandboxState::Ready)
-            .map(|s| {
-                let (usage, own) = pod_reading(&daemon, s, &all);
-                pod_metrics(&usage, s, &own)
-            })
-            .collect()
-    })
-    .await
-}
-
 fn value(v: u64) -> Option<UInt64Value> {
     Some(UInt64Value { value: v })
 }
@@ -133,16 +126,35 @@ pub fn container_attributes(view: &ContainerView) -> api::ContainerAttributes {
     }
 }
 
-fn cpu(at_ns: i64, usage: &crate::cgroups::CgroupStats, nano_cores: Option<u64>) -> Option<api::CpuUsage> {
+fn psi_data(line: PressureLine) -> api::PsiData {
+    api::PsiData {
+        // The kernel counts microseconds; the CRI, nanoseconds.
+        total: line.total_us.saturating_mul(1000),
+        avg10: line.avg10,
+        avg60: line.avg60,
+        avg300: line.avg300,
+    }
+}
+
+fn psi(pressure: Option<Pressure>) -> Option<api::PsiStats> {
+    pressure.map(|p| api::PsiStats { full: p.full.map(psi_data), some: p.some.map(psi_data) })
+}
+
+fn cpu(at_ns: i64, usage: &CgroupStats, nano_cores: Option<u64>) -> Option<api::CpuUsage> {
     usage.cpu.as_ref().map(|cpu| api::CpuUsage {
         timestamp: at_ns,
         usage_core_nano_seconds: value(cpu.usage_ns),
         usage_nano_cores: nano_cores.and_then(value),
-        psi: None,
+        psi: psi(usage.pressure.cpu),
     })
 }
 
-fn memory(at_ns: i64, usage: &crate::cgroups::CgroupStats) -> Option<api::MemoryUsage> {
+/// I/O pressure; the CRI's IoUsage carries nothing else, so no pressure file: no IoUsage.
+fn io(at_ns: i64, usage: &CgroupStats) -> Option<api::IoUsage> {
+    usage.pressure.io.map(|p| api::IoUsage { timestamp: at_ns, psi: psi(Some(p)) })
+}
+
+fn memory(at_ns: i64, usage: &CgroupStats) -> Option<api::MemoryUsage> {
     usage.memory.as_ref().map(|m| api::MemoryUsage {
         timestamp: at_ns,
         working_set_bytes: value(m.working_set_bytes),
@@ -151,7 +163,7 @@ fn memory(at_ns: i64, usage: &crate::cgroups::CgroupStats) -> Option<api::Memory
         rss_bytes: value(m.rss_bytes),
         page_faults: value(m.page_faults),
         major_page_faults: value(m.major_page_faults),
-        psi: None,
+        psi: psi(usage.pressure.memory),
     })
 }
 
@@ -174,7 +186,7 @@ pub fn container_stats(usage: &ContainerUsage, view: &ContainerView, containers_
                 swap_available_bytes: m.swap_limit_bytes.map(|limit| limit.saturating_sub(used)).and_then(value),
             })
         }),
-        io: None,
+        io: io(at, &usage.cgroup),
     }
 }
 
@@ -211,7 +223,7 @@ pub fn pod_stats(
                 default_interface: default_interface(interfaces).map(interface),
                 interfaces: interfaces.iter().map(interface).collect(),
             }),
-            process: usage.cgroup.pids.map(|count| api::ProcessUsage { timestamp: at, process_count: value(count) }),
+            process: usage.cgroup.pids.map(|p| api::ProcessUsage { timestamp: at, process_count: value(p.current) }),
             containers: usage
                 .containers
                 .iter()
@@ -220,7 +232,7 @@ pub fn pod_stats(
                     Some(container_stats(u, view, containers_dir))
                 })
                 .collect(),
-            io: None,
+            io: io(at, &usage.cgroup),
         }),
         windows: None,
     }
@@ -235,188 +247,4 @@ pub fn container_stats_matches(filter: &api::ContainerStatsFilter, view: &Contai
 pub fn pod_stats_matches(filter: &api::PodSandboxStatsFilter, view: &SandboxView) -> bool {
     (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
         && labels_match(&filter.label_selector, &view.record.config.labels)
-}
-
-// ---- metrics ----
-
-/// Labels of every container metric, in this order.
-const CONTAINER_LABELS: &[&str] = &["container", "id", "image", "name", "namespace", "pod"];
-/// Labels of the pod's network metrics, in this order.
-const NETWORK_LABELS: &[&str] = &["container", "id", "image", "name", "namespace", "pod", "interface"];
-
-/// (name, help, counter?) of the per-container metrics.
-const CONTAINER_METRICS: &[(&str, &str, bool)] = &[
-    ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", true),
-    ("container_cpu_user_seconds_total", "Cumulative user cpu time consumed in seconds.", true),
-    ("container_cpu_system_seconds_total", "Cumulative system cpu time consumed in seconds.", true),
-    ("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.", true),
-    ("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.", true),
-    ("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", true),
-    (
-        "container_memory_usage_bytes",
-        "Current memory usage in bytes, including all memory regardless of when it was accessed.",
-        false,
-    ),
-    ("container_memory_working_set_bytes", "Current working set in bytes.", false),
-    ("container_memory_rss", "Size of RSS in bytes.", false),
-    ("container_memory_cache", "Number of bytes of page cache memory.", false),
-    ("container_memory_swap", "Container swap usage in bytes.", false),
-    ("container_memory_failcnt", "Number of memory usage hits limits.", true),
-    ("container_oom_events_total", "Count of out of memory events observed for the container.", true),
-    ("container_spec_memory_limit_bytes", "Memory limit for the container.", false),
-    ("container_processes", "Number of processes running inside the container.", false),
-    ("container_fs_usage_bytes", "Number of bytes that are consumed by the container on this filesystem.", false),
-    ("container_fs_inodes_total", "Number of inodes the container uses on this filesystem.", false),
-    ("container_last_seen", "Last time a container was seen by the exporter.", false),
-];
-
-/// (name, help) of the pod's network metrics (all counters).
-const NETWORK_METRICS: &[(&str, &str)] = &[
-    ("container_network_receive_bytes_total", "Cumulative count of bytes received."),
-    ("container_network_receive_packets_total", "Cumulative count of packets received."),
-    ("container_network_receive_errors_total", "Cumulative count of errors encountered while receiving."),
-    ("container_network_receive_packets_dropped_total", "Cumulative count of packets dropped while receiving."),
-    ("container_network_transmit_bytes_total", "Cumulative count of bytes transmitted."),
-    ("container_network_transmit_packets_total", "Cumulative count of packets transmitted."),
-    ("container_network_transmit_errors_total", "Cumulative count of errors encountered while transmitting."),
-    ("container_network_transmit_packets_dropped_total", "Cumulative count of packets dropped while transmitting."),
-];
-
-/// The descriptors of every metric nidus reports (the same set every time).
-pub fn metric_descriptors() -> Vec<api::MetricDescriptor> {
-    let labels = |keys: &[&str]| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>();
-    CONTAINER_METRICS
-        .iter()
-        .map(|(name, help, _)| api::MetricDescriptor {
-            name: name.to_string(),
-            help: help.to_string(),
-            label_keys: labels(CONTAINER_LABELS),
-        })
-        .chain(NETWORK_METRICS.iter().map(|(name, help)| api::MetricDescriptor {
-            name: name.to_string(),
-            help: help.to_string(),
-            label_keys: labels(NETWORK_LABELS),
-        }))
-        .collect()
-}
-
-fn metric(name: &str, counter: bool, label_values: &[String], v: u64) -> api::Metric {
-    api::Metric {
-        name: name.to_string(),
-        // Read on demand, not cached: kubelet's convention is 0.
-        timestamp: 0,
-        metric_type: if counter { MetricType::Counter } else { MetricType::Gauge } as i32,
-        label_values: label_values.to_vec(),
-        value: value(v),
-    }
-}
-
-/// Label values of a container: container name, id, image, runtime name, namespace, pod.
-fn container_label_values(view: &ContainerView, sandbox: &SandboxView) -> Vec<String> {
-    let pod = sandbox.record.config.metadata.clone().unwrap_or_default();
-    let name = view.record.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
-    vec![
-        name.clone(),
-        view.record.id.clone(),
-        view.record.image.name.clone(),
-        format!("k8s_{name}_{}_{}_{}", pod.name, pod.namespace, pod.uid),
-        pod.namespace,
-        pod.name,
-    ]
-}
-
-fn container_metrics(usage: &ContainerUsage, view: &ContainerView, sandbox: &SandboxView) -> api::ContainerMetrics {
-    let labels = container_label_values(view, sandbox);
-    let mut metrics = Vec::new();
-    let mut add = |name: &str, v: u64| {
-        let counter = CONTAINER_METRICS.iter().find(|(n, _, _)| *n == name).is_some_and(|(_, _, c)| *c);
-        metrics.push(metric(name, counter, &labels, v));
-    };
-    if let Some(cpu) = &usage.cgroup.cpu {
-        add("container_cpu_usage_seconds_total", cpu.usage_ns / 1_000_000_000);
-        add("container_cpu_user_seconds_total", cpu.user_ns / 1_000_000_000);
-        add("container_cpu_system_seconds_total", cpu.system_ns / 1_000_000_000);
-        add("container_cpu_cfs_periods_total", cpu.periods);
-        add("container_cpu_cfs_throttled_periods_total", cpu.throttled_periods);
-        add("container_cpu_cfs_throttled_seconds_total", cpu.throttled_ns / 1_000_000_000);
-    }
-    if let Some(m) = &usage.cgroup.memory {
-        add("container_memory_usage_bytes", m.usage_bytes);
-        add("container_memory_working_set_bytes", m.working_set_bytes);
-        add("container_memory_rss", m.rss_bytes);
-        add("container_memory_cache", m.cache_bytes);
-        if let Some(swap) = m.swap_bytes {
-            add("container_memory_swap", swap);
-        }
-        add("container_memory_failcnt", m.fail_count);
-        add("container_oom_events_total", m.oom_kills);
-        add("container_spec_memory_limit_bytes", m.limit_bytes.unwrap_or(0));
-    }
-    if let Some(count) = usage.cgroup.pids {
-        add("container_processes", count);
-    }
-    if let Some(disk) = usage.writable_layer {
-        add("container_fs_usage_bytes", disk.bytes);
-        add("container_fs_inodes_total", disk.inodes);
-    }
-    add("container_last_seen", (usage.at_ns / 1_000_000_000).max(0) as u64);
-    api::ContainerMetrics { container_id: usage.id.clone(), metrics }
-}
-
-pub fn pod_metrics(usage: &PodUsage, sandbox: &SandboxView, containers: &[ContainerView]) -> api::PodSandboxMetrics {
-    let pod = sandbox.record.config.metadata.clone().unwrap_or_default();
-    let mut metrics = Vec::new();
-    for i in usage.interfaces.iter().flatten() {
-        let labels = vec![
-            "POD".to_string(),
-            sandbox.record.id.clone(),
-            String::new(),
-            format!("k8s_POD_{}_{}_{}", pod.name, pod.namespace, pod.uid),
-            pod.namespace.clone(),
-            pod.name.clone(),
-            i.name.clone(),
-        ];
-        for (name, v) in [
-            ("container_network_receive_bytes_total", i.rx_bytes),
-            ("container_network_receive_packets_total", i.rx_packets),
-            ("container_network_receive_errors_total", i.rx_errors),
-            ("container_network_receive_packets_dropped_total", i.rx_dropped),
-            ("container_network_transmit_bytes_total", i.tx_bytes),
-            ("container_network_transmit_packets_total", i.tx_packets),
-            ("container_network_transmit_errors_total", i.tx_errors),
-            ("container_network_transmit_packets_dropped_total", i.tx_dropped),
-        ] {
-            metrics.push(metric(name, true, &labels, v));
-        }
-    }
-    api::PodSandboxMetrics {
-        pod_sandbox_id: sandbox.record.id.clone(),
-        metrics,
-        container_metrics: usage
-            .containers
-            .iter()
-            .filter_map(|u| {
-                let view = containers.iter().find(|v| v.record.id == u.id)?;
-                Some(container_metrics(u, view, sandbox))
-            })
-            .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn descriptors_are_unique_and_cover_every_metric() {
-        let descriptors = metric_descriptors();
-        let mut names: Vec<&str> = descriptors.iter().map(|d| d.name.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), descriptors.len());
-        assert!(names.contains(&"container_cpu_usage_seconds_total"));
-        assert!(names.contains(&"container_memory_working_set_bytes"));
-        assert!(names.contains(&"container_network_receive_bytes_total"));
-        assert_eq!(metric_descriptors(), descriptors, "the set never changes");
-    }
 }

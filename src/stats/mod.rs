@@ -1,23 +1,31 @@
 //! What containers and pods use, as CRI stats and metrics report it: cgroup
-//! readings (cpu, memory, swap, processes) with `usage_nano_cores` between
-//! readings, a container's writable layer, and a pod's network counters.
+//! readings (cpu, memory, swap, tasks, pressure) with `usage_nano_cores`
+//! between readings, a container's writable layer, and a pod's network
+//! counters; for metrics also the cgroup's details (I/O per device, cpu
+//! settings, kernel and peak memory), its processes' descriptors and
+//! sockets, and the filesystem of the writable layers.
 
 pub mod disk;
+pub mod filesystem;
 pub mod network;
+pub mod processes;
 pub mod sampler;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 
-use crate::cgroups::{CgroupStats, Cgroups};
+use crate::cgroups::stats::CgroupDetails;
+use crate::cgroups::{CgroupStats, CgroupVersion, Cgroups};
 use crate::container::{ContainerState, ContainerView};
 use crate::pod::manager::now_ns;
 use crate::pod::{SandboxState, SandboxView};
 use disk::DiskUsage;
+use filesystem::Filesystem;
 use network::InterfaceUsage;
+use processes::ProcessCounts;
 use sampler::UsageSampler;
 
 /// One reading of a container.
@@ -45,17 +53,48 @@ pub struct PodUsage {
     pub containers: Vec<ContainerUsage>,
 }
 
+/// One reading of a container for metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerDetails {
+    pub id: String,
+    pub at_ns: i64,
+    pub cgroup: CgroupDetails,
+    /// Its processes' descriptors and sockets (None: no cgroup to list them from).
+    pub processes: Option<ProcessCounts>,
+    pub writable_layer: Option<DiskUsage>,
+}
+
+/// One reading of a pod for metrics: its network and its containers.
+#[derive(Debug, Clone, Serialize)]
+pub struct PodDetails {
+    pub id: String,
+    pub interfaces: Option<Vec<InterfaceUsage>>,
+    pub containers: Vec<ContainerDetails>,
+}
+
 /// Takes readings; keeps the previous cpu reading of everything it read.
 pub struct Collector {
     cgroups: Arc<Cgroups>,
     /// Where writable layers live (`<root>/containers`), for `fs_id`.
     pub containers_dir: PathBuf,
     sampler: UsageSampler,
+    /// The device of `containers_dir`'s filesystem, once known.
+    device: OnceLock<String>,
+    /// Whether the node's cgroups have pressure files (cgroup v2, PSI on).
+    pressure: bool,
 }
 
 impl Collector {
     pub fn new(cgroups: Arc<Cgroups>, containers_dir: PathBuf) -> Self {
-        Self { cgroups, containers_dir, sampler: UsageSampler::default() }
+        let pressure = cgroups.version == CgroupVersion::V2
+            && cgroups.hierarchies.first().is_some_and(|h| h.root_dir.join("cpu.pressure").is_file());
+        Self { cgroups, containers_dir, sampler: UsageSampler::default(), device: OnceLock::new(), pressure }
+    }
+
+    /// True when the node's cgroups report pressure (PSI), which decides
+    /// whether the pressure metrics are described at all.
+    pub fn has_pressure(&self) -> bool {
+        self.pressure
     }
 
     /// Reads one container (blocking: runs on a blocking thread).
@@ -85,11 +124,52 @@ impl Collector {
         let cgroup = self.cgroups.stats(&sandbox.record.pod_cgroup);
         let key = format!("pod/{}", sandbox.record.id);
         let nano_cores = cgroup.cpu.as_ref().and_then(|c| self.sampler.nano_cores(&key, at_ns, c.usage_ns));
-        let interfaces = match (&sandbox.pause, sandbox.record.namespaces.net, sandbox.state) {
-            (Some(pause), true, SandboxState::Ready) => network::interfaces_of(pause.pid),
-            _ => None,
-        };
+        let interfaces = interfaces(sandbox);
         PodUsage { id: sandbox.record.id.clone(), at_ns, cgroup, nano_cores, interfaces, containers }
+    }
+
+    /// Reads one container for metrics (blocking). Unlike `container`, it
+    /// leaves the cpu rate's previous reading alone.
+    pub fn container_details(&self, view: &ContainerView) -> ContainerDetails {
+        let at_ns = now_ns();
+        let cgroup = if view.state == ContainerState::Exited {
+            CgroupDetails::default()
+        } else {
+            self.cgroups.details(&view.record.cgroup)
+        };
+        let processes = cgroup.processes.as_deref().map(processes::count);
+        ContainerDetails {
+            id: view.record.id.clone(),
+            at_ns,
+            cgroup,
+            processes,
+            writable_layer: disk::usage_of(&view.paths.upper()),
+        }
+    }
+
+    /// Reads one pod's network and `containers` (its own) for metrics.
+    pub fn pod_details(&self, sandbox: &SandboxView, containers: &[ContainerView]) -> PodDetails {
+        PodDetails {
+            id: sandbox.record.id.clone(),
+            interfaces: interfaces(sandbox),
+            containers: containers.iter().map(|c| self.container_details(c)).collect(),
+        }
+    }
+
+    /// The filesystem the writable layers are on (one statvfs; the mount
+    /// table is read once, when first asked).
+    pub fn filesystem(&self) -> Option<Filesystem> {
+        let device = match self.device.get() {
+            Some(device) => device.clone(),
+            None => {
+                let device = filesystem::mount_source_of(&self.containers_dir);
+                if !device.is_empty() {
+                    let _ = self.device.set(device.clone());
+                }
+                device
+            }
+        };
+        filesystem::filesystem_of(&self.containers_dir, &device)
     }
 
     /// After a full listing: forget the readings of what no longer exists.
@@ -97,5 +177,14 @@ impl Collector {
         let mut alive: HashSet<String> = containers.map(String::from).collect();
         alive.extend(pods.map(|p| format!("pod/{p}")));
         self.sampler.keep_only(&alive);
+    }
+}
+
+/// The interfaces of a ready pod's own network namespace (None: the node's
+/// network, or no pause).
+fn interfaces(sandbox: &SandboxView) -> Option<Vec<InterfaceUsage>> {
+    match (&sandbox.pause, sandbox.record.namespaces.net, sandbox.state) {
+        (Some(pause), true, SandboxState::Ready) => network::interfaces_of(pause.pid),
+        _ => None,
     }
 }

@@ -9,20 +9,20 @@
 //!
 //! Not libcgroups' `stats()`: on v1 it wants one path for every hierarchy,
 //! and on v2 it reads a dozen files (PSI, io, hugetlb) per call and fails as a
-//! whole when any one is missing. Its public single-value and pids readers are used.
+//! whole when any one is missing. Files are read through `files::CgroupDir`.
 
+pub mod files;
 pub mod io;
 pub mod pressure;
 pub mod spec;
 
 use std::collections::HashMap;
-use std::fs;
-use std::path::{Path, PathBuf};
 
-use libcgroups::stats::{parse_single_value, pid_stats};
 use serde::Serialize;
 
 use super::{CgroupPath, CgroupVersion, Cgroups};
+pub use files::parse_flat_keyed;
+use files::CgroupDir;
 pub use io::DeviceIo;
 pub use pressure::{Pressure, PressureLine, PressureStats};
 pub use spec::CpuSpec;
@@ -127,10 +127,10 @@ impl Cgroups {
     }
 
     fn read(&self, path: &CgroupPath, detailed: bool) -> CgroupDetails {
-        let dir = |controller: &str| self.controller_dir(path, controller).filter(|d| d.is_dir());
+        let dir = |controller: &str| self.controller_dir(path, controller).and_then(|d| CgroupDir::open(&d));
         match self.version {
             CgroupVersion::V2 => {
-                let Some(dir) = self.hierarchies.first().map(|h| h.root_dir.join(path.as_str())).filter(|d| d.is_dir())
+                let Some(dir) = self.hierarchies.first().and_then(|h| CgroupDir::open(&h.root_dir.join(path.as_str())))
                 else {
                     return CgroupDetails::default();
                 };
@@ -143,69 +143,44 @@ impl Cgroups {
                 if !detailed {
                     return CgroupDetails { stats, ..Default::default() };
                 }
-                CgroupDetails { stats, cpu_spec: spec::read_v2(&dir), io: io::read_v2(&dir), processes: procs(&dir) }
+                CgroupDetails { stats, cpu_spec: spec::read_v2(&dir), io: io::read_v2(&dir), processes: dir.procs() }
             }
             CgroupVersion::V1 => {
                 let cpu_dir = dir("cpu");
                 let pids_dir = dir("pids");
+                let memory_dir = dir("memory");
                 let stats = CgroupStats {
-                    cpu: dir("cpuacct").and_then(|acct| cpu_v1(&acct, cpu_dir.as_deref())),
-                    memory: dir("memory").and_then(|d| memory_v1(&d, detailed)),
-                    pids: pids_dir.as_deref().and_then(pids),
+                    cpu: dir("cpuacct").and_then(|acct| cpu_v1(&acct, cpu_dir.as_ref())),
+                    memory: memory_dir.as_ref().and_then(|d| memory_v1(d, detailed)),
+                    pids: pids_dir.as_ref().and_then(pids),
                     // Pressure files are a cgroup v2 interface.
                     pressure: PressureStats::default(),
                 };
                 if !detailed {
                     return CgroupDetails { stats, ..Default::default() };
                 }
-                let procs_dir: Option<PathBuf> = pids_dir.or_else(|| dir("memory")).or_else(|| cpu_dir.clone());
+                let procs_dir = pids_dir.as_ref().or(memory_dir.as_ref()).or(cpu_dir.as_ref());
                 CgroupDetails {
                     stats,
-                    cpu_spec: cpu_dir.as_deref().and_then(spec::read_v1),
+                    cpu_spec: cpu_dir.as_ref().and_then(spec::read_v1),
                     io: dir("blkio").and_then(|d| io::read_v1(&d)),
-                    processes: procs_dir.as_deref().and_then(procs),
+                    processes: procs_dir.and_then(CgroupDir::procs),
                 }
             }
         }
     }
 }
 
-/// A flat-keyed cgroup file (`key value` lines).
-pub fn flat_keyed(path: &Path) -> Option<HashMap<String, u64>> {
-    let text = fs::read_to_string(path).ok()?;
-    Some(parse_flat_keyed(&text))
+fn limit(dir: &CgroupDir, name: &str) -> Option<u64> {
+    dir.single(name).filter(|l| *l < NO_LIMIT)
 }
 
-pub fn parse_flat_keyed(text: &str) -> HashMap<String, u64> {
-    text.lines()
-        .filter_map(|line| {
-            let (key, value) = line.split_once(' ')?;
-            Some((key.to_string(), value.trim().parse().ok()?))
-        })
-        .collect()
+fn pids(dir: &CgroupDir) -> Option<PidsStats> {
+    Some(PidsStats { current: dir.single("pids.current")?, limit: limit(dir, "pids.max") })
 }
 
-fn single(path: &Path) -> Option<u64> {
-    parse_single_value(path).ok()
-}
-
-fn limit(path: &Path) -> Option<u64> {
-    single(path).filter(|l| *l < NO_LIMIT)
-}
-
-fn pids(dir: &Path) -> Option<PidsStats> {
-    // libcgroups reads `max` as limit 0.
-    pid_stats(dir).ok().map(|p| PidsStats { current: p.current, limit: (p.limit > 0).then_some(p.limit) })
-}
-
-/// The pids in `dir`'s `cgroup.procs`.
-fn procs(dir: &Path) -> Option<Vec<i32>> {
-    let text = fs::read_to_string(dir.join("cgroup.procs")).ok()?;
-    Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-}
-
-fn cpu_v2(dir: &Path) -> Option<CpuStats> {
-    let stat = flat_keyed(&dir.join("cpu.stat"))?;
+fn cpu_v2(dir: &CgroupDir) -> Option<CpuStats> {
+    let stat = dir.flat_keyed("cpu.stat")?;
     let us = |key: &str| stat.get(key).copied().unwrap_or(0).saturating_mul(1000);
     Some(CpuStats {
         usage_ns: us("usage_usec"),
@@ -217,12 +192,12 @@ fn cpu_v2(dir: &Path) -> Option<CpuStats> {
     })
 }
 
-fn cpu_v1(cpuacct: &Path, cpu: Option<&Path>) -> Option<CpuStats> {
-    let usage_ns = single(&cpuacct.join("cpuacct.usage"))?;
+fn cpu_v1(cpuacct: &CgroupDir, cpu: Option<&CgroupDir>) -> Option<CpuStats> {
+    let usage_ns = cpuacct.single("cpuacct.usage")?;
     // cpuacct.stat counts USER_HZ ticks (100 per second on Linux).
-    let ticks = flat_keyed(&cpuacct.join("cpuacct.stat")).unwrap_or_default();
+    let ticks = cpuacct.flat_keyed("cpuacct.stat").unwrap_or_default();
     let tick_ns = |key: &str| ticks.get(key).copied().unwrap_or(0).saturating_mul(10_000_000);
-    let throttling = cpu.and_then(|d| flat_keyed(&d.join("cpu.stat"))).unwrap_or_default();
+    let throttling = cpu.and_then(|d| d.flat_keyed("cpu.stat")).unwrap_or_default();
     Some(CpuStats {
         usage_ns,
         user_ns: tick_ns("user"),
@@ -233,12 +208,12 @@ fn cpu_v1(cpuacct: &Path, cpu: Option<&Path>) -> Option<CpuStats> {
     })
 }
 
-fn memory_v2(dir: &Path, detailed: bool) -> Option<MemoryStats> {
-    let usage = single(&dir.join("memory.current"))?;
-    let stat = flat_keyed(&dir.join("memory.stat")).unwrap_or_default();
-    let events = flat_keyed(&dir.join("memory.events")).unwrap_or_default();
+fn memory_v2(dir: &CgroupDir, detailed: bool) -> Option<MemoryStats> {
+    let usage = dir.single("memory.current")?;
+    let stat = dir.flat_keyed("memory.stat").unwrap_or_default();
+    let events = dir.flat_keyed("memory.events").unwrap_or_default();
     let get = |map: &HashMap<String, u64>, key: &str| map.get(key).copied().unwrap_or(0);
-    let swap_limit = limit(&dir.join("memory.swap.max"));
+    let swap_limit = limit(dir, "memory.swap.max");
     Some(MemoryStats {
         usage_bytes: usage,
         working_set_bytes: usage.saturating_sub(get(&stat, "inactive_file")),
@@ -249,25 +224,25 @@ fn memory_v2(dir: &Path, detailed: bool) -> Option<MemoryStats> {
         major_page_faults: get(&stat, "pgmajfault"),
         own_page_faults: get(&stat, "pgfault"),
         own_major_page_faults: get(&stat, "pgmajfault"),
-        limit_bytes: limit(&dir.join("memory.max")),
-        swap_bytes: single(&dir.join("memory.swap.current")),
+        limit_bytes: limit(dir, "memory.max"),
+        swap_bytes: dir.single("memory.swap.current"),
         swap_limit_bytes: swap_limit,
         swap_setting_bytes: swap_limit,
         fail_count: get(&events, "max"),
         oom_kills: get(&events, "oom_kill"),
         kernel_bytes: stat.get("kernel").copied(),
-        max_usage_bytes: if detailed { single(&dir.join("memory.peak")) } else { None },
+        max_usage_bytes: if detailed { dir.single("memory.peak") } else { None },
     })
 }
 
-fn memory_v1(dir: &Path, detailed: bool) -> Option<MemoryStats> {
-    let usage = single(&dir.join("memory.usage_in_bytes"))?;
-    let stat = flat_keyed(&dir.join("memory.stat")).unwrap_or_default();
+fn memory_v1(dir: &CgroupDir, detailed: bool) -> Option<MemoryStats> {
+    let usage = dir.single("memory.usage_in_bytes")?;
+    let stat = dir.flat_keyed("memory.stat").unwrap_or_default();
     let get = |key: &str| stat.get(key).copied().unwrap_or(0);
-    let memsw = single(&dir.join("memory.memsw.usage_in_bytes"));
-    let limit_bytes = limit(&dir.join("memory.limit_in_bytes"));
-    let memsw_limit = limit(&dir.join("memory.memsw.limit_in_bytes"));
-    let extra = |file: &str| if detailed { single(&dir.join(file)) } else { None };
+    let memsw = dir.single("memory.memsw.usage_in_bytes");
+    let limit_bytes = limit(dir, "memory.limit_in_bytes");
+    let memsw_limit = limit(dir, "memory.memsw.limit_in_bytes");
+    let extra = |file: &str| if detailed { dir.single(file) } else { None };
     Some(MemoryStats {
         usage_bytes: usage,
         working_set_bytes: usage.saturating_sub(get("total_inactive_file")),
@@ -282,8 +257,9 @@ fn memory_v1(dir: &Path, detailed: bool) -> Option<MemoryStats> {
         swap_bytes: memsw.map(|both| both.saturating_sub(usage)),
         swap_limit_bytes: memsw_limit.map(|both| both.saturating_sub(limit_bytes.unwrap_or(0))),
         swap_setting_bytes: memsw_limit,
-        fail_count: single(&dir.join("memory.failcnt")).unwrap_or(0),
-        oom_kills: super::oom::oom_kills(dir).unwrap_or(0),
+        fail_count: dir.single("memory.failcnt").unwrap_or(0),
+        // What oom::oom_kills reads on v1.
+        oom_kills: dir.flat_keyed("memory.oom_control").and_then(|m| m.get("oom_kill").copied()).unwrap_or(0),
         kernel_bytes: extra("memory.kmem.usage_in_bytes"),
         max_usage_bytes: extra("memory.max_usage_in_bytes"),
     })
@@ -291,15 +267,9 @@ fn memory_v1(dir: &Path, detailed: bool) -> Option<MemoryStats> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::fs;
 
-    #[test]
-    fn flat_keyed_files_parse() {
-        let map = parse_flat_keyed("usage_usec 1500\nuser_usec 1000\nbad line here\nnr_periods 4\n");
-        assert_eq!(map["usage_usec"], 1500);
-        assert_eq!(map["nr_periods"], 4);
-        assert!(!map.contains_key("bad"));
-    }
+    use super::*;
 
     #[test]
     fn available_is_limit_minus_working_set() {
@@ -320,13 +290,14 @@ mod tests {
         .unwrap();
         fs::write(d.join("memory.max"), "max\n").unwrap();
         fs::write(d.join("memory.peak"), "4096\n").unwrap();
-        let m = memory_v2(d, true).unwrap();
+        let cgroup = CgroupDir::open(d).unwrap();
+        let m = memory_v2(&cgroup, true).unwrap();
         assert_eq!((m.working_set_bytes, m.mapped_file_bytes, m.own_page_faults), (800, 50, 9));
         assert_eq!(m.limit_bytes, None);
         assert_eq!(m.kernel_bytes, None, "no `kernel` key (before Linux 5.18): none, not 0");
         assert_eq!(m.swap_bytes, None, "no swap accounting");
         assert_eq!(m.max_usage_bytes, Some(4096));
-        assert_eq!(memory_v2(d, false).unwrap().max_usage_bytes, None, "the stats depth does not read it");
+        assert_eq!(memory_v2(&cgroup, false).unwrap().max_usage_bytes, None, "the stats depth does not read it");
     }
 
     #[test]
@@ -343,7 +314,7 @@ mod tests {
         fs::write(d.join("memory.memsw.usage_in_bytes"), "1000\n").unwrap();
         fs::write(d.join("memory.memsw.limit_in_bytes"), "67108864\n").unwrap();
         fs::write(d.join("memory.kmem.usage_in_bytes"), "2048\n").unwrap();
-        let m = memory_v1(d, true).unwrap();
+        let m = memory_v1(&CgroupDir::open(d).unwrap(), true).unwrap();
         assert_eq!((m.own_page_faults, m.own_major_page_faults, m.page_faults, m.major_page_faults), (5, 1, 50, 10));
         assert_eq!(m.mapped_file_bytes, 7);
         assert_eq!((m.swap_limit_bytes, m.swap_setting_bytes), (Some(0), Some(67_108_864)));

@@ -10,10 +10,10 @@
 //! neither counts is left out, not reported as zero.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::path::Path;
 
 use serde::Serialize;
+
+use super::files::CgroupDir;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DeviceIo {
@@ -27,13 +27,13 @@ pub struct DeviceIo {
 
 /// cgroup v2: `io.stat` of `dir`; None when the file is missing (the io
 /// controller is not enabled there).
-pub fn read_v2(dir: &Path) -> Option<Vec<DeviceIo>> {
-    fs::read_to_string(dir.join("io.stat")).ok().map(|text| parse_v2(&text))
+pub fn read_v2(dir: &CgroupDir) -> Option<Vec<DeviceIo>> {
+    dir.read("io.stat").map(|text| parse_v2(&text))
 }
 
 /// cgroup v1: the blkio directory `dir`; None when it has neither set of files.
-pub fn read_v1(dir: &Path) -> Option<Vec<DeviceIo>> {
-    let read = |file: &str| fs::read_to_string(dir.join(file)).ok();
+pub fn read_v1(dir: &CgroupDir) -> Option<Vec<DeviceIo>> {
+    let read = |file: &str| dir.read(file);
     let pair = |prefix: &str| {
         let bytes = read(&format!("{prefix}.io_service_bytes_recursive"))?;
         Some(parse_v1(&bytes, &read(&format!("{prefix}.io_serviced_recursive")).unwrap_or_default()))
@@ -146,9 +146,12 @@ mod tests {
 
     #[test]
     fn v1_takes_the_larger_of_the_throttle_and_bfq_counts() {
+        use std::fs;
+
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        assert_eq!(read_v1(d), None, "no blkio files");
+        let cgroup = CgroupDir::open(d).unwrap();
+        assert_eq!(read_v1(&cgroup), None, "no blkio files");
         // Throttling set up on 8:0 only, BFQ scheduling 7:0 (and 8:0 with fewer merged requests).
         fs::write(d.join("blkio.throttle.io_service_bytes_recursive"), "8:0 Read 100\n8:0 Write 200\nTotal 300\n")
             .unwrap();
@@ -161,7 +164,7 @@ mod tests {
         fs::write(d.join("blkio.bfq.io_serviced_recursive"), "7:0 Write 1\n8:0 Read 2\n8:0 Write 3\nTotal 6\n")
             .unwrap();
         assert_eq!(
-            read_v1(d).unwrap(),
+            read_v1(&cgroup).unwrap(),
             vec![
                 DeviceIo { major: 7, minor: 0, read_bytes: 0, write_bytes: 512, reads: 0, writes: 1 },
                 DeviceIo { major: 8, minor: 0, read_bytes: 100, write_bytes: 200, reads: 4, writes: 6 },

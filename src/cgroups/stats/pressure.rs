@@ -5,10 +5,9 @@
 //! `some avg10=0.12 avg60=0.05 avg300=0.01 total=123456` (total in µs).
 //! A file or line the kernel does not write is None, never zeros.
 
-use std::fs;
-use std::path::Path;
-
 use serde::Serialize;
+
+use super::files::CgroupDir;
 
 /// One line of a pressure file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -37,8 +36,8 @@ pub struct PressureStats {
 }
 
 /// Reads `cpu.pressure`, `memory.pressure` and `io.pressure` of `dir`.
-pub fn read(dir: &Path) -> PressureStats {
-    let file = |name: &str| fs::read_to_string(dir.join(name)).ok().and_then(|text| parse(&text));
+pub fn read(dir: &CgroupDir) -> PressureStats {
+    let file = |name: &str| dir.read(name).and_then(|text| parse(&text));
     PressureStats { cpu: file("cpu.pressure"), memory: file("memory.pressure"), io: file("io.pressure") }
 }
 
@@ -89,6 +88,8 @@ mod tests {
 
     #[test]
     fn a_missing_line_or_file_is_none_not_zero() {
+        use std::fs;
+
         // cpu.pressure before Linux 5.13: no full line.
         let p = parse("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
         assert!(p.some.is_some() && p.full.is_none());
@@ -96,7 +97,7 @@ mod tests {
         assert_eq!(parse("some avg10=oops avg60=0 avg300=0 total=0\n"), None, "a field that does not parse");
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("io.pressure"), "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
-        let all = read(dir.path());
+        let all = read(&CgroupDir::open(dir.path()).unwrap());
         assert_eq!((all.cpu, all.memory), (None, None));
         assert_eq!(all.io.unwrap().some.unwrap().total_us, 5);
     }

@@ -3,10 +3,9 @@
 //! Kubernetes cgroup v2 rule, 2 + (weight − 1) × 262142 / 9999), the CFS
 //! period and quota (v1 `cpu.cfs_period_us`, `cpu.cfs_quota_us`; v2 `cpu.max`).
 
-use std::fs;
-use std::path::Path;
-
 use serde::Serialize;
+
+use super::files::CgroupDir;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CpuSpec {
@@ -17,12 +16,12 @@ pub struct CpuSpec {
     pub quota_us: Option<u64>,
 }
 
-fn read(dir: &Path, file: &str) -> Option<String> {
-    fs::read_to_string(dir.join(file)).ok().map(|s| s.trim().to_string())
+fn read(dir: &CgroupDir, file: &str) -> Option<String> {
+    dir.read(file).map(|s| s.trim().to_string())
 }
 
 /// cgroup v2: `cpu.weight` and `cpu.max` of `dir`; None without the cpu controller.
-pub fn read_v2(dir: &Path) -> Option<CpuSpec> {
+pub fn read_v2(dir: &CgroupDir) -> Option<CpuSpec> {
     let max = read(dir, "cpu.max");
     let weight = read(dir, "cpu.weight");
     if max.is_none() && weight.is_none() {
@@ -33,7 +32,7 @@ pub fn read_v2(dir: &Path) -> Option<CpuSpec> {
 }
 
 /// cgroup v1: the cpu controller's directory `dir`.
-pub fn read_v1(dir: &Path) -> Option<CpuSpec> {
+pub fn read_v1(dir: &CgroupDir) -> Option<CpuSpec> {
     let shares = read(dir, "cpu.shares").and_then(|s| s.parse().ok());
     let period_us = read(dir, "cpu.cfs_period_us").and_then(|s| s.parse().ok());
     // -1: no quota.
@@ -57,6 +56,8 @@ fn weight_to_shares(weight: u64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
@@ -65,14 +66,16 @@ mod tests {
         fs::write(dir.path().join("cpu.max"), "20000 100000\n").unwrap();
         fs::write(dir.path().join("cpu.weight"), "39\n").unwrap();
         // Kubernetes writes weight 39 for 1024 shares; back it comes as 998.
-        let spec = read_v2(dir.path()).unwrap();
+        let cgroup = CgroupDir::open(dir.path()).unwrap();
+        let spec = read_v2(&cgroup).unwrap();
         assert_eq!(spec, CpuSpec { shares: Some(998), period_us: Some(100_000), quota_us: Some(20_000) });
         fs::write(dir.path().join("cpu.max"), "max 100000\n").unwrap();
-        assert_eq!(read_v2(dir.path()).unwrap().quota_us, None, "max: no quota");
+        assert_eq!(read_v2(&cgroup).unwrap().quota_us, None, "max: no quota");
         assert_eq!(weight_to_shares(1), Some(2));
         assert_eq!(weight_to_shares(10_000), Some(262_144));
         assert_eq!(weight_to_shares(0), None);
-        assert_eq!(read_v2(&dir.path().join("gone")), None);
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(read_v2(&CgroupDir::open(empty.path()).unwrap()), None, "no cpu controller");
     }
 
     #[test]
@@ -82,7 +85,7 @@ mod tests {
         fs::write(dir.path().join("cpu.cfs_period_us"), "100000\n").unwrap();
         fs::write(dir.path().join("cpu.cfs_quota_us"), "-1\n").unwrap();
         assert_eq!(
-            read_v1(dir.path()).unwrap(),
+            read_v1(&CgroupDir::open(dir.path()).unwrap()).unwrap(),
             CpuSpec { shares: Some(1024), period_us: Some(100_000), quota_us: None }
         );
     }

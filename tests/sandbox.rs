@@ -450,8 +450,9 @@ fn make_kubelet_cgroups(env: &TestEnv, pods: &[&str]) -> Vec<PathBuf> {
         for dir in levels.iter().chain(pods) {
             let dir = root.join(dir);
             fs::create_dir_all(&dir).unwrap();
-            // A new v1 cpuset takes no task until it has cpus and mems (libcontainer copies the parent's).
-            for file in ["cpuset.cpus", "cpuset.mems"] {
+            // A new v1 cpuset takes no task until it has cpus and mems (libcontainer copies the parent's);
+            // on v2 the files exist only where the parent hands cpuset down, and an empty one inherits.
+            for file in ["cpuset.cpus", "cpuset.mems"].into_iter().filter(|_| !host::unified()) {
                 if let Ok(value) = fs::read_to_string(dir.parent().unwrap().join(file)) {
                     fs::write(dir.join(file), value.trim()).unwrap();
                 }
@@ -459,7 +460,9 @@ fn make_kubelet_cgroups(env: &TestEnv, pods: &[&str]) -> Vec<PathBuf> {
         }
         if host::unified() {
             // kubelet hands the controllers down to its QoS and pod cgroups.
-            for dir in [root.join("kubepods"), root.join("kubepods/burstable"), root.join("kubepods/besteffort")] {
+            for dir in
+                [root.clone(), root.join("kubepods"), root.join("kubepods/burstable"), root.join("kubepods/besteffort")]
+            {
                 for controller in ["cpu", "memory", "pids"] {
                     let _ = fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}"));
                 }

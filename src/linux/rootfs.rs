@@ -173,11 +173,31 @@ fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
 /// any number of layers fits); falls back to one option string on kernels
 /// without it.
 pub fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
-    match mount_overlay_new_api(lower, upper, work, target) {
+    overlay(lower, Some((upper, work)), target, 0)
+}
+
+/// Mounts a read-only overlay of `lower` (lowest first, at least two: the
+/// kernel takes no overlay of one layer without an upper one) at `target`,
+/// nosuid and nodev: an image volume.
+pub fn mount_overlay_read_only(lower: &[std::path::PathBuf], target: &Path) -> io::Result<()> {
+    overlay(lower, None, target, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)
+}
+
+fn overlay(
+    lower: &[std::path::PathBuf],
+    upper_work: Option<(&Path, &Path)>,
+    target: &Path,
+    attrs: u64,
+) -> io::Result<()> {
+    match overlay_new_api(lower, upper_work, target, attrs) {
         Ok(()) => Ok(()),
+        // Before Linux 6.8 (lowerdir+) or 6.5 (overlayfs on the new API).
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) => {
             let lowers: Vec<String> = lower.iter().rev().map(|p| p.display().to_string()).collect();
-            let data = format!("lowerdir={},upperdir={},workdir={}", lowers.join(":"), upper.display(), work.display());
+            let mut data = format!("lowerdir={}", lowers.join(":"));
+            if let Some((upper, work)) = upper_work {
+                data.push_str(&format!(",upperdir={},workdir={}", upper.display(), work.display()));
+            }
             if data.len() >= 4096 {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -187,21 +207,20 @@ pub fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, ta
                     ),
                 ));
             }
-            mount(Some("overlay"), &target.to_string_lossy(), Some("overlay"), 0, Some(&data))
+            let mut flags: libc::c_ulong = 0;
+            for (attr, flag) in [
+                (libc::MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
+                (libc::MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
+                (libc::MOUNT_ATTR_NODEV, libc::MS_NODEV),
+            ] {
+                if attrs & attr != 0 {
+                    flags |= flag as libc::c_ulong;
+                }
+            }
+            mount(Some("overlay"), &target.to_string_lossy(), Some("overlay"), flags, Some(&data))
         }
         Err(e) => Err(e),
     }
-}
-
-/// Mounts a read-only overlay of `lower` (lowest first, at least two: the
-/// kernel takes no overlay of one layer without an upper one) at `target`,
-/// nosuid and nodev: an image volume.
-pub fn mount_overlay_read_only(lower: &[std::path::PathBuf], target: &Path) -> io::Result<()> {
-    overlay_new_api(lower, None, target, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)
-}
-
-fn mount_overlay_new_api(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
-    overlay_new_api(lower, Some((upper, work)), target, 0)
 }
 
 fn overlay_new_api(
@@ -230,7 +249,6 @@ fn overlay_new_api(
             )
         })
         .map(drop)
-        .map_err(|e| step_error(&format!("overlay {} {}", key.to_string_lossy(), value.to_string_lossy()), e))
     };
     // lowerdir+ appends below the layers given so far: topmost first.
     for layer in lower.iter().rev() {
@@ -250,11 +268,9 @@ fn overlay_new_api(
             std::ptr::null::<libc::c_void>(),
             0,
         )
-    })
-    .map_err(|e| step_error("creating the overlay", e))?;
+    })?;
     // SAFETY: fs is a created fs context; returns a new mount fd or -1.
-    let mnt = check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, attrs) })
-        .map_err(|e| step_error("fsmount of the overlay", e))?;
+    let mnt = check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, attrs) })?;
     // SAFETY: mnt was just returned by fsmount.
     let mnt = unsafe { OwnedFd::from_raw_fd(mnt as RawFd) };
     let empty = c"";
@@ -270,14 +286,8 @@ fn overlay_new_api(
             // The target may be a /proc/self/fd link, followed only so.
             libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_SYMLINKS,
         )
-    })
-    .map_err(|e| step_error("moving the overlay into place", e))?;
+    })?;
     Ok(())
-}
-
-/// `e` with the step it failed at in front.
-fn step_error(step: &str, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{step}: {e}"))
 }
 
 /// A detached copy of the mount tree at `source` (open_tree with

@@ -53,6 +53,8 @@ pub struct Daemon {
     /// Whether pods with a user namespace of their own can work here (the
     /// probe at start), or why not.
     pub user_namespaces: Result<(), String>,
+    /// Container and sandbox lifecycle events (GetContainerEvents).
+    pub events: crate::events::EventHub,
     _locks: Vec<LockFile>,
 }
 
@@ -150,6 +152,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     let network = crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone())
         .context("opening the pod network state")?;
     network.probe().await;
+    let events = crate::events::EventHub::default();
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),
@@ -158,7 +161,8 @@ pub async fn serve(mut config: Config) -> Result<()> {
         reaper.clone(),
         pause_program.exec_path().to_path_buf(),
         network.clone(),
-    );
+    )
+    .reporting_to(events.clone());
     sandboxes.load().await.context("reloading sandboxes")?;
     let images = open_images(&config).await?;
     let image_source: Arc<dyn ImageSource> = images.clone();
@@ -170,7 +174,8 @@ pub async fn serve(mut config: Config) -> Result<()> {
         reaper.clone(),
         monitor_program.exec_path().to_path_buf(),
         image_source,
-    );
+    )
+    .reporting_to(events.clone());
     containers.load().await.context("reloading containers")?;
     containers.refill_spares();
     owned_cgroups.retry_stale();
@@ -198,10 +203,14 @@ pub async fn serve(mut config: Config) -> Result<()> {
         runtime_programs: vec![pause_program, monitor_program],
         owned_cgroups,
         user_namespaces,
+        events,
         _locks: locks,
     });
 
     let listener = bind_socket(&config.socket).await?;
+    // What the start found (exits while the daemon was down) waits a while
+    // for the first subscribers.
+    daemon.events.serving(crate::events::STARTUP_EVENTS_KEPT);
     let apis = crate::cri::served_apis(&config.grpc);
     tracing::info!(
         socket = %config.socket.display(),

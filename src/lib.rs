@@ -25,6 +25,7 @@ pub mod config;
 pub mod container;
 pub mod cri;
 pub mod daemon;
+pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod helper;

@@ -537,7 +537,7 @@ async fn pressure_and_io_show_under_a_cpu_hog_and_a_written_file() {
     let pod_linux = pod_stats.linux.unwrap();
     let writer_stats = cri.container_stats(&writer).await.unwrap();
     if v2 {
-        let cpu_psi = stats.cpu.as_ref().unwrap().psi.clone().unwrap();
+        let cpu_psi = stats.cpu.as_ref().unwrap().psi.unwrap();
         eprintln!("hog cpu pressure: {cpu_psi:?}");
         let some = cpu_psi.some.unwrap();
         assert!(some.avg10 <= 100.0 && some.avg60 <= 100.0 && some.avg300 <= 100.0);

@@ -14,6 +14,7 @@ use crate::api::{self, ContainerConfig};
 use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::config::Config;
+use crate::events::{EventHub, EventKind, Subject};
 use crate::ids::{self, Resolved};
 use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
@@ -188,6 +189,8 @@ pub struct Containers {
     hooks: crate::hooks::HookRegistry,
     /// The CDI devices of the `[cdi] spec_dirs` (read at the first create that asks for one).
     cdi: Arc<crate::cdi::CdiRegistry>,
+    /// Where lifecycle events go (GetContainerEvents).
+    events: EventHub,
 }
 
 fn name_slot(sandbox_id: &str, name_key: &str) -> String {
@@ -228,7 +231,19 @@ impl Containers {
             seccomp,
             hooks,
             cdi,
+            events: EventHub::default(),
         }
+    }
+
+    /// Reports lifecycle events to `events` (instead of a hub of its own).
+    pub fn reporting_to(mut self, events: EventHub) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Reports `kind` with the container as it is now.
+    fn emit(&self, kind: EventKind, entry: &Entry) {
+        self.events.emit(kind, || self.view_of(entry).map(|v| Subject::Container(Box::new(v))));
     }
 
     /// Starts the spare monitors and makes the spare container directories
@@ -301,6 +316,7 @@ impl Containers {
                 // of this boot, folded into the durable record with the exit.
                 entry.live().record.started_at_ns = Some(recorded_start(&files).unwrap_or_else(now_ns));
                 tracing::info!(container_id = %id, "container started");
+                self.emit(EventKind::Started, &entry);
                 self.run_poststart(&view.record, view.init.as_ref().map(|i| i.pid)).await;
                 Ok(())
             }
@@ -415,6 +431,7 @@ impl Containers {
             if let Err(e) = self.update_record(&id, entry, |r| r.exit = Some(exit)) {
                 tracing::warn!(container_id = %id, error = %e, "cannot record the container's exit");
             }
+            self.emit(EventKind::Stopped, entry);
         }
         let record = entry.live().record.clone();
         hooks::poststop_if_pending(&record, &self.paths(&id)).await;
@@ -427,6 +444,7 @@ impl Containers {
         let run_dir = self.paths(&this.id).run_dir;
         let paths = self.paths(&this.id);
         let record_path = paths.record();
+        let events = self.events.clone();
         tokio::spawn(async move {
             waiter.await;
             // Let an operation that already handles the exit finish first.
@@ -435,19 +453,30 @@ impl Containers {
                 return;
             }
             let exit = recorded_exit(&run_dir).await;
-            let record = {
+            let (record, cgroup_join) = {
                 let mut live = this.entry.live();
                 if live.record.exit.is_some() {
                     return;
                 }
                 live.exit = Some(exit.clone());
                 live.record.exit = Some(exit);
-                live.record.clone()
+                (live.record.clone(), live.cgroup_join)
             };
             if let Err(e) = store::write_json(&record_path, &record) {
                 tracing::warn!(container_id = %this.id, error = %e, "cannot record the container's exit");
             }
             tracing::info!(container_id = %this.id, exit_code = record.exit.as_ref().map(|e| e.exit_code), "container exited");
+            events.emit(EventKind::Stopped, || {
+                Some(Subject::Container(Box::new(ContainerView {
+                    record: record.clone(),
+                    state: ContainerState::Exited,
+                    started_at_ns: record.started_at_ns,
+                    exit: record.exit.clone(),
+                    init: None,
+                    cgroup_join,
+                    paths: paths.clone(),
+                })))
+            });
             hooks::poststop_if_pending(&record, &paths).await;
         });
     }
@@ -482,15 +511,19 @@ impl Containers {
         }
         self.stop_locked(&id, &entry, Duration::ZERO).await?;
         let record = entry.live().record.clone();
+        let last = self.events.wanted().then(|| self.view_of(&entry)).flatten();
         self.tear_down(&record).await?;
         entry.live().removed = true;
-        let mut index = self.index();
-        index.by_id.remove(&id);
-        let slot = name_slot(&record.sandbox_id, &record.name_key);
-        if index.names.get(&slot) == Some(&id) {
-            index.names.remove(&slot);
+        {
+            let mut index = self.index();
+            index.by_id.remove(&id);
+            let slot = name_slot(&record.sandbox_id, &record.name_key);
+            if index.names.get(&slot) == Some(&id) {
+                index.names.remove(&slot);
+            }
         }
         tracing::info!(container_id = %id, "container removed");
+        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Container(Box::new(v))));
         Ok(())
     }
 

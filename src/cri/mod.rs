@@ -8,6 +8,7 @@ pub(crate) mod convert;
 mod deadline;
 mod detached;
 mod errors;
+mod events;
 mod image_service;
 mod message_cap;
 mod runtime_service;

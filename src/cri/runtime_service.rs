@@ -460,7 +460,7 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Err(unimplemented("GetContainerEvents"))
+        Ok(Response::new(super::events::stream(self.daemon.clone())))
     }
 
     async fn list_metric_descriptors(

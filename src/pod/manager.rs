@@ -12,6 +12,7 @@ use crate::api::PodSandboxConfig;
 use crate::cgroups::ahead::{self, AheadCgroups};
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::config::Config;
+use crate::events::{EventHub, EventKind, Subject};
 use crate::ids::{self, Resolved};
 use crate::linux::mount;
 use crate::linux::namespaces::{self, NewNamespaces};
@@ -143,6 +144,8 @@ pub struct Sandboxes {
     pause_binary: PathBuf,
     network: Arc<PodNetworks>,
     index: Mutex<Index>,
+    /// Where lifecycle events go (GetContainerEvents).
+    events: EventHub,
 }
 
 const PAUSE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -157,7 +160,23 @@ impl Sandboxes {
         pause_binary: PathBuf,
         network: Arc<PodNetworks>,
     ) -> Self {
-        Self { config, cgroups, owned_cgroups, ahead, reaper, pause_binary, network, index: Mutex::default() }
+        Self {
+            config,
+            cgroups,
+            owned_cgroups,
+            ahead,
+            reaper,
+            pause_binary,
+            network,
+            index: Mutex::default(),
+            events: EventHub::default(),
+        }
+    }
+
+    /// Reports lifecycle events to `events` (instead of a hub of its own).
+    pub fn reporting_to(mut self, events: EventHub) -> Self {
+        self.events = events;
+        self
     }
 
     fn index(&self) -> MutexGuard<'_, Index> {
@@ -198,7 +217,10 @@ impl Sandboxes {
         }
         match self.create(&id, spec).await {
             Ok(entry) => {
-                self.index().by_id.insert(id.clone(), entry);
+                self.index().by_id.insert(id.clone(), entry.clone());
+                // The sandbox is made and its pause runs: both at once.
+                self.emit(EventKind::Created, &entry);
+                self.emit(EventKind::Started, &entry);
                 Ok(id)
             }
             Err(e) => {
@@ -409,6 +431,7 @@ impl Sandboxes {
         if record.lifecycle != Lifecycle::Stopped {
             entry.update_record(&paths.record(), |r| r.lifecycle = Lifecycle::Stopped)?;
             tracing::info!(pod_id = %id, "sandbox stopped");
+            self.emit(EventKind::Stopped, entry);
         }
         Ok(())
     }
@@ -452,13 +475,17 @@ impl Sandboxes {
         self.stop_locked(&id, &entry).await?;
         let record = entry.live().record.clone();
         self.tear_down(&record, None, true).await?;
+        let last = self.events.wanted().then(|| self.view(&entry.live()));
         entry.live().removed = true;
-        let mut index = self.index();
-        index.by_id.remove(&id);
-        if index.names.get(&record.name_key) == Some(&id) {
-            index.names.remove(&record.name_key);
+        {
+            let mut index = self.index();
+            index.by_id.remove(&id);
+            if index.names.get(&record.name_key) == Some(&id) {
+                index.names.remove(&record.name_key);
+            }
         }
         tracing::info!(pod_id = %id, "sandbox removed");
+        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Sandbox(Box::new(v))));
         Ok(())
     }
 
@@ -513,6 +540,14 @@ impl Sandboxes {
             .collect();
         views.sort_by_key(|v| v.record.created_at_ns);
         views
+    }
+
+    /// Reports `kind` with the sandbox as it is now.
+    fn emit(&self, kind: EventKind, entry: &Entry) {
+        self.events.emit(kind, || {
+            let live = entry.live();
+            (!live.removed).then(|| Subject::Sandbox(Box::new(self.view(&live))))
+        });
     }
 
     fn view(&self, live: &Live) -> SandboxView {

@@ -25,6 +25,7 @@ use crate::container::spare_dirs::{self, ImageEtc};
 use crate::container::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
 use crate::container::user::{self, UserRequest};
 use crate::container::{caps, signal};
+use crate::events::EventKind;
 use crate::ids;
 use crate::linux::mount::is_overlay_opaque;
 use crate::linux::process::{boot_id, ProcessIdentity};
@@ -114,6 +115,7 @@ impl Containers {
             Ok((record, init, cgroup_join)) => {
                 let entry = Entry::new(record, Some(init), cgroup_join);
                 self.index().by_id.insert(id.clone(), entry.clone());
+                self.emit(EventKind::Created, &entry);
                 self.watch(id.clone(), entry);
                 Ok(id)
             }

@@ -143,8 +143,11 @@ pub fn resolve(req: &UserRequest, passwd: &[PasswdEntry], groups: &[GroupEntry])
     for g in &req.supplemental_groups {
         additional_gids.push(id("supplemental_groups", *g)?);
     }
-    let mut seen = std::collections::HashSet::new();
-    additional_gids.retain(|g| seen.insert(*g));
+    // As runc and containerd have it: the process's groups include its own
+    // gid, and ContainerStatus.user lists them all, in order.
+    additional_gids.push(gid);
+    additional_gids.sort_unstable();
+    additional_gids.dedup();
     Ok(ResolvedUser { uid, gid, additional_gids, username, home })
 }
 
@@ -162,7 +165,7 @@ mod tests {
     #[test]
     fn image_user_forms() {
         let r = resolve_with(UserRequest { image_user: "app".into(), ..Default::default() }).unwrap();
-        assert_eq!((r.uid, r.gid, r.additional_gids.clone()), (1000, 1000, vec![2000]));
+        assert_eq!((r.uid, r.gid, r.additional_gids.clone()), (1000, 1000, vec![1000, 2000]));
         assert_eq!(r.home, "/home/app");
         let r = resolve_with(UserRequest { image_user: "1000:2000".into(), ..Default::default() }).unwrap();
         assert_eq!((r.uid, r.gid), (1000, 2000));
@@ -186,12 +189,12 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!((r.uid, r.gid, r.additional_gids), (1000, 3000, vec![2000, 4000]));
+        assert_eq!((r.uid, r.gid, r.additional_gids), (1000, 3000, vec![2000, 3000, 4000]));
         let r = resolve_with(UserRequest { run_as_username: "app".into(), ..Default::default() }).unwrap();
         assert_eq!((r.uid, r.gid), (1000, 1000));
         let r =
             resolve_with(UserRequest { run_as_user: Some(1000), strict_groups: true, ..Default::default() }).unwrap();
-        assert!(r.additional_gids.is_empty());
+        assert_eq!(r.additional_gids, vec![1000], "Strict: its own group only");
         assert_eq!(
             resolve_with(UserRequest { run_as_user: Some(-1), ..Default::default() }).unwrap_err().field,
             "run_as_user"

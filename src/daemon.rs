@@ -177,6 +177,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     )
     .reporting_to(events.clone());
     containers.load().await.context("reloading containers")?;
+    crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;
     containers.refill_spares();
     owned_cgroups.retry_stale();
     owned_cgroups.prune();

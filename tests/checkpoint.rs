@@ -13,14 +13,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::client::{container_config, log_lines};
+use common::client::container_config;
+use common::counter::{counts, first_count, tar_list, wait_for_count, COUNTER, MANY};
 use common::{host, Cri, TestEnv};
 use nidus::api::*;
-
-const COUNTER: &str = "i=0; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
-/// A thousand processes, then a counter: CRIU dumps each process, which takes seconds.
-const MANY: &str =
-    "for i in $(seq 1000); do sleep 1000 & done; echo ready; while true; do echo count $i; i=$((i+1)); sleep 0.2; done";
 
 /// A pod running MANY, ready: what the tests of slow CRIU runs start from.
 struct ManyRunning {
@@ -48,45 +44,6 @@ async fn checkpoint(cri: &mut Cri, id: &str, location: &Path, timeout: i64) -> R
         })
         .await?;
     Ok(())
-}
-
-/// The counts the container printed so far.
-async fn counts(cri: &mut Cri, id: &str) -> Vec<u64> {
-    log_lines(&cri.logs(id).await, "stdout")
-        .iter()
-        .filter_map(|l| l.strip_prefix("count ").and_then(|n| n.trim().parse().ok()))
-        .collect()
-}
-
-async fn wait_for_count(cri: &mut Cri, id: &str, at_least: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(&last) = counts(cri, id).await.last() {
-            if last >= at_least {
-                return last;
-            }
-        }
-        assert!(Instant::now() < deadline, "container {id} did not count to {at_least}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The first count a (restored) container prints.
-async fn first_count(cri: &mut Cri, id: &str) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(&first) = counts(cri, id).await.first() {
-            return first;
-        }
-        assert!(Instant::now() < deadline, "container {id} printed no count");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn tar_list(archive: &Path) -> Vec<String> {
-    let out = std::process::Command::new("tar").arg("-tf").arg(archive).output().expect("tar");
-    assert!(out.status.success(), "tar -tf {}: {}", archive.display(), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
 }
 
 /// An OCI image layout like `buildah add … checkpoint.tar /` + the CRI-O

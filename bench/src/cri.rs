@@ -24,6 +24,28 @@ pub struct Cri {
 }
 
 impl Cri {
+    /// Subscribes to GetContainerEvents and reads every event in a task of
+    /// its own (dropped with the handle); the count of events read so far.
+    pub async fn drain_events(
+        &self,
+    ) -> Result<(tokio::task::JoinHandle<()>, std::sync::Arc<std::sync::atomic::AtomicU64>)> {
+        let mut stream = self
+            .runtime
+            .clone()
+            .get_container_events(GetEventsRequest {})
+            .await
+            .context("GetContainerEvents")?
+            .into_inner();
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = count.clone();
+        let task = tokio::spawn(async move {
+            while let Ok(Some(_)) = stream.message().await {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        Ok((task, count))
+    }
+
     /// Connects to the CRI socket (the `:authority` is a placeholder, as for any UDS client).
     pub async fn connect(socket: &Path) -> Result<Self> {
         let socket = socket.to_path_buf();

@@ -40,7 +40,7 @@ use crate::lifecycle::Target;
 use crate::options::{OnlyStep, Options};
 use crate::report::{
     Meta, Results, RuntimeFigures, CONTAINERD, CONTAINERD_CNI, CONTAINERD_CNI_HOSTPORT, CONTAINERD_CRUN, NIDUS,
-    NIDUS_BUILTIN, NIDUS_BUILTIN_HOSTPORT, NIDUS_CNI, NIDUS_OWN_NETNS, NIDUS_USERNS,
+    NIDUS_BUILTIN, NIDUS_BUILTIN_HOSTPORT, NIDUS_CNI, NIDUS_EVENTS, NIDUS_OWN_NETNS, NIDUS_USERNS,
 };
 use crate::runtime::{Kind, Runtime};
 
@@ -114,9 +114,12 @@ async fn run() -> Result<bool> {
     }
     // The networked variants (bridge CNI for both runtimes, nidus's built-in
     // network) and the second reference, containerd + crun.
-    eprintln!("starting nidus (bridge CNI), nidus (built-in network), containerd (bridge CNI), containerd + crun");
+    eprintln!(
+        "starting nidus (bridge CNI), nidus (built-in network), containerd (bridge CNI), containerd + crun, \
+         nidus (an events subscriber)"
+    );
     let mut others = Vec::new();
-    for kind in [Kind::NidusCni, Kind::NidusBuiltin, Kind::ContainerdCni, Kind::ContainerdCrun] {
+    for kind in [Kind::NidusCni, Kind::NidusBuiltin, Kind::ContainerdCni, Kind::ContainerdCrun, Kind::NidusEvents] {
         let mut rt = Runtime::start(kind, &lab.places).await?;
         if kind.is_nidus() {
             rt.import(&[&busybox]).await?;
@@ -180,7 +183,10 @@ async fn run() -> Result<bool> {
             network: PodNetwork::OwnWithHostPort,
         },
         Variant { label: NIDUS_USERNS, target: nidus_target.clone(), network: PodNetwork::OwnUserns },
+        Variant { label: NIDUS_EVENTS, target: other_targets[4].clone(), network: PodNetwork::Node },
     ];
+    // The events variant's daemon has one subscriber reading for the whole run.
+    let (subscriber, events_read) = others[4].cri().drain_events().await?;
     // A reference this host cannot run (Debian's crun refuses hybrid cgroups)
     // is left out with its reason, not failed at every iteration.
     let mut crun_unavailable = None;
@@ -208,6 +214,8 @@ async fn run() -> Result<bool> {
         let leaks = leaks::check(rt).await;
         errors.extend(leaks.items.iter().map(|l| format!("{} after the latency phases: {l}", rt.name())));
     }
+    subscriber.abort();
+    eprintln!("events: the subscriber read {} events", events_read.load(std::sync::atomic::Ordering::Relaxed));
     drop(other_targets);
     for rt in &mut others {
         rt.shut_down();

@@ -33,16 +33,19 @@ pub const NIDUS_BUILTIN_HOSTPORT: &str = "nidus_builtin_hostport";
 /// nidus, pods with a user namespace of their own (and a network namespace).
 pub const NIDUS_USERNS: &str = "nidus_userns";
 pub const CONTAINERD_CNI_HOSTPORT: &str = "containerd_cni_hostport";
+/// nidus with one GetContainerEvents subscriber reading all along.
+pub const NIDUS_EVENTS: &str = "nidus_events";
 
 /// The networked and second-reference comparisons: (key, nidus variant,
 /// reference variant, target ratio of the pod + container p50 if any).
-const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 6] = [
+const NETWORK_RATIOS: [(&str, &str, &str, Option<f64>); 7] = [
     ("cni_nidus_vs_containerd_cni", NIDUS_CNI, CONTAINERD_CNI, Some(0.1)),
     ("builtin_nidus_vs_containerd_cni", NIDUS_BUILTIN, CONTAINERD_CNI, Some(0.05)),
     ("nidus_vs_containerd_crun", NIDUS, CONTAINERD_CRUN, None),
     ("nidus_builtin_vs_nidus_cni", NIDUS_BUILTIN, NIDUS_CNI, None),
     ("hostport_nidus_builtin_vs_containerd_cni", NIDUS_BUILTIN_HOSTPORT, CONTAINERD_CNI_HOSTPORT, None),
     ("userns_nidus_vs_nidus_own_netns", NIDUS_USERNS, NIDUS_OWN_NETNS, Some(1.3)),
+    ("events_subscriber_nidus_vs_nidus", NIDUS_EVENTS, NIDUS, Some(1.1)),
 ];
 
 /// The steps shown for the networked variants.

@@ -2,7 +2,8 @@
 //! its root-only, all-or-nothing writing (`location`), the record of a
 //! checkpoint under way that a restarted daemon cleans up after
 //! (`in_progress`), the archive's layout and metadata (`archive`), the
-//! container's rootfs changes (`rootfs_diff`), and the operator CLI (`cli`).
+//! container's rootfs changes (`rootfs_diff`), the pod archive of CheckpointPod
+//! and RestorePod (`pod_archive`), and the operator CLI (`cli`).
 //! The lifecycle side is in container::manager::{checkpoint, restore} and
 //! monitor::restore.
 
@@ -11,6 +12,7 @@ pub mod cli;
 pub mod criu;
 pub mod in_progress;
 pub mod location;
+pub mod pod_archive;
 pub mod rootfs_diff;
 
 pub use criu::{Criu, CriuError};

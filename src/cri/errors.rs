@@ -15,11 +15,6 @@ use crate::network::NetworkError;
 use crate::pod::SandboxError;
 use crate::runtime::PodError;
 
-/// The status of an RPC that is not implemented yet, naming it.
-pub fn unimplemented(rpc: &str) -> Status {
-    Status::unimplemented(format!("{rpc} is not implemented by nidus yet"))
-}
-
 pub fn invalid(field: &str, why: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("{field}: {why}"))
 }

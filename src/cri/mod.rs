@@ -11,6 +11,7 @@ mod errors;
 mod events;
 mod image_service;
 mod message_cap;
+pub mod pod_checkpoint;
 mod runtime_service;
 mod stats;
 mod streaming;

@@ -7,6 +7,7 @@
 
 pub mod apis;
 pub mod client;
+pub mod counter;
 pub mod host;
 pub mod images;
 pub mod probe;

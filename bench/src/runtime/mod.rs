@@ -39,6 +39,8 @@ pub enum Kind {
     ContainerdCni,
     /// containerd + crun (Debian's), the second reference.
     ContainerdCrun,
+    /// nidus as `Nidus`, with one GetContainerEvents subscriber all along.
+    NidusEvents,
 }
 
 impl Kind {
@@ -51,12 +53,13 @@ impl Kind {
             Kind::NidusBuiltin => "nidus-builtin",
             Kind::ContainerdCni => "containerd-cni",
             Kind::ContainerdCrun => "containerd-crun",
+            Kind::NidusEvents => "nidus-events",
         }
     }
 
     /// nidus (any build or network), as opposed to containerd.
     pub fn is_nidus(self) -> bool {
-        matches!(self, Kind::Nidus | Kind::NidusB | Kind::NidusCni | Kind::NidusBuiltin)
+        matches!(self, Kind::Nidus | Kind::NidusB | Kind::NidusCni | Kind::NidusBuiltin | Kind::NidusEvents)
     }
 }
 

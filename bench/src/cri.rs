@@ -84,6 +84,39 @@ impl Cri {
         Ok(call("Exec", c.exec(request)).await?.url)
     }
 
+    pub async fn checkpoint_container(&self, id: &str, location: &Path) -> Result<()> {
+        let mut c = self.runtime.clone();
+        let request = CheckpointContainerRequest {
+            container_id: id.into(),
+            location: location.display().to_string(),
+            timeout: 0,
+        };
+        call("CheckpointContainer", c.checkpoint_container(request)).await?;
+        Ok(())
+    }
+
+    pub async fn checkpoint_pod(&self, id: &str, output: &Path) -> Result<()> {
+        let mut c = self.runtime.clone();
+        let request = CheckpointPodRequest {
+            pod_sandbox_id: id.into(),
+            output_path: output.display().to_string(),
+            ..Default::default()
+        };
+        call("CheckpointPod", c.checkpoint_pod(request)).await?;
+        Ok(())
+    }
+
+    /// RestorePod with `config` (the archived pod's, its own log directory).
+    pub async fn restore_pod(&self, archive: &Path, config: &PodSandboxConfig) -> Result<RestorePodResponse> {
+        let mut c = self.runtime.clone();
+        let request = RestorePodRequest {
+            checkpoint_path: archive.display().to_string(),
+            config: Some(config.clone()),
+            ..Default::default()
+        };
+        call("RestorePod", c.restore_pod(request)).await
+    }
+
     pub async fn run_pod(&self, config: &PodSandboxConfig) -> Result<String> {
         let mut c = self.runtime.clone();
         let request = RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };

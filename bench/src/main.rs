@@ -19,6 +19,7 @@ mod lifecycle;
 mod memory;
 mod netns;
 mod options;
+mod pod_checkpoint;
 mod pods;
 mod profile;
 mod pull;
@@ -248,6 +249,17 @@ async fn run() -> Result<bool> {
         }
     }
 
+    // BENCH_CHECKPOINT_N (default 5) pod checkpoints and restores, nidus alone.
+    let checkpoints = std::env::var("BENCH_CHECKPOINT_N").ok().and_then(|n| n.parse().ok()).unwrap_or(5);
+    let mut checkpoint_figures = None;
+    if checkpoints > 0 {
+        eprintln!("checkpoint: {checkpoints} pod checkpoints and restores (nidus)");
+        match pod_checkpoint::run(&nidus_target, &lab.places.dir, checkpoints).await {
+            Ok(figures) => checkpoint_figures = Some(figures),
+            Err(e) => errors.push(format!("checkpoint step: {e:#}")),
+        }
+    }
+
     let meta = Meta {
         date: host::run("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).map(|s| s.trim().to_string()).unwrap_or_default(),
         kernel: host::run("uname", &["-r"]).map(|s| s.trim().to_string()).unwrap_or_default(),
@@ -295,6 +307,7 @@ async fn run() -> Result<bool> {
         containerd: containerd_figures,
         errors: errors.clone(),
         pull: pull_figures,
+        checkpoint: checkpoint_figures,
     };
     print!("{}", results.to_text());
     print!("\n{exec_text}");

@@ -2,7 +2,8 @@
 //! 50), `BENCH_DENSITY` (density target, default 500), `BENCH_CONCURRENCY`
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
 //! `BENCH_RESULTS` (output directory, default `bench-results`), `BENCH_PULL_N`
-//! (pulls per runtime in the pull step, default 5); `BENCH_ONLY=pull` or
+//! (pulls per runtime in the pull step, default 5), `BENCH_CHECKPOINT_N` (pod
+//! checkpoints and restores in the checkpoint step, nidus alone, default 5); `BENCH_ONLY=pull` or
 //! `BENCH_ONLY=exec` runs that step alone (the pull step, or the streaming
 //! exec round trip of `exec_stream`); `BENCH_PROFILE=1` runs nidus alone
 //! (see `profile`). nidus's log

@@ -86,6 +86,8 @@ pub struct Results {
     pub errors: Vec<String>,
     /// The pull step, when it ran.
     pub pull: Option<crate::pull::PullFigures>,
+    /// The checkpoint step (nidus alone), when it ran.
+    pub checkpoint: Option<crate::pod_checkpoint::CheckpointFigures>,
 }
 
 /// One target of the issue and whether this run met it.
@@ -392,6 +394,7 @@ impl Results {
         }
         tables.push(targets);
         tables.extend(self.pull.as_ref().map(crate::pull::table));
+        tables.extend(self.checkpoint.as_ref().map(crate::pod_checkpoint::table));
         tables
     }
 

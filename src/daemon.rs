@@ -255,6 +255,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tonic::transport::Server::builder()
         .http2_max_header_list_size(Some(crate::cri::MAX_HEADER_LIST as u32))
+        .layer(crate::cri::InstrumentLayer)
         .layer(tower::util::MapResponseLayer::new(crate::cri::cap_status_message::<tonic::body::Body>))
         .layer(crate::cri::DeadlineLayer)
         .add_service(runtime)

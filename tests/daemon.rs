@@ -51,6 +51,54 @@ async fn every_rpc_is_served_and_empty_requests_name_the_missing_field() {
 }
 
 #[tokio::test]
+async fn every_failed_call_logs_one_warn_line_with_its_code_and_ids() {
+    let mut env = TestEnv::new("callog");
+    let mut cri = env.start().await;
+    let mut old = common::v1alpha2::CriV1alpha2::connect(&env.socket).await.unwrap();
+    cri.version().await.unwrap();
+    let unknown = "abcdef0123";
+    let failures = [
+        ("ContainerStatus", cri.container_status(unknown).await.unwrap_err()),
+        ("PodSandboxStatus", cri.pod_status(unknown).await.unwrap_err()),
+        ("CreateContainer", cri.runtime.create_container(CreateContainerRequest::default()).await.unwrap_err()),
+        ("StartContainer", cri.start_container("not-an-id").await.unwrap_err()),
+    ];
+    let old_api = old
+        .runtime
+        .container_status(common::v1alpha2::api::ContainerStatusRequest {
+            container_id: unknown.into(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    let log = env.daemon_log();
+    let lines = |call: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("call failed") && l.contains(&format!("call={call} ")))
+            .map(String::from)
+            .collect()
+    };
+    for (call, status) in &failures {
+        let found = lines(call);
+        let v1: Vec<&String> =
+            found.iter().filter(|l| l.contains("api=runtime.v1 ") || l.contains("api=runtime.v1}")).collect();
+        assert_eq!(v1.len(), 1, "{call}: one line for its one failure: {found:#?}");
+        assert!(v1[0].contains(" WARN "), "{}", v1[0]);
+        assert!(v1[0].contains(&format!("code={:?}", status.code())), "{}", v1[0]);
+        assert!(v1[0].contains("elapsed_us="), "{}", v1[0]);
+    }
+    assert!(lines("ContainerStatus")[0].contains(&format!("container_id={unknown}")), "the id is in the span");
+    assert!(lines("PodSandboxStatus")[0].contains(&format!("pod_id={unknown}")), "the id is in the span");
+    let v1alpha2: Vec<String> =
+        lines("ContainerStatus").into_iter().filter(|l| l.contains("api=runtime.v1alpha2")).collect();
+    assert_eq!(v1alpha2.len(), 1, "the old API's call too: {v1alpha2:#?}");
+    assert!(v1alpha2[0].contains(&format!("code={:?}", old_api.code())));
+    // A call that succeeds is no warning.
+    assert!(!log.lines().any(|l| l.contains("call=Version") && l.contains(" WARN ")));
+    assert!(log.lines().any(|l| l.contains("call=Version") && l.contains("call answered")));
+}
+
+#[tokio::test]
 async fn socket_is_private_and_a_second_instance_is_refused() {
     let mut env = TestEnv::new("lock");
     let _cri = env.start().await;

@@ -8,11 +8,15 @@
 use std::future::Future;
 
 use tonic::Status;
+use tracing::Instrument;
 
 /// Runs `work` in a task of its own and returns its result, which the
 /// caller may no longer be there to hear.
 pub async fn to_the_end<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> Result<T, Status> {
-    tokio::spawn(work).await.map_err(|e| Status::internal(format!("the call's work failed: {e}")))
+    // The work keeps the call's span (cri::instrument).
+    tokio::spawn(work.instrument(tracing::Span::current()))
+        .await
+        .map_err(|e| Status::internal(format!("the call's work failed: {e}")))
 }
 
 /// Runs `work`, which makes something (a pod, a container), in a task of
@@ -28,11 +32,14 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let (answer, heard) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        if let Err(Ok(made)) = answer.send(work.await) {
-            undo(made).await;
+    tokio::spawn(
+        async move {
+            if let Err(Ok(made)) = answer.send(work.await) {
+                undo(made).await;
+            }
         }
-    });
+        .instrument(tracing::Span::current()),
+    );
     heard.await.map_err(|_| Status::internal("the call's work ended without an answer"))
 }
 

@@ -10,6 +10,7 @@ mod detached;
 mod errors;
 mod events;
 mod image_service;
+mod instrument;
 mod message_cap;
 pub mod pod_checkpoint;
 mod runtime_service;
@@ -24,6 +25,7 @@ pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
 pub use authority::{AuthorityNormalizer, NormalizeError, NormalizedStream, MAX_HEADER_LIST};
 pub use deadline::DeadlineLayer;
+pub use instrument::InstrumentLayer;
 pub use message_cap::{cap_status_message, MAX_STATUS_MESSAGE};
 
 use crate::config::GrpcConfig;

@@ -91,6 +91,7 @@ impl RuntimeService for RuntimeApi {
                 }
             })
             .await??;
+        super::instrument::record_id("pod_sandbox_id", &pod_sandbox_id);
         Ok(Response::new(RunPodSandboxResponse { pod_sandbox_id }))
     }
 
@@ -182,6 +183,7 @@ impl RuntimeService for RuntimeApi {
             }
         })
         .await??;
+        super::instrument::record_id("container_id", &container_id);
         Ok(Response::new(CreateContainerResponse { container_id }))
     }
 

@@ -31,6 +31,7 @@ pub fn id<'a>(field: &str, value: &'a str) -> Result<&'a str, Status> {
     if !crate::ids::looks_like_id(value) {
         return Err(invalid(field, format!("{} is not an id (1 to 64 hexadecimal digits)", quote(value))));
     }
+    super::instrument::record_id(field, value);
     Ok(value)
 }
 
@@ -41,7 +42,11 @@ pub fn id_to_end<'a>(field: &str, value: &'a str) -> Result<Option<&'a str>, Sta
     if value.is_empty() {
         return Err(invalid(field, "must not be empty"));
     }
-    Ok(crate::ids::looks_like_id(value).then_some(value))
+    let id = crate::ids::looks_like_id(value).then_some(value);
+    if let Some(id) = id {
+        super::instrument::record_id(field, id);
+    }
+    Ok(id)
 }
 
 fn name(field: &str, value: &str, max: usize) -> Result<(), Status> {

@@ -182,26 +182,6 @@ async fn fetch_in(cri: &mut Cri, container: &str, ip: &str) -> String {
     panic!("no answer from {ip}:8080: {last}");
 }
 
-/// The body `ip`:`port` serves, fetched from the daemon's network namespace
-/// (the test's own) with busybox nc.
-async fn fetch_from_node(env: &TestEnv, ip: &str, port: u16) -> String {
-    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 3 {ip} {port}");
-    let mut last = String::new();
-    for _ in 0..50 {
-        let out = std::process::Command::new("nsenter")
-            .args([format!("--net=/run/netns/{}", env.netns).as_str(), "--", "sh", "-c", &script])
-            .output()
-            .expect("nc");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() && text.contains("200 OK") {
-            return text.rsplit("\r\n\r\n").next().unwrap_or_default().to_string();
-        }
-        last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no answer from {ip}:{port} on the node: {last}");
-}
-
 async fn remove_all(cri: &mut Cri) {
     for pod in cri.list_pods(None).await {
         cri.stop_pod(&pod.id).await.expect("StopPodSandbox");
@@ -262,7 +242,7 @@ async fn cni_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
 
     let TwoPods { a, ip_b, .. } = two_web_pods_talking(&env, &mut cri, &image, SUBNET_PREFIX, leases).await;
     // The host port reaches pod a from the node.
-    assert_eq!(fetch_from_node(&env, GATEWAY, 18080).await.trim(), "hello-from-a");
+    assert_eq!(env.fetch_from_node(GATEWAY, 18080).await.trim(), "hello-from-a");
     assert_eq!(hostport_chains(&env).len(), 1, "one DNAT chain for pod a");
 
     // DEL at StopPodSandbox releases the address, the veth and the rules.
@@ -479,8 +459,8 @@ async fn builtin_pods_get_addresses_talk_over_tcp_and_reach_host_ports() {
     let lo = cri.exec_ok(&web_a, &["ip", "-o", "addr", "show", "lo"]).await;
     assert!(lo.contains("127.0.0.1"), "{lo}");
 
-    assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18080).await.trim(), "hello-from-a");
-    assert_eq!(fetch_from_node(&env, "127.0.0.1", 18080).await.trim(), "hello-from-a");
+    assert_eq!(env.fetch_from_node(BUILTIN_GATEWAY, 18080).await.trim(), "hello-from-a");
+    assert_eq!(env.fetch_from_node("127.0.0.1", 18080).await.trim(), "hello-from-a");
     // Through the node's address from pods of the bridge, a's own included (hairpin).
     for from in [&web_a, &web_b] {
         let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {BUILTIN_GATEWAY} 18080");
@@ -557,7 +537,7 @@ async fn the_pod_cidr_kubelet_sent_is_kept_across_a_daemon_kill() {
 async fn builtin_del_works_after_a_daemon_kill_and_after_a_simulated_reboot() {
     let mut env = net_env("builtinrestart", "auto");
     let (mut cri, image, a, b) = two_pods_survive_a_daemon_kill(&mut env).await;
-    assert_eq!(fetch_from_node(&env, BUILTIN_GATEWAY, 18081).await.trim(), "hello-from-a", "host port reopened");
+    assert_eq!(env.fetch_from_node(BUILTIN_GATEWAY, 18081).await.trim(), "hello-from-a", "host port reopened");
     cri.stop_pod(&a).await.unwrap();
     cri.remove_pod(&a).await.unwrap();
     assert_eq!(builtin_leases(&env).len(), 1);

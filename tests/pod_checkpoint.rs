@@ -75,23 +75,6 @@ async fn pod_ip(cri: &mut Cri, id: &str) -> String {
     cri.pod_status(id).await.unwrap().status.unwrap().network.unwrap().ip
 }
 
-/// The body the pod's server gives, fetched from the node (the test's netns).
-async fn fetch(env: &TestEnv, ip: &str) -> String {
-    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 3 {ip} 8080");
-    for _ in 0..50 {
-        let out = std::process::Command::new("nsenter")
-            .args([format!("--net=/run/netns/{}", env.netns).as_str(), "--", "sh", "-c", &script])
-            .output()
-            .expect("nc");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.contains("200 OK") {
-            return text.rsplit("\r\n\r\n").next().unwrap_or_default().trim().to_string();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no answer from {ip}:8080");
-}
-
 fn staging_left(env: &TestEnv) -> Vec<PathBuf> {
     fs::read_dir(env.root.join("pod-checkpoints")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
 }
@@ -115,7 +98,7 @@ async fn a_pod_moves_through_one_archive_here_and_to_another_node() {
     let counter = cri.run_container(&pod_id, &pod, container_config("counter", &image, &["sh", "-c", COUNTER])).await;
     cri.run_container(&pod_id, &pod, container_config("web", &image, &["sh", "-c", WEB])).await;
     let first_ip = pod_ip(&mut cri, &pod_id).await;
-    assert_eq!(fetch(&env, &first_ip).await, "hello-from-the-pod");
+    assert_eq!(env.fetch_from_node(&first_ip, 8080).await.trim(), "hello-from-the-pod");
     let seen = wait_for_count(&mut cri, &counter, 3).await;
 
     let archive = env.base.join("archives/pod.tar");
@@ -152,7 +135,7 @@ async fn a_pod_moves_through_one_archive_here_and_to_another_node() {
     assert!(first_count(&mut cri, new_counter).await > seen, "the count goes on from where it was");
     let ip = pod_ip(&mut cri, &response.pod_sandbox_id).await;
     assert!(ip.starts_with("10.94.0."), "{ip}");
-    assert_eq!(fetch(&env, &ip).await, "hello-from-the-pod");
+    assert_eq!(env.fetch_from_node(&ip, 8080).await.trim(), "hello-from-the-pod");
     assert_eq!(
         cri.status_of(&response.restored_containers[1].container_id).await.state(),
         ContainerState::ContainerRunning
@@ -168,7 +151,7 @@ async fn a_pod_moves_through_one_archive_here_and_to_another_node() {
         restore_pod(&mut there, &archive, &pod, &other.base.join("logs-there")).await.expect("RestorePod there");
     let ip = pod_ip(&mut there, &response.pod_sandbox_id).await;
     assert!(ip.starts_with("10.93.0."), "{ip}");
-    assert_eq!(fetch(&other, &ip).await, "hello-from-the-pod");
+    assert_eq!(other.fetch_from_node(&ip, 8080).await.trim(), "hello-from-the-pod");
     assert!(first_count(&mut there, &response.restored_containers[0].container_id).await > seen);
     there.stop_pod(&response.pod_sandbox_id).await.unwrap();
     there.remove_pod(&response.pod_sandbox_id).await.unwrap();

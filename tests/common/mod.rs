@@ -98,6 +98,27 @@ impl TestEnv {
         env
     }
 
+    /// The body `ip`:`port` serves over HTTP, fetched from the daemon's
+    /// network namespace (the test's own) with busybox nc, retrying while
+    /// the server starts.
+    pub async fn fetch_from_node(&self, ip: &str, port: u16) -> String {
+        let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 3 {ip} {port}");
+        let mut last = String::new();
+        for _ in 0..50 {
+            let out = Command::new("nsenter")
+                .args([format!("--net=/run/netns/{}", self.netns).as_str(), "--", "sh", "-c", &script])
+                .output()
+                .expect("nc");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && text.contains("200 OK") {
+                return text.rsplit("\r\n\r\n").next().unwrap_or_default().to_string();
+            }
+            last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no answer from {ip}:{port} on the node: {last}");
+    }
+
     /// The config file given to `nidus serve` unless the extra arguments name one.
     pub fn default_config(&self) -> PathBuf {
         self.base.join("default-config.toml")

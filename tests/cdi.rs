@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::client::{container_config, security};
-use common::{host, TestEnv};
+use common::{host, up, TestEnv, Up};
 use nidus::api::*;
 
 const PATH_ENV: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
@@ -64,21 +64,6 @@ fn env_spec(kind: &str, name: &str, var: &str, value: &str) -> serde_json::Value
 fn with_devices(mut config: ContainerConfig, names: &[&str]) -> ContainerConfig {
     config.cdi_devices = names.iter().map(|n| CdiDevice { name: n.to_string() }).collect();
     config
-}
-
-struct Up {
-    cri: common::Cri,
-    image: String,
-    pod: PodSandboxConfig,
-    pod_id: String,
-}
-
-async fn up(env: &mut TestEnv, pod_name: &str) -> Up {
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod(pod_name);
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    Up { cri, image, pod, pod_id }
 }
 
 /// The environment of a container's workload (PID 1 of its namespace).

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::client::container_config;
-use common::{host, TestEnv};
+use common::{host, up, TestEnv, Up};
 use nidus::api::*;
 
 const PATH_ENV: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
@@ -81,22 +81,6 @@ fn assert_namespaces_of(recorded: &str, pid: i32, what: &str) {
     for (kind, link) in recorded {
         assert_eq!(link, host::namespace(pid, kind.as_str()), "{what}: {kind} namespace");
     }
-}
-
-/// A started daemon with the busybox image and a ready pod.
-struct Up {
-    cri: common::Cri,
-    image: String,
-    pod: PodSandboxConfig,
-    pod_id: String,
-}
-
-async fn up(env: &mut TestEnv, pod_name: &str) -> Up {
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod(pod_name);
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
-    Up { cri, image, pod, pod_id }
 }
 
 /// Removes the pod; nothing of it may be left.

@@ -179,6 +179,11 @@ pub struct HostDevice {
 #[error("cannot build the OCI spec: {0}")]
 pub struct SpecError(String);
 
+/// One of a pod's ID mappings as the OCI spec writes it.
+fn oci_id_mapping(m: &crate::linux::userns::IdMap) -> Result<oci_spec::runtime::LinuxIdMapping, SpecError> {
+    LinuxIdMappingBuilder::default().container_id(m.container_id).host_id(m.host_id).size(m.length).build().map_err(err)
+}
+
 fn err(e: impl std::fmt::Display) -> SpecError {
     SpecError(e.to_string())
 }
@@ -263,16 +268,8 @@ pub fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
         let mut bind = mount(&m.container_path, "bind", &m.host_path, &options)?;
         // Idmapped through the pod's user namespace (the mappings are its own).
         if let (false, Some((_, maps))) = (m.uid_mappings.is_empty(), &input.pod.user_ns) {
-            let mapping = |m: &crate::linux::userns::IdMap| {
-                LinuxIdMappingBuilder::default()
-                    .container_id(m.container_id)
-                    .host_id(m.host_id)
-                    .size(m.length)
-                    .build()
-                    .map_err(err)
-            };
-            bind.set_uid_mappings(Some(vec![mapping(&maps.uids)?]));
-            bind.set_gid_mappings(Some(vec![mapping(&maps.gids)?]));
+            bind.set_uid_mappings(Some(vec![oci_id_mapping(&maps.uids)?]));
+            bind.set_gid_mappings(Some(vec![oci_id_mapping(&maps.gids)?]));
         }
         out.push(bind);
     }
@@ -366,15 +363,7 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
             0,
             LinuxNamespaceBuilder::default().typ(LinuxNamespaceType::User).path(path.clone()).build().map_err(err)?,
         );
-        let mapping = |m: &crate::linux::userns::IdMap| {
-            LinuxIdMappingBuilder::default()
-                .container_id(m.container_id)
-                .host_id(m.host_id)
-                .size(m.length)
-                .build()
-                .map_err(err)
-        };
-        id_mappings = Some((vec![mapping(&maps.uids)?], vec![mapping(&maps.gids)?]));
+        id_mappings = Some((vec![oci_id_mapping(&maps.uids)?], vec![oci_id_mapping(&maps.gids)?]));
     }
 
     let devices = input

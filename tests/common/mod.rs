@@ -24,6 +24,22 @@ use std::time::{Duration, Instant};
 
 pub use client::Cri;
 
+/// A started daemon with the busybox image and a ready pod.
+pub struct Up {
+    pub cri: Cri,
+    pub image: String,
+    pub pod: nidus::api::PodSandboxConfig,
+    pub pod_id: String,
+}
+
+pub async fn up(env: &mut TestEnv, pod_name: &str) -> Up {
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod(pod_name);
+    let pod_id = cri.run_pod(pod.clone()).await.expect("RunPodSandbox");
+    Up { cri, image, pod, pod_id }
+}
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 pub fn nidus_bin() -> PathBuf {

@@ -197,14 +197,29 @@ async fn exec_over_spdy_carries_stdio_exit_codes_resizes_and_large_output() {
     assert!(refused.body.contains("v4.channel.k8s.io"), "names what is spoken: {}", refused.body);
 }
 
-/// Open fds of a process.
+/// Open fds of a process; a socket is named by its line in the process's
+/// `/proc/PID/net/{tcp,tcp6,unix}` (addresses, state), so that a failure
+/// says which one stayed.
 fn fd_targets(pid: i32) -> Vec<String> {
     let dir = format!("/proc/{pid}/fd");
+    let mut tables = String::new();
+    for table in ["tcp", "tcp6", "unix"] {
+        for line in std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default().lines().skip(1) {
+            tables.push_str(&format!("{table}: {}\n", line.split_whitespace().collect::<Vec<_>>().join(" ")));
+        }
+    }
+    let describe = |target: String| match target.strip_prefix("socket:[").and_then(|t| t.strip_suffix(']')) {
+        Some(inode) => match tables.lines().find(|l| l.split(' ').any(|field| field == inode)) {
+            Some(line) => format!("{target} {line}"),
+            None => target,
+        },
+        None => target,
+    };
     let mut targets: Vec<String> = std::fs::read_dir(&dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .filter_map(|e| std::fs::read_link(e.path()).ok())
-                .map(|t| t.display().to_string())
+                .map(|t| describe(t.display().to_string()))
                 .collect()
         })
         .unwrap_or_default();

@@ -35,10 +35,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .message_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
         .message_attribute(".", "#[serde(default)]")
         .enum_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
-        .compile_fds(v1)?;
+        .compile_fds(v1.clone())?;
 
     let v1alpha2 = protox::compile(["v1alpha2/api.proto"], ["proto"])?;
     std::fs::write(out_dir.join("v1alpha2.fds.bin"), v1alpha2.encode_to_vec())?;
+    write_call_names(&out_dir, [&v1, &v1alpha2])?;
     for dir in ["v1alpha2-server", "v1alpha2-client"] {
         std::fs::create_dir_all(out_dir.join(dir))?;
     }
@@ -53,6 +54,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(false)
         .out_dir(out_dir.join("v1alpha2-client"))
         .compile_fds(v1alpha2)?;
+    Ok(())
+}
+
+/// `$OUT_DIR/cri_calls.rs`: every method name of the services in `sets`,
+/// sorted, as a Rust slice expression (the metrics' call labels).
+fn write_call_names<'a>(
+    out_dir: &Path,
+    sets: impl IntoIterator<Item = &'a prost_types::FileDescriptorSet>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut names: Vec<&str> = sets
+        .into_iter()
+        .flat_map(|set| &set.file)
+        .flat_map(|file| &file.service)
+        .flat_map(|service| &service.method)
+        .filter_map(|method| method.name.as_deref())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let list: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    std::fs::write(out_dir.join("cri_calls.rs"), format!("&[{}]\n", list.join(", ")))?;
     Ok(())
 }
 

@@ -48,6 +48,8 @@ pub struct Config {
     pub cdi: crate::cdi::CdiConfig,
     pub streaming: crate::streaming::config::StreamingConfig,
     pub network: crate::network::NetworkConfig,
+    /// The Prometheus `/metrics` endpoint (off unless an address is set).
+    pub metrics: crate::metrics::MetricsConfig,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -232,6 +234,7 @@ impl Default for Config {
             cdi: Default::default(),
             streaming: Default::default(),
             network: crate::network::NetworkConfig::default(),
+            metrics: Default::default(),
         }
     }
 }
@@ -350,6 +353,7 @@ impl Config {
             )));
         }
         self.cdi.validate().map_err(ConfigError::Invalid)?;
+        self.metrics.validate().map_err(ConfigError::Invalid)?;
         for limit in &self.container.rlimits {
             if !RLIMITS.contains(&limit.kind.as_str()) {
                 return Err(ConfigError::Invalid(format!("container.rlimits: unknown type {:?}", limit.kind)));

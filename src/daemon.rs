@@ -79,6 +79,31 @@ impl Daemon {
         Ok(())
     }
 
+    /// Pods and containers by state, for the metrics.
+    pub fn state_counts(&self) -> crate::metrics::StateCounts {
+        use crate::container::manager::ContainerState;
+        use crate::pod::manager::SandboxState;
+        let (mut ready, mut not_ready) = (0, 0);
+        for pod in self.sandboxes.list() {
+            match pod.state {
+                SandboxState::Ready => ready += 1,
+                SandboxState::NotReady => not_ready += 1,
+            }
+        }
+        let (mut created, mut running, mut exited) = (0, 0, 0);
+        for container in self.containers.list() {
+            match container.state {
+                ContainerState::Created => created += 1,
+                ContainerState::Running => running += 1,
+                ContainerState::Exited => exited += 1,
+            }
+        }
+        crate::metrics::StateCounts {
+            pods: vec![("ready", ready), ("notready", not_ready)],
+            containers: vec![("created", created), ("running", running), ("exited", exited)],
+        }
+    }
+
     /// Status(verbose) info: versions, config, cgroup setup.
     pub fn verbose_info(&self) -> serde_json::Value {
         serde_json::json!({
@@ -149,8 +174,12 @@ pub async fn serve(mut config: Config) -> Result<()> {
     let owned_cgroups =
         Arc::new(OwnedCgroups::load(cgroups.clone(), &config.state, &config.root).context("reading owned cgroups")?);
     let ahead = AheadCgroups::new(cgroups.clone(), owned_cgroups.clone());
-    let network = crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone())
-        .context("opening the pod network state")?;
+    let metrics_address = config.metrics.listen_address().map_err(anyhow::Error::msg)?;
+    let metrics =
+        if metrics_address.is_some() { crate::metrics::Metrics::on() } else { crate::metrics::Metrics::off() };
+    let network =
+        crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone(), metrics.clone())
+            .context("opening the pod network state")?;
     network.probe().await;
     let events = crate::events::EventHub::default();
     let sandboxes = Sandboxes::new(
@@ -175,15 +204,17 @@ pub async fn serve(mut config: Config) -> Result<()> {
         monitor_program.exec_path().to_path_buf(),
         image_source,
     )
-    .reporting_to(events.clone());
+    .reporting_to(events.clone())
+    .observed_by(metrics.clone());
     containers.load().await.context("reloading containers")?;
     crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;
     containers.refill_spares();
     owned_cgroups.retry_stale();
     owned_cgroups.prune();
     spawn_stale_cgroup_retries(owned_cgroups.clone());
-    let streaming =
-        crate::streaming::StreamingServer::start(&config.streaming).await.context("starting the streaming server")?;
+    let streaming = crate::streaming::StreamingServer::start(&config.streaming, metrics.clone())
+        .await
+        .context("starting the streaming server")?;
     let user_namespaces = probe_user_namespaces(&reaper, &config.root).await;
     match &user_namespaces {
         Ok(()) => tracing::info!("pods with a user namespace of their own are supported (idmapped image layers)"),
@@ -199,7 +230,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         containers,
         pause_binary,
         monitor_binary,
-        puller: crate::image::pull::Puller::new(images.clone(), config.registry.clone()),
+        puller: crate::image::pull::Puller::new(images.clone(), config.registry.clone(), metrics.clone()),
         images,
         runtime_programs: vec![pause_program, monitor_program],
         owned_cgroups,
@@ -208,6 +239,17 @@ pub async fn serve(mut config: Config) -> Result<()> {
         _locks: locks,
     });
 
+    if let Some(address) = metrics_address {
+        let states = daemon.clone();
+        crate::metrics::server::start(
+            address,
+            config.metrics.max_connections,
+            metrics.clone(),
+            Arc::new(move || states.state_counts()),
+        )
+        .await
+        .with_context(|| format!("starting the metrics endpoint on {address}"))?;
+    }
     let listener = bind_socket(&config.socket).await?;
     // What the start found (exits while the daemon was down) waits a while
     // for the first subscribers.
@@ -255,7 +297,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tonic::transport::Server::builder()
         .http2_max_header_list_size(Some(crate::cri::MAX_HEADER_LIST as u32))
-        .layer(crate::cri::InstrumentLayer)
+        .layer(crate::cri::InstrumentLayer { metrics })
         .layer(tower::util::MapResponseLayer::new(crate::cri::cap_status_message::<tonic::body::Body>))
         .layer(crate::cri::DeadlineLayer)
         .add_service(runtime)

@@ -33,6 +33,7 @@ pub mod hooks;
 pub mod ids;
 pub mod image;
 pub mod linux;
+pub mod metrics;
 pub mod monitor;
 pub mod network;
 pub mod pod;

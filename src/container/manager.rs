@@ -19,7 +19,7 @@ use crate::ids::{self, Resolved};
 use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::monitor::control::{self, ControlError, Request};
-use crate::monitor::plan::{CgroupJoin, ExecRequest, ExitRecord, RunFiles, StartRecord};
+use crate::monitor::plan::{CgroupJoin, ExecRequest, ExitRecord, RunFiles, StartRecord, OOM_KILLED_REASON};
 use crate::pod::manager::now_ns;
 use crate::pod::SandboxView;
 use crate::store::{self, StoreError};
@@ -191,6 +191,8 @@ pub struct Containers {
     cdi: Arc<crate::cdi::CdiRegistry>,
     /// Where lifecycle events go (GetContainerEvents).
     events: EventHub,
+    /// Counts OOM kills.
+    metrics: crate::metrics::Metrics,
 }
 
 fn name_slot(sandbox_id: &str, name_key: &str) -> String {
@@ -232,12 +234,19 @@ impl Containers {
             hooks,
             cdi,
             events: EventHub::default(),
+            metrics: crate::metrics::Metrics::off(),
         }
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).
     pub fn reporting_to(mut self, events: EventHub) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Where OOM kills are counted.
+    pub fn observed_by(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -428,6 +437,9 @@ impl Containers {
                 live.exit = Some(exit.clone());
                 live.init = None;
             }
+            if exit.reason == OOM_KILLED_REASON {
+                self.metrics.oom_killed();
+            }
             if let Err(e) = self.update_record(&id, entry, |r| r.exit = Some(exit)) {
                 tracing::warn!(container_id = %id, error = %e, "cannot record the container's exit");
             }
@@ -445,6 +457,7 @@ impl Containers {
         let paths = self.paths(&this.id);
         let record_path = paths.record();
         let events = self.events.clone();
+        let metrics = self.metrics.clone();
         tokio::spawn(async move {
             waiter.await;
             // Let an operation that already handles the exit finish first.
@@ -453,6 +466,9 @@ impl Containers {
                 return;
             }
             let exit = recorded_exit(&run_dir).await;
+            if exit.reason == OOM_KILLED_REASON {
+                metrics.oom_killed();
+            }
             let (record, cgroup_join) = {
                 let mut live = this.entry.live();
                 if live.record.exit.is_some() {

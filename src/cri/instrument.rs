@@ -14,6 +14,8 @@ use std::time::Instant;
 use tracing::field::Empty;
 use tracing::Instrument;
 
+use crate::metrics::Metrics;
+
 /// The span fields a handler may record: the `validate::id` field names
 /// they stand for, and their names in the span.
 const ID_FIELDS: [(&str, &str); 2] = [("pod_sandbox_id", "pod_id"), ("container_id", "container_id")];
@@ -26,19 +28,23 @@ pub fn record_id(field: &str, value: &str) {
     }
 }
 
-#[derive(Clone, Copy, Default)]
-pub struct InstrumentLayer;
+/// The layer; `metrics` counts each call and records its time by call and code.
+#[derive(Clone, Default)]
+pub struct InstrumentLayer {
+    pub metrics: Metrics,
+}
 
 impl<S> tower::Layer<S> for InstrumentLayer {
     type Service = Instrumented<S>;
     fn layer(&self, inner: S) -> Instrumented<S> {
-        Instrumented { inner }
+        Instrumented { inner, metrics: self.metrics.clone() }
     }
 }
 
 #[derive(Clone)]
 pub struct Instrumented<S> {
     inner: S,
+    metrics: Metrics,
 }
 
 type Answer = http::Response<tonic::body::Body>;
@@ -57,6 +63,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let label = crate::metrics::call_label(request.uri().path());
         let (api, call) = call_of(request.uri().path());
         let span = tracing::info_span!("cri", call = %call, api = %api, pod_id = Empty, container_id = Empty);
         let started = Instant::now();
@@ -64,19 +71,29 @@ where
             let _entered = span.enter();
             self.inner.call(request)
         };
+        let metrics = self.metrics.clone();
         Box::pin(
             async move {
                 let answer = answer.await;
-                let elapsed_us = started.elapsed().as_micros() as u64;
-                match &answer {
+                let elapsed = started.elapsed();
+                let elapsed_us = elapsed.as_micros() as u64;
+                let code = match &answer {
                     Ok(response) => match tonic::Status::from_header_map(response.headers()) {
                         Some(status) if status.code() != tonic::Code::Ok => {
-                            tracing::warn!(code = ?status.code(), elapsed_us, reason = %status.message(), "call failed")
+                            tracing::warn!(code = ?status.code(), elapsed_us, reason = %status.message(), "call failed");
+                            status.code()
                         }
-                        _ => tracing::debug!(elapsed_us, "call answered"),
+                        _ => {
+                            tracing::debug!(elapsed_us, "call answered");
+                            tonic::Code::Ok
+                        }
                     },
-                    Err(_) => tracing::warn!(elapsed_us, "call failed in the transport"),
-                }
+                    Err(_) => {
+                        tracing::warn!(elapsed_us, "call failed in the transport");
+                        tonic::Code::Unknown
+                    }
+                };
+                metrics.call_answered(label, code, elapsed);
                 answer
             }
             .instrument(span),

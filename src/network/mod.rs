@@ -105,6 +105,8 @@ pub struct PodNetworks {
     loaded: Mutex<Option<Loaded>>,
     /// Addresses of attached pods, by sandbox id.
     ips: Mutex<HashMap<String, Vec<IpAddr>>>,
+    /// Records each attach's time.
+    metrics: crate::metrics::Metrics,
 }
 
 /// What DEL and CHECK repeat from a CNI-attached pod's cache entry.
@@ -139,7 +141,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl PodNetworks {
-    pub fn new(config: NetworkConfig, root: &std::path::Path, reaper: Reaper) -> std::io::Result<Arc<Self>> {
+    pub fn new(
+        config: NetworkConfig,
+        root: &std::path::Path,
+        reaper: Reaper,
+        metrics: crate::metrics::Metrics,
+    ) -> std::io::Result<Arc<Self>> {
         let cache = AttachmentCache::open(root)?;
         let cni = cni::CniClient {
             bin_dirs: config.cni_bin_dirs.clone(),
@@ -158,7 +165,16 @@ impl PodNetworks {
                 Err(e) => tracing::warn!(pod_id = %id, error = %e, "unreadable pod network cache entry"),
             }
         }
-        Ok(Arc::new(Self { config, cache, cni, builtin, pod_cidrs, loaded: Mutex::new(None), ips: Mutex::new(ips) }))
+        Ok(Arc::new(Self {
+            config,
+            cache,
+            cni,
+            builtin,
+            pod_cidrs,
+            loaded: Mutex::new(None),
+            ips: Mutex::new(ips),
+            metrics,
+        }))
     }
 
     /// The first valid CNI list, re-read when the directory or the plugin
@@ -267,9 +283,11 @@ impl PodNetworks {
                 return Ok(Vec::new());
             }
             Chosen::Broken(why) => return Err(NetworkError::NotReady(why)),
-            Chosen::Cni(list) => self.attach_cni(pod, list, &netns).await,
-            Chosen::Builtin => self.attach_builtin(pod).await,
+            Chosen::Cni(list) => (self.attach_cni(pod, list, &netns).await, "cni"),
+            Chosen::Builtin => (self.attach_builtin(pod).await, "builtin"),
         };
+        let (attached, network) = attached;
+        self.metrics.network_set_up(network, attached.is_ok(), started.elapsed());
         match attached {
             Ok(ips) => {
                 tracing::info!(pod_id = %pod.sandbox_id, ips = ?ips, elapsed_us = started.elapsed().as_micros() as u64, "pod network attached");

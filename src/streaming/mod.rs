@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     connections: server::Sessions,
     request_timeout: Duration,
     idle_timeout: Duration,
+    /// Counts sessions begun and open, by kind.
+    metrics: crate::metrics::Metrics,
 }
 
 pub struct StreamingServer {
@@ -59,7 +61,7 @@ pub struct StreamingServer {
 
 impl StreamingServer {
     /// Binds the configured address and serves in the background.
-    pub async fn start(config: &StreamingConfig) -> std::io::Result<Self> {
+    pub async fn start(config: &StreamingConfig, metrics: crate::metrics::Metrics) -> std::io::Result<Self> {
         let ip = config.ip().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let tls = match (&config.tls_cert_file, &config.tls_key_file) {
             (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(std::io::Error::other)?),
@@ -83,6 +85,7 @@ impl StreamingServer {
             connections: Arc::new(tokio::sync::Semaphore::new(config.max_connections)),
             request_timeout: Duration::from_secs(config.request_timeout_secs),
             idle_timeout: Duration::from_secs(config.idle_timeout_secs),
+            metrics,
         });
         server::spawn_accept_loop(listener, tls, shared.clone());
         tracing::info!(address = %local, scheme, "streaming server listening");

@@ -186,6 +186,7 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
         return plain(StatusCode::NOT_FOUND, "unknown or expired session token\n");
     };
     let idle = shared.idle_timeout;
+    let open = shared.metrics.session_begun(kind_label(kind));
     let session_protocol = protocol.clone().unwrap_or_default();
     let websocket = matches!(transport, Transport::WebSocket(_));
     tokio::spawn(async move {
@@ -220,7 +221,7 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
                 portforward::serve(websocket::tunnel(websocket::accept(upgraded).await, idle), network).await
             }
         }
-        drop(permit);
+        drop((permit, open));
     });
     let mut response = Response::new(String::new());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -248,3 +249,12 @@ fn route(request: Request<Incoming>, shared: Arc<Shared>) -> Response<String> {
 }
 
 pub(super) type Sessions = Arc<Semaphore>;
+
+/// The metrics label of an endpoint (a fixed set).
+fn kind_label(endpoint: &str) -> &'static str {
+    match endpoint {
+        "exec" => "exec",
+        "attach" => "attach",
+        _ => "portforward",
+    }
+}

@@ -120,6 +120,7 @@ pub struct Puller {
     images: InFlight<(String, Credentials), Image>,
     layers: InFlight<Digest, ()>,
     pulls: Arc<Pulls>,
+    metrics: crate::metrics::Metrics,
 }
 
 /// Aborts a helper task when dropped.
@@ -132,7 +133,7 @@ impl Drop for AbortOnDrop {
 }
 
 impl Puller {
-    pub fn new(store: Arc<ImageStore>, config: RegistryConfig) -> Arc<Self> {
+    pub fn new(store: Arc<ImageStore>, config: RegistryConfig, metrics: crate::metrics::Metrics) -> Arc<Self> {
         Arc::new(Self {
             store,
             // A pull goes on for its grace period once every caller has left;
@@ -141,6 +142,7 @@ impl Puller {
             layers: InFlight::new(Duration::ZERO),
             config,
             pulls: Arc::default(),
+            metrics,
         })
     }
 
@@ -196,6 +198,7 @@ impl Puller {
         drop((logging, deadline));
         let snapshot = listed.progress.snapshot();
         drop(listed);
+        self.metrics.pull_ended(result.is_ok(), snapshot.bytes, started.elapsed());
         match &result {
             Ok(pulled) => tracing::info!(image = %image, id = %pulled.id, layers = snapshot.layers.len(),
                 bytes = snapshot.bytes, ms = started.elapsed().as_millis() as u64, "image pulled"),

@@ -32,6 +32,8 @@ pub mod helper;
 pub mod hooks;
 pub mod ids;
 pub mod image;
+// The one module allowed `unsafe` (see Cargo.toml [lints]).
+#[allow(unsafe_code)]
 pub mod linux;
 pub mod metrics;
 pub mod monitor;

@@ -847,22 +847,10 @@ fn daemon_rss_kib(env: &TestEnv) -> u64 {
         .unwrap()
 }
 
-/// Lets this test process hold as many descriptors as its hard limit allows.
-fn raise_nofile() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit with a valid rlimit struct.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        limit.rlim_cur = limit.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-    }
-    limit.rlim_cur
-}
-
 #[tokio::test]
 async fn thousands_of_clients_of_a_host_port_cost_the_daemon_nothing() {
     const CLIENTS: usize = 3000;
-    assert!(raise_nofile() as usize > CLIENTS + 500, "the test needs a higher RLIMIT_NOFILE hard limit");
+    assert!(host::raise_nofile() as usize > CLIENTS + 500, "the test needs a higher RLIMIT_NOFILE hard limit");
     let mut env = net_env("hpflood", "auto");
     let beyond = Beyond::new(&env);
     let mut cri = env.start().await;

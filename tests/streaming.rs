@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::client::{container_config, with_namespaces};
 use common::spdy::SpdyClient;
 use common::websocket;
-use common::TestEnv;
+use common::{host, TestEnv};
 use nidus::api::*;
 
 const V4: &str = "v4.channel.k8s.io";
@@ -454,14 +454,7 @@ async fn idle_connections_to_the_streaming_port_cannot_starve_the_daemon() {
     .unwrap();
     let authority = url.trim_start_matches("http://").split('/').next().unwrap().to_string();
     let (fds_before, _) = env.settled_fds_and_processes().await;
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit with a valid rlimit struct.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        limit.rlim_cur = limit.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-    }
-    assert!(limit.rlim_cur > 2500, "the test needs a higher RLIMIT_NOFILE hard limit");
+    assert!(host::raise_nofile() > 2500, "the test needs a higher RLIMIT_NOFILE hard limit");
 
     // 2,000 connections that never send a request line, from any local process.
     let netns = std::fs::File::open(format!("/run/netns/{}", env.netns)).unwrap();

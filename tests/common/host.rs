@@ -353,3 +353,12 @@ pub fn owner_of(path: &Path) -> u32 {
     use std::os::unix::fs::MetadataExt;
     fs::metadata(path).expect("stat").uid()
 }
+
+/// Lets this test process hold as many descriptors as its hard limit
+/// allows; returns that limit.
+pub fn raise_nofile() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).expect("setrlimit");
+    hard
+}

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+use crate::clock::now_ns;
 use crate::container::manager::ContainerView;
-use crate::pod::manager::{now_ns, SandboxView};
+use crate::pod::manager::SandboxView;
 
 /// How many events a subscriber may be behind before it is cut off.
 pub const SUBSCRIBER_BACKLOG: usize = 1024;

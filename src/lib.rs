@@ -21,6 +21,7 @@ pub mod bounded_file;
 pub mod cdi;
 pub mod cgroups;
 pub mod checkpoint;
+pub mod clock;
 pub mod config;
 pub mod container;
 pub mod cri;

@@ -522,13 +522,13 @@ async fn a_daemon_crash_leaves_containers_running_logging_and_recording_exits() 
     assert!(ticker_started > 0 && quitter_started > 0);
 
     env.kill_daemon();
-    let down_at = nidus::pod::manager::now_ns();
+    let down_at = nidus::clock::now_ns();
     fs::write(signal_dir.join("go"), "").unwrap();
     let before = fs::read_to_string(env.base.join("logs/crash/ticker/0.log")).unwrap().lines().count();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = fs::read_to_string(env.base.join("logs/crash/ticker/0.log")).unwrap().lines().count();
     assert!(after > before + 10, "the container kept logging while the daemon was down ({before} → {after})");
-    let up_at = nidus::pod::manager::now_ns();
+    let up_at = nidus::clock::now_ns();
 
     let mut cri = env.start().await;
     let s = cri.status_of(&ticker).await;

@@ -22,7 +22,7 @@ async fn a_pod_gets_its_own_namespaces_files_and_cgroup() {
     config.linux.as_mut().unwrap().sysctls =
         HashMap::from([("net.ipv4.ip_forward".into(), "1".into()), ("kernel.shmmni".into(), "1234".into())]);
     config.linux.as_mut().unwrap().cgroup_parent = "/kubepods/burstable/poduid-web".into();
-    let before = nidus::pod::manager::now_ns();
+    let before = nidus::clock::now_ns();
     let id = cri.run_pod(config).await.unwrap();
 
     let status = cri.pod_status(&id).await.unwrap();

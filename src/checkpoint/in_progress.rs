@@ -6,7 +6,7 @@
 //! and where its temporary archive is.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -29,13 +29,8 @@ pub struct InProgress {
 
 impl InProgress {
     pub fn criu_deadline(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_nanos(self.criu_deadline_ns.max(0) as u64)
+        crate::clock::at_ns(self.criu_deadline_ns)
     }
-}
-
-/// `at` as nanoseconds since the epoch, for `criu_deadline_ns`.
-pub fn epoch_ns(at: SystemTime) -> i64 {
-    at.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// Records a checkpoint under way in container directory `dir`, durably:

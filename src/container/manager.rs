@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::api::{self, ContainerConfig};
 use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
+use crate::clock::now_ns;
 use crate::config::Config;
 use crate::events::{EventHub, EventKind, Subject};
 use crate::ids::{self, Resolved};
@@ -20,7 +21,6 @@ use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::monitor::control::{self, ControlError, Request};
 use crate::monitor::plan::{CgroupJoin, ExecRequest, ExitRecord, RunFiles, StartRecord, OOM_KILLED_REASON};
-use crate::pod::manager::now_ns;
 use crate::pod::SandboxView;
 use crate::store::{self, StoreError};
 

@@ -141,7 +141,7 @@ impl ImageService for ImageApi {
     async fn image_fs_info(&self, _: Request<ImageFsInfoRequest>) -> Result<Response<ImageFsInfoResponse>, Status> {
         let usage = self.with_store(|store| Ok(store.usage())).await.map_err(|e| Status::internal(e.to_string()))?;
         let filesystem = FilesystemUsage {
-            timestamp: crate::pod::manager::now_ns(),
+            timestamp: crate::clock::now_ns(),
             fs_id: Some(FilesystemIdentifier { mountpoint: usage.mountpoint.to_string_lossy().into_owned() }),
             used_bytes: Some(UInt64Value { value: usage.used_bytes }),
             inodes_used: Some(UInt64Value { value: usage.inodes }),
@@ -154,7 +154,7 @@ impl ImageService for ImageApi {
             .map_err(|e| Status::internal(e.to_string()))?
             .unwrap_or_default();
         let container_filesystem = FilesystemUsage {
-            timestamp: crate::pod::manager::now_ns(),
+            timestamp: crate::clock::now_ns(),
             fs_id: Some(FilesystemIdentifier { mountpoint: containers_dir.display().to_string() }),
             used_bytes: Some(UInt64Value { value: containers.bytes }),
             inodes_used: Some(UInt64Value { value: containers.inodes }),

@@ -174,7 +174,7 @@ pub async fn checkpoint(daemon: Arc<Daemon>, request: CheckpointPodRequest) -> R
     let manifest = PodManifest {
         format: pod_archive::FORMAT.into(),
         version: pod_archive::VERSION,
-        checkpointed_time: crate::checkpoint::archive::rfc3339(crate::pod::manager::now_ns() / 1_000_000_000),
+        checkpointed_time: crate::checkpoint::archive::rfc3339(crate::clock::now_ns() / 1_000_000_000),
         consistency: CONSISTENCY.into(),
         pod: PodFacts {
             id: pod_id.clone(),

@@ -143,7 +143,7 @@ impl RuntimeService for RuntimeApi {
                 .filter(|c| c.record.sandbox_id == view.record.id)
                 .map(convert::container_status)
                 .collect(),
-            timestamp: crate::pod::manager::now_ns(),
+            timestamp: crate::clock::now_ns(),
         }))
     }
 

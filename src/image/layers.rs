@@ -119,7 +119,8 @@ impl LayerStore {
             });
         }
         let (used_bytes, inodes) = tree_usage(&fs_dir);
-        let record = LayerRecord { diff_id: diff_id.clone(), used_bytes, inodes, unpacked_at_ns: now_ns() };
+        let record =
+            LayerRecord { diff_id: diff_id.clone(), used_bytes, inodes, unpacked_at_ns: crate::clock::now_ns() };
         store::write_json(&work.join(RECORD), &record)
             .map_err(|e| io_err("writing the record", io::Error::other(e)))?;
         // Everything of the layer reaches the disk before its name does.
@@ -203,8 +204,4 @@ fn tree_usage(root: &Path) -> (u64, u64) {
         }
     }
     (bytes, inodes)
-}
-
-pub fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or_default()
 }

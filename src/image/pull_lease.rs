@@ -11,9 +11,9 @@
 use std::path::Path;
 
 use super::digest::Digest;
-use super::layers::now_ns;
 use super::lease::{Lease, Leases};
 use super::ImageError;
+use crate::clock::now_ns;
 use crate::linux::process::ProcessIdentity;
 
 #[derive(Debug)]

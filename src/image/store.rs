@@ -20,11 +20,12 @@ use super::digest::{chain_id, Digest};
 use super::gc::find_garbage;
 use super::import::{self, Candidate};
 use super::index::{add_image, find, ImageRecord, Index, IndexFile, SourceRecord};
-use super::layers::{now_ns, LayerStore};
+use super::layers::LayerStore;
 use super::lease::{validate_holder, Lease, Leases};
 use super::pull_lease::PullLeases;
 use super::reference::{Reference, ReferenceError};
 use super::{Image, ImageConfig, ImageError, ImageLayer};
+use crate::clock::now_ns;
 use crate::linux::lock::{self, LockFile};
 use crate::store;
 

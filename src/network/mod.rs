@@ -233,7 +233,7 @@ impl PodNetworks {
 
     /// UpdateRuntimeConfig: new pod CIDRs (comma-separated); empty keeps them.
     pub fn set_pod_cidrs(&self, text: &str) -> Result<(), pod_cidr::PodCidrError> {
-        self.pod_cidrs.set(text, crate::pod::manager::now_ns())
+        self.pod_cidrs.set(text, crate::clock::now_ns())
     }
 
     /// NetworkReady: true exactly when new pods get a usable network.

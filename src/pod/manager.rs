@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::api::PodSandboxConfig;
 use crate::cgroups::ahead::{self, AheadCgroups};
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
+use crate::clock::now_ns;
 use crate::config::Config;
 use crate::events::{EventHub, EventKind, Subject};
 use crate::ids::{self, Resolved};
@@ -681,10 +682,6 @@ fn remove_file_if_present(path: &std::path::Path) -> Result<(), SandboxError> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(format!("cannot remove {}", path.display()))(e)),
         _ => Ok(()),
     }
-}
-
-pub fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 /// The hostname a pod gets: its config's, or the node's when empty.

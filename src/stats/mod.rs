@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use crate::cgroups::stats::CgroupDetails;
 use crate::cgroups::{CgroupStats, CgroupVersion, Cgroups};
+use crate::clock::now_ns;
 use crate::container::{ContainerState, ContainerView};
-use crate::pod::manager::now_ns;
 use crate::pod::{SandboxState, SandboxView};
 use disk::DiskUsage;
 use filesystem::Filesystem;

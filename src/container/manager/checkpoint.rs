@@ -144,7 +144,7 @@ impl Containers {
         let recorded = InProgress {
             location: location.path.clone(),
             temp: location.temp_path(),
-            criu_deadline_ns: in_progress::epoch_ns(criu_deadline),
+            criu_deadline_ns: crate::clock::epoch_ns(criu_deadline),
         };
         if let Err(e) = in_progress::record(&view.paths.dir, &recorded) {
             let _ = store::remove_tree(&staging);
@@ -290,7 +290,7 @@ impl Containers {
             rootfs_image_name: record.image.name.clone(),
             oci_runtime: "nidus".into(),
             created_time: archive::rfc3339(record.created_at_ns / 1_000_000_000),
-            checkpointed_at: archive::rfc3339(crate::pod::manager::now_ns() / 1_000_000_000),
+            checkpointed_at: archive::rfc3339(crate::clock::now_ns() / 1_000_000_000),
             nidus: RestoreFacts {
                 config: record.config.clone(),
                 stdout_pipe,

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::api;
 use crate::cgroups::{ahead, CgroupPath, CgroupVersion};
+use crate::clock::now_ns;
 use crate::container::confinement::SeccompProgram;
 use crate::container::monitor_pool::PendingMonitor;
 use crate::container::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
@@ -30,7 +31,6 @@ use crate::ids;
 use crate::linux::mount::is_overlay_opaque;
 use crate::linux::process::{boot_id, ProcessIdentity};
 use crate::monitor::plan::{CgroupJoin, CgroupMount, MonitorAssignment, MonitorPlan, RootfsPlan, RunFiles};
-use crate::pod::manager::now_ns;
 use crate::pod::{SandboxState, SandboxView};
 use crate::store;
 

@@ -34,22 +34,22 @@ pub struct Config {
     pub log_level: String,
     /// `text` or `json`.
     pub log_format: LogFormat,
-    pub grpc: GrpcConfig,
-    pub sandbox: SandboxConfig,
-    pub container: ContainerConfig,
-    pub image: ImageStoreConfig,
+    pub grpc: GrpcSettings,
+    pub sandbox: SandboxSettings,
+    pub container: ContainerSettings,
+    pub image: ImageStoreSettings,
     /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls,
     /// minimum rate, deadline, grace once every caller left.
-    pub registry: crate::image::pull::RegistryConfig,
-    pub checkpoint: CheckpointConfig,
-    pub limits: LimitsConfig,
-    pub hooks: HooksConfig,
+    pub registry: crate::image::pull::RegistrySettings,
+    pub checkpoint: CheckpointSettings,
+    pub limits: LimitsSettings,
+    pub hooks: HooksSettings,
     /// CDI devices: the spec directories.
-    pub cdi: crate::cdi::CdiConfig,
-    pub streaming: crate::streaming::config::StreamingConfig,
-    pub network: crate::network::NetworkConfig,
+    pub cdi: crate::cdi::CdiSettings,
+    pub streaming: crate::streaming::config::StreamingSettings,
+    pub network: crate::network::NetworkSettings,
     /// The Prometheus `/metrics` endpoint (off unless an address is set).
-    pub metrics: crate::metrics::MetricsConfig,
+    pub metrics: crate::metrics::MetricsSettings,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -57,7 +57,7 @@ pub struct Config {
 /// above these sizes (see `bounded_file`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct LimitsConfig {
+pub struct LimitsSettings {
     /// Largest Localhost seccomp profile, in bytes.
     pub seccomp_profile_bytes: u64,
     /// Largest checkpoint archive a restore reads, in bytes (it holds the
@@ -65,7 +65,7 @@ pub struct LimitsConfig {
     pub checkpoint_archive_bytes: u64,
 }
 
-impl Default for LimitsConfig {
+impl Default for LimitsSettings {
     fn default() -> Self {
         Self { seccomp_profile_bytes: 1 << 20, checkpoint_archive_bytes: 64 << 30 }
     }
@@ -80,7 +80,7 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct GrpcConfig {
+pub struct GrpcSettings {
     /// Largest request or response message, in bytes (ExecSync output can be 2 × 16 MiB).
     pub max_message_bytes: usize,
     /// Also serve CRI runtime.v1alpha2 (kubelet 1.20–1.25, crictl up to 1.25)
@@ -90,7 +90,7 @@ pub struct GrpcConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct SandboxConfig {
+pub struct SandboxSettings {
     /// The program run as each pod's pause process; default: `nidus-pause`
     /// beside the nidus binary.
     pub pause_binary: Option<PathBuf>,
@@ -105,7 +105,7 @@ pub struct SandboxConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct ContainerConfig {
+pub struct ContainerSettings {
     /// The per-container monitor (and exec helper); default: `nidus-monitor`
     /// beside the nidus binary.
     pub monitor_binary: Option<PathBuf>,
@@ -125,7 +125,7 @@ pub struct ContainerConfig {
     pub spare_monitors: usize,
 }
 
-impl Default for ContainerConfig {
+impl Default for ContainerSettings {
     fn default() -> Self {
         Self {
             monitor_binary: None,
@@ -170,7 +170,7 @@ pub const RLIMITS: &[&str] = &[
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct ImageStoreConfig {
+pub struct ImageStoreSettings {
     /// Image archives (OCI layout directories, OCI or docker-archive
     /// tarballs) imported at start when new or changed; default `<root>/import`.
     pub import_dir: Option<PathBuf>,
@@ -178,7 +178,7 @@ pub struct ImageStoreConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct CheckpointConfig {
+pub struct CheckpointSettings {
     /// The CRIU binary (4.1 or newer); default: the first `criu` in PATH,
     /// /usr/local/sbin or /usr/sbin.
     pub criu_binary: Option<PathBuf>,
@@ -187,7 +187,7 @@ pub struct CheckpointConfig {
     pub default_timeout_secs: u64,
 }
 
-impl Default for CheckpointConfig {
+impl Default for CheckpointSettings {
     fn default() -> Self {
         Self { criu_binary: None, default_timeout_secs: 300 }
     }
@@ -196,14 +196,14 @@ impl Default for CheckpointConfig {
 /// OCI hooks (`hooks.d` definitions, schema 1.0.0).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct HooksConfig {
+pub struct HooksSettings {
     /// The directories read, in order: a later one's file overrides an
     /// earlier one's of the same name. Missing directories are skipped;
     /// `dirs = []` runs no hook.
     pub dirs: Vec<PathBuf>,
 }
 
-impl Default for HooksConfig {
+impl Default for HooksSettings {
     fn default() -> Self {
         Self {
             dirs: vec![
@@ -223,29 +223,29 @@ impl Default for Config {
             cgroup_root: "/".into(),
             log_level: "info".into(),
             log_format: LogFormat::Text,
-            grpc: GrpcConfig::default(),
-            sandbox: SandboxConfig::default(),
-            container: ContainerConfig::default(),
-            image: ImageStoreConfig::default(),
+            grpc: GrpcSettings::default(),
+            sandbox: SandboxSettings::default(),
+            container: ContainerSettings::default(),
+            image: ImageStoreSettings::default(),
             registry: Default::default(),
-            checkpoint: CheckpointConfig::default(),
-            limits: LimitsConfig::default(),
-            hooks: HooksConfig::default(),
+            checkpoint: CheckpointSettings::default(),
+            limits: LimitsSettings::default(),
+            hooks: HooksSettings::default(),
             cdi: Default::default(),
             streaming: Default::default(),
-            network: crate::network::NetworkConfig::default(),
+            network: crate::network::NetworkSettings::default(),
             metrics: Default::default(),
         }
     }
 }
 
-impl Default for GrpcConfig {
+impl Default for GrpcSettings {
     fn default() -> Self {
         Self { max_message_bytes: 64 << 20, serve_v1alpha2: true }
     }
 }
 
-impl Default for SandboxConfig {
+impl Default for SandboxSettings {
     fn default() -> Self {
         Self {
             pause_binary: None,
@@ -429,7 +429,7 @@ mod tests {
         assert!(Config::default().grpc.serve_v1alpha2);
         let config = Config::parse("[grpc]\nserve_v1alpha2 = false\n").unwrap();
         assert!(!config.grpc.serve_v1alpha2);
-        assert_eq!(config.grpc.max_message_bytes, GrpcConfig::default().max_message_bytes);
+        assert_eq!(config.grpc.max_message_bytes, GrpcSettings::default().max_message_bytes);
         assert!(Config::parse("[grpc]\nserve_v1alpha2 = \"no\"\n").is_err());
     }
 

@@ -24,19 +24,19 @@ pub use resolve::{CdiError, Resolved};
 /// `[cdi]`: where CDI spec files are read.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct CdiConfig {
+pub struct CdiSettings {
     /// The directories read, in order: a later one's device overrides an
     /// earlier one's of the same name. Missing directories are skipped.
     pub spec_dirs: Vec<PathBuf>,
 }
 
-impl Default for CdiConfig {
+impl Default for CdiSettings {
     fn default() -> Self {
         Self { spec_dirs: vec![PathBuf::from("/etc/cdi"), PathBuf::from("/var/run/cdi")] }
     }
 }
 
-impl CdiConfig {
+impl CdiSettings {
     pub fn validate(&self) -> Result<(), String> {
         match self.spec_dirs.iter().find(|d| !d.is_absolute() || crate::config::has_dot_dot(d)) {
             Some(dir) => Err(format!("cdi.spec_dirs must hold absolute paths without '..', got {}", dir.display())),

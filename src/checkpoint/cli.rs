@@ -41,7 +41,7 @@ pub async fn restore(socket: &Path, archive: &Path, pod: &str, name: Option<&str
     let dump = {
         let path = archive.clone();
         tokio::task::spawn_blocking(move || {
-            super::archive::read_config_dump(&path, crate::config::LimitsConfig::default().checkpoint_archive_bytes)
+            super::archive::read_config_dump(&path, crate::config::LimitsSettings::default().checkpoint_archive_bytes)
         })
         .await
         .map_err(|e| e.to_string())?

@@ -28,7 +28,7 @@ pub use deadline::DeadlineLayer;
 pub use instrument::InstrumentLayer;
 pub use message_cap::{cap_status_message, MAX_STATUS_MESSAGE};
 
-use crate::config::GrpcConfig;
+use crate::config::GrpcSettings;
 
 /// The connections accepted on the CRI socket, each read through the layer
 /// that accepts any `:authority` a local client sends (see [`authority`]).
@@ -45,7 +45,7 @@ pub const CRI_API_VERSION: &str = "v1";
 pub const CRI_V1ALPHA2_API_VERSION: &str = "v1alpha2";
 
 /// The CRI APIs (protobuf packages) a daemon with this config serves.
-pub fn served_apis(grpc: &GrpcConfig) -> Vec<&'static str> {
+pub fn served_apis(grpc: &GrpcSettings) -> Vec<&'static str> {
     let mut apis = vec!["runtime.v1"];
     if grpc.serve_v1alpha2 {
         apis.push("runtime.v1alpha2");

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct MetricsConfig {
+pub struct MetricsSettings {
     /// `IP:PORT` (or a bare `PORT`, on loopback) of the `/metrics`
     /// endpoint; empty (the default): no endpoint, nothing recorded.
     pub address: String,
@@ -14,13 +14,13 @@ pub struct MetricsConfig {
     pub max_connections: usize,
 }
 
-impl Default for MetricsConfig {
+impl Default for MetricsSettings {
     fn default() -> Self {
         Self { address: String::new(), max_connections: 8 }
     }
 }
 
-impl MetricsConfig {
+impl MetricsSettings {
     /// Where to listen; None when the endpoint is off.
     pub fn listen_address(&self) -> Result<Option<SocketAddr>, String> {
         let address = self.address.trim();
@@ -49,7 +49,7 @@ mod tests {
 
     #[test]
     fn an_address_is_off_a_port_or_an_ip_and_port() {
-        let at = |address: &str| MetricsConfig { address: address.into(), ..Default::default() }.listen_address();
+        let at = |address: &str| MetricsSettings { address: address.into(), ..Default::default() }.listen_address();
         assert_eq!(at(""), Ok(None));
         assert_eq!(at("9101"), Ok(Some("127.0.0.1:9101".parse().unwrap())));
         assert_eq!(at("0.0.0.0:9101"), Ok(Some("0.0.0.0:9101".parse().unwrap())));

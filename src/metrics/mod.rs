@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
-pub use config::MetricsConfig;
+pub use config::MetricsSettings;
 
 /// Every method name of the CRI services (runtime.v1 and v1alpha2), read
 /// from the protos at build time.

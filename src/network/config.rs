@@ -18,7 +18,7 @@ pub enum BuiltinMode {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct NetworkConfig {
+pub struct NetworkSettings {
     /// Directory of CNI network configurations (`.conflist`, `.conf`,
     /// `.json`); the first valid one by file name is used.
     pub cni_conf_dir: PathBuf,
@@ -39,7 +39,7 @@ pub struct NetworkConfig {
     pub masquerade: bool,
 }
 
-impl Default for NetworkConfig {
+impl Default for NetworkSettings {
     fn default() -> Self {
         Self {
             cni_conf_dir: PathBuf::from("/etc/cni/net.d"),
@@ -53,7 +53,7 @@ impl Default for NetworkConfig {
     }
 }
 
-impl NetworkConfig {
+impl NetworkSettings {
     pub fn validate(&self) -> Result<(), String> {
         if !self.cni_conf_dir.is_absolute() {
             return Err(format!("network.cni_conf_dir must be absolute, got {}", self.cni_conf_dir.display()));
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn bridge_names_are_plain_interface_names() {
-        let with = |name: &str| NetworkConfig { bridge_name: name.into(), ..NetworkConfig::default() }.validate();
+        let with = |name: &str| NetworkSettings { bridge_name: name.into(), ..NetworkSettings::default() }.validate();
         for good in ["nidus0", "br-pods.1", "a_b"] {
             assert!(with(good).is_ok(), "{good}");
         }

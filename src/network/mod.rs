@@ -25,7 +25,7 @@ use crate::linux::reaper::Reaper;
 use crate::store::{Durability, StoreError};
 
 pub use cache::{Attachment, AttachmentCache, Backend};
-pub use config::{BuiltinMode, NetworkConfig};
+pub use config::{BuiltinMode, NetworkSettings};
 
 /// The pod's interface name.
 pub const POD_IFNAME: &str = "eth0";
@@ -95,7 +95,7 @@ struct Loaded {
 }
 
 pub struct PodNetworks {
-    config: NetworkConfig,
+    config: NetworkSettings,
     cache: AttachmentCache,
     cni: cni::CniClient,
     builtin: builtin::Builtin,
@@ -142,7 +142,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl PodNetworks {
     pub fn new(
-        config: NetworkConfig,
+        config: NetworkSettings,
         root: &std::path::Path,
         reaper: Reaper,
         metrics: crate::metrics::Metrics,

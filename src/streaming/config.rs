@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct StreamingConfig {
+pub struct StreamingSettings {
     /// The address the server listens on; loopback by default, so nothing is
     /// reachable from outside the node unless asked for.
     pub address: String,
@@ -37,7 +37,7 @@ pub struct StreamingConfig {
     pub tls_key_file: Option<PathBuf>,
 }
 
-impl Default for StreamingConfig {
+impl Default for StreamingSettings {
     fn default() -> Self {
         Self {
             address: "127.0.0.1".into(),
@@ -54,7 +54,7 @@ impl Default for StreamingConfig {
     }
 }
 
-impl StreamingConfig {
+impl StreamingSettings {
     pub fn validate(&self) -> Result<(), String> {
         self.ip()?;
         match (&self.tls_cert_file, &self.tls_key_file) {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::container::exec_stream::{ExecLaunch, ExecStdio};
-use config::StreamingConfig;
+use config::StreamingSettings;
 use portforward::PodNetwork;
 
 /// What a token stands for until its client connects.
@@ -61,7 +61,7 @@ pub struct StreamingServer {
 
 impl StreamingServer {
     /// Binds the configured address and serves in the background.
-    pub async fn start(config: &StreamingConfig, metrics: crate::metrics::Metrics) -> std::io::Result<Self> {
+    pub async fn start(config: &StreamingSettings, metrics: crate::metrics::Metrics) -> std::io::Result<Self> {
         let ip = config.ip().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let tls = match (&config.tls_cert_file, &config.tls_key_file) {
             (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(std::io::Error::other)?),

@@ -16,7 +16,7 @@ use super::pace::Pace;
 /// Registry settings of the daemon (`[registry]` in config.toml).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct RegistryConfig {
+pub struct RegistrySettings {
     /// Layers of one pull downloaded at once.
     pub max_concurrent_downloads: usize,
     /// A pull whose download makes no progress for this long is cancelled.
@@ -37,7 +37,7 @@ pub struct RegistryConfig {
     pub hosts: BTreeMap<String, HostConfig>,
 }
 
-impl Default for RegistryConfig {
+impl Default for RegistrySettings {
     fn default() -> Self {
         Self {
             max_concurrent_downloads: 3,
@@ -128,7 +128,7 @@ pub struct HostsError {
     pub why: String,
 }
 
-impl RegistryConfig {
+impl RegistrySettings {
     /// Checks what serde cannot.
     pub fn validate(&self) -> Result<(), HostsError> {
         if self.max_concurrent_downloads == 0 {
@@ -238,7 +238,7 @@ pub fn is_loopback(registry: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn config(toml_text: &str) -> RegistryConfig {
+    fn config(toml_text: &str) -> RegistrySettings {
         toml::from_str(toml_text).unwrap()
     }
 
@@ -275,13 +275,13 @@ mod tests {
         let e = c.endpoints("docker.io", "library/busybox").unwrap();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].repository, "library/busybox");
-        let e = RegistryConfig::default().endpoints("docker.io", "library/busybox").unwrap();
+        let e = RegistrySettings::default().endpoints("docker.io", "library/busybox").unwrap();
         assert_eq!(e[0].base_url(), "https://registry-1.docker.io");
     }
 
     #[test]
     fn loopback_falls_back_to_plain_http() {
-        let e = RegistryConfig::default().endpoints("127.0.0.1:5000", "x").unwrap();
+        let e = RegistrySettings::default().endpoints("127.0.0.1:5000", "x").unwrap();
         let urls: Vec<String> = e.iter().map(Endpoint::base_url).collect();
         assert_eq!(urls, ["https://127.0.0.1:5000", "http://127.0.0.1:5000"]);
     }
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_pull_is_bounded_by_default_except_in_its_total_time() {
-        let c = RegistryConfig::default();
+        let c = RegistrySettings::default();
         let pace = c.pace();
         assert_eq!((pace.min_bytes_per_sec, pace.window.as_secs(), pace.stall.as_secs()), (1024, 60, 60));
         assert_eq!(c.pull_deadline(), None);
@@ -313,7 +313,7 @@ mod tls_config_tests {
 
     #[test]
     fn tls_settings_parse_beside_the_other_fields_and_unknown_ones_are_refused() {
-        let c: RegistryConfig = toml::from_str(
+        let c: RegistrySettings = toml::from_str(
             r#"
             [hosts."r.example"]
             plain_http = false
@@ -328,12 +328,11 @@ mod tls_config_tests {
         assert_eq!(host.tls.ca_certs, vec![PathBuf::from("/etc/ca.pem")]);
         assert_eq!(host.tls.client_key, Some(PathBuf::from("/etc/k.pem")));
         assert_eq!(host.mirrors[0].tls.ca_certs, vec![PathBuf::from("/etc/m.pem")]);
-        assert!(toml::from_str::<RegistryConfig>("[hosts.\"r\"]\nca_cert = \"/x\"\n").is_err());
-        assert!(
-            toml::from_str::<RegistryConfig>("[hosts.\"r\"]\nmirrors = [{ url = \"http://x\", bogus = 1 }]\n").is_err()
-        );
+        assert!(toml::from_str::<RegistrySettings>("[hosts.\"r\"]\nca_cert = \"/x\"\n").is_err());
+        assert!(toml::from_str::<RegistrySettings>("[hosts.\"r\"]\nmirrors = [{ url = \"http://x\", bogus = 1 }]\n")
+            .is_err());
         // The default config prints as TOML and reads back.
         let text = toml::to_string(&c).unwrap();
-        assert_eq!(toml::from_str::<RegistryConfig>(&text).unwrap(), c);
+        assert_eq!(toml::from_str::<RegistrySettings>(&text).unwrap(), c);
     }
 }

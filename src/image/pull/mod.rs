@@ -31,7 +31,7 @@ use oci_spec::image::ImageManifest;
 use tokio::sync::{mpsc, Semaphore};
 
 pub use auth::Credentials;
-pub use hosts::RegistryConfig;
+pub use hosts::RegistrySettings;
 pub use progress::PullSnapshot;
 
 use self::client::{RegistryClient, RemoteError};
@@ -116,7 +116,7 @@ struct Parts {
 /// Pulls images for the daemon; one per daemon, shared by its services.
 pub struct Puller {
     store: Arc<ImageStore>,
-    config: RegistryConfig,
+    config: RegistrySettings,
     images: InFlight<(String, Credentials), Image>,
     layers: InFlight<Digest, ()>,
     pulls: Arc<Pulls>,
@@ -133,7 +133,7 @@ impl Drop for AbortOnDrop {
 }
 
 impl Puller {
-    pub fn new(store: Arc<ImageStore>, config: RegistryConfig, metrics: crate::metrics::Metrics) -> Arc<Self> {
+    pub fn new(store: Arc<ImageStore>, config: RegistrySettings, metrics: crate::metrics::Metrics) -> Arc<Self> {
         Arc::new(Self {
             store,
             // A pull goes on for its grace period once every caller has left;

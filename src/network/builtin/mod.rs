@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use ipnet::IpNet;
 
-use super::{Attachment, Backend, NetworkConfig, PodInfo, POD_IFNAME};
+use super::{Attachment, Backend, NetworkSettings, PodInfo, POD_IFNAME};
 use crate::linux::reaper::Reaper;
 use crate::network::lock;
 
@@ -66,7 +66,7 @@ pub fn host_veth_name(sandbox_id: &str) -> String {
 }
 
 impl Builtin {
-    pub fn new(config: &NetworkConfig, root: &Path, reaper: Reaper) -> std::io::Result<Self> {
+    pub fn new(config: &NetworkSettings, root: &Path, reaper: Reaper) -> std::io::Result<Self> {
         let dir: PathBuf = root.join("network").join("builtin").join("leases");
         Ok(Self {
             bridge: config.bridge_name.clone(),

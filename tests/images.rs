@@ -53,23 +53,11 @@ fn blobs(env: &TestEnv) -> BTreeSet<String> {
     entries(&env.root.join("images/blobs/sha256"))
 }
 
-/// Bytes allocated and inodes used under `dir`, hard links counted once (like du).
+/// Bytes allocated and inodes used under `dir`, hard links counted once
+/// (like du), as nidus counts a writable layer.
 fn du(dir: &Path) -> (u64, u64) {
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![dir.to_path_buf()];
-    let (mut bytes, mut inodes) = (0, 0);
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
-        if !seen.insert((meta.dev(), meta.ino())) {
-            continue;
-        }
-        bytes += meta.blocks() * 512;
-        inodes += 1;
-        if meta.is_dir() {
-            stack.extend(fs::read_dir(&path).unwrap().flatten().map(|e| e.path()));
-        }
-    }
-    (bytes, inodes)
+    let usage = nidus::stats::disk::usage_of(dir).unwrap_or_default();
+    (usage.bytes, usage.inodes)
 }
 
 /// The unpacked layer directories of an image, lowest first, from its verbose status.
@@ -214,7 +202,7 @@ async fn oci_tarballs_names_and_bad_arguments() {
     // A gzip-compressed docker-archive (`docker save | gzip`).
     let app = images::busybox_app();
     let gz = env.base.join("app.tar.gz");
-    fs::write(&gz, Compression::Gzip.compress(&fs::read(&app.docker_archive).unwrap())).unwrap();
+    fs::write(&gz, images::compress(Compression::Gzip, &fs::read(&app.docker_archive).unwrap())).unwrap();
     import_ok(&env, &gz, None);
     assert_eq!(cri.image(BUSYBOX_APP).await.map(|i| i.id), Some(app.id.clone()));
 

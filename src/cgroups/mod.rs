@@ -25,7 +25,7 @@ const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// v1 controllers nidus places its cgroups in (named hierarchies such as
 /// `name=systemd` are left alone).
-const V1_CONTROLLERS: &[&str] = &[
+pub const V1_CONTROLLERS: &[&str] = &[
     "cpu",
     "cpuacct",
     "cpuset",

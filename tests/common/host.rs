@@ -131,23 +131,6 @@ pub fn unmount_under(base: &Path) {
     }
 }
 
-const V1_CONTROLLERS: &[&str] = &[
-    "cpu",
-    "cpuacct",
-    "cpuset",
-    "memory",
-    "devices",
-    "freezer",
-    "blkio",
-    "pids",
-    "hugetlb",
-    "net_cls",
-    "net_prio",
-    "perf_event",
-    "rdma",
-    "misc",
-];
-
 /// True on a node with the unified cgroup v2 hierarchy at /sys/fs/cgroup.
 pub fn unified() -> bool {
     mount_points().iter().any(|(mp, fs, _)| mp == "/sys/fs/cgroup" && fs == "cgroup2")
@@ -237,7 +220,7 @@ pub fn cgroup_root_dirs(name: &str) -> Vec<PathBuf> {
     for (mp, fstype, opts) in mount_points() {
         let controller = match (unified, fstype.as_str()) {
             (true, "cgroup2") => String::new(),
-            (false, "cgroup") => match opts.split(',').find(|o| V1_CONTROLLERS.contains(o)) {
+            (false, "cgroup") => match opts.split(',').find(|o| nidus::cgroups::V1_CONTROLLERS.contains(o)) {
                 Some(c) => c.to_string(),
                 None => continue,
             },

@@ -397,33 +397,28 @@ pub fn busybox_base_layer() -> Vec<u8> {
     layer.finish()
 }
 
-/// How a layer blob is compressed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Zstd,
+/// How a layer blob is compressed: nidus's own kinds.
+pub use nidus::image::unpack::Compression;
+
+/// The OCI media type of a layer blob compressed so.
+fn media_type(compression: Compression) -> &'static str {
+    match compression {
+        Compression::None => "application/vnd.oci.image.layer.v1.tar",
+        Compression::Gzip => "application/vnd.oci.image.layer.v1.tar+gzip",
+        Compression::Zstd => "application/vnd.oci.image.layer.v1.tar+zstd",
+    }
 }
 
-impl Compression {
-    fn media_type(self) -> &'static str {
-        match self {
-            Compression::None => "application/vnd.oci.image.layer.v1.tar",
-            Compression::Gzip => "application/vnd.oci.image.layer.v1.tar+gzip",
-            Compression::Zstd => "application/vnd.oci.image.layer.v1.tar+zstd",
+/// `tar` compressed so (gzip with a zero mtime: the same bytes each time).
+pub fn compress(compression: Compression, tar: &[u8]) -> Vec<u8> {
+    match compression {
+        Compression::None => tar.to_vec(),
+        Compression::Gzip => {
+            let mut encoder = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::fast());
+            encoder.write_all(tar).expect("gzip");
+            encoder.finish().expect("gzip")
         }
-    }
-
-    pub fn compress(self, tar: &[u8]) -> Vec<u8> {
-        match self {
-            Compression::None => tar.to_vec(),
-            Compression::Gzip => {
-                let mut encoder = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::fast());
-                encoder.write_all(tar).expect("gzip");
-                encoder.finish().expect("gzip")
-            }
-            Compression::Zstd => zstd::encode_all(tar, 3).expect("zstd"),
-        }
+        Compression::Zstd => zstd::encode_all(tar, 3).expect("zstd"),
     }
 }
 
@@ -499,9 +494,9 @@ fn write_layout(dir: &Path, def: &ImageDef, claimed_diff_ids: Option<&[String]>)
     let mut layers = Vec::new();
     let mut layer_digests = Vec::new();
     for (tar, compression) in &def.layers {
-        let blob = compression.compress(tar);
+        let blob = compress(*compression, tar);
         let digest = write_blob(dir, &blob);
-        layers.push(serde_json::json!({"mediaType": compression.media_type(), "digest": digest, "size": blob.len()}));
+        layers.push(serde_json::json!({"mediaType": media_type(*compression), "digest": digest, "size": blob.len()}));
         layer_digests.push(digest);
     }
     let manifest = serde_json::to_vec(&serde_json::json!({

@@ -135,7 +135,8 @@ mod tests {
 
     #[test]
     fn only_bounded_regular_files_are_read() {
-        let dir = std::env::temp_dir().join(format!("nidus-bounded-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("f");
         std::fs::write(&file, b"12345").unwrap();

@@ -236,7 +236,8 @@ mod tests {
 
     #[test]
     fn later_directories_override_a_directory_conflicts_and_changes_count() {
-        let base = std::env::temp_dir().join(format!("nidus-cdi-registry-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let base = scratch.path().to_path_buf();
         let (first, second) = (base.join("a"), base.join("b"));
         std::fs::create_dir_all(&first).unwrap();
         let registry = CdiRegistry::new(vec![first.clone(), second.clone()]);

@@ -23,7 +23,8 @@ mod tests {
 
     #[test]
     fn reads_oom_kill_not_oom() {
-        let dir = std::env::temp_dir().join(format!("nidus-oom-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("memory.events"), "low 0\nhigh 0\nmax 12\noom 3\noom_kill 1\noom_group_kill 0\n").unwrap();
         assert_eq!(oom_kills(&dir), Some(1));

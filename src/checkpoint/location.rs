@@ -330,18 +330,16 @@ mod tests {
         }
     }
 
-    fn scratch(label: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("nidus-location-{label}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    fn scratch() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
     fn archives_appear_whole_and_private_in_new_private_directories() {
         use std::io::Write;
         use std::os::unix::fs::PermissionsExt;
-        let dir = scratch("ok");
+        let scratch = scratch();
+        let dir = scratch.path();
         let path = dir.join("a/b/ckpt.tar");
         let location = Location::open(&path).unwrap();
         assert_eq!(std::fs::metadata(dir.join("a/b")).unwrap().permissions().mode() & 0o777, 0o700);
@@ -370,14 +368,15 @@ mod tests {
         assert!(matches!(raced.commit(pending), Err(LocationError::Exists(_))));
         assert_eq!(std::fs::read(dir.join("a/b/raced.tar")).unwrap(), b"planted");
         assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 2, "the archive and the planted file only");
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn without_o_tmpfile_a_hidden_temporary_file_is_renamed_into_place() {
         use std::io::Write;
         use std::os::unix::fs::PermissionsExt;
-        let dir = scratch("named");
+        let scratch = scratch();
+        let dir = scratch.path();
         let path = dir.join("ckpt.tar");
         let location = Location::open(&path).unwrap();
         let (fd, temp_name) = location.create_named(Mode::from_bits_truncate(0o600)).unwrap();
@@ -395,18 +394,19 @@ mod tests {
         location.commit(pending).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"data");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the archive");
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1, "only the archive");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_temporary_archive_a_crash_left_is_removed_by_its_recorded_name_only() {
         use std::io::Write;
-        let dir = scratch("abandoned");
+        let scratch = scratch();
+        let dir = scratch.path();
         let path = dir.join("ckpt.tar");
         let location = Location::open(&path).unwrap();
         let temp = location.temp_path();
-        assert_eq!(temp.parent(), Some(dir.as_path()));
+        assert_eq!(temp.parent(), Some(dir));
         assert!(!temp.exists(), "chosen, not made, at open");
         // A daemon killed while writing: the file stays under its hidden name.
         let (fd, _) = location.create_named(Mode::from_bits_truncate(0o600)).unwrap();
@@ -421,18 +421,19 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("other.tar"), &temp).unwrap();
         assert!(!remove_abandoned(&temp).unwrap(), "a symlink is left alone");
         assert!(dir.join("other.tar").exists() && temp.symlink_metadata().is_ok());
-        std::os::unix::fs::symlink(&dir, dir.join("link")).unwrap();
+        std::os::unix::fs::symlink(dir, dir.join("link")).unwrap();
         let through = dir.join("link").join(temp.file_name().unwrap());
         assert!(matches!(remove_abandoned(&through), Err(LocationError::Symlink { .. })));
         assert!(remove_abandoned(&dir.join("other.tar")).is_err(), "not a temporary archive's name");
         assert!(!remove_abandoned(&dir.join("gone/.x.tar.tmp-0123456789abcdef")).unwrap(), "a missing directory");
         assert!(!dir.join("gone").exists(), "is not made");
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn symlinks_on_the_way_or_at_the_location_are_refused() {
-        let dir = scratch("links");
+        let scratch = scratch();
+        let dir = scratch.path();
         std::fs::create_dir(dir.join("real")).unwrap();
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
         std::os::unix::fs::symlink(dir.join("real/x.tar"), dir.join("planted.tar")).unwrap();
@@ -440,6 +441,6 @@ mod tests {
         assert!(matches!(Location::open(&dir.join("planted.tar")), Err(LocationError::Symlink { .. })));
         std::fs::write(dir.join("file"), b"").unwrap();
         assert!(matches!(Location::open(&dir.join("file/ckpt.tar")), Err(LocationError::NotDirectory { .. })));
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

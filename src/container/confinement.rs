@@ -119,7 +119,8 @@ mod tests {
     #[test]
     fn localhost_files_are_read_and_their_problems_named() {
         let programs = SeccompPrograms::new(1 << 20);
-        let dir = std::env::temp_dir().join(format!("nidus-confinement-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         std::fs::create_dir_all(&dir).unwrap();
         let good = dir.join("deny-mkdir.json");
         std::fs::write(

@@ -268,16 +268,14 @@ pub fn remove_mount_points(upper: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("nidus-spare-dirs-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
+    fn scratch() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
     fn a_made_directory_holds_upper_work_and_the_mount_points() {
-        let base = scratch("made");
+        let scratch = scratch();
+        let base = scratch.path();
         let dir = base.join("c");
         make(&dir).unwrap();
         assert!(dir.join("work").is_dir());
@@ -290,12 +288,13 @@ mod tests {
         }
         // An existing directory is never replaced.
         assert_eq!(make(&dir).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
-        fs::remove_dir_all(&base).unwrap();
+        fs::remove_dir_all(base).unwrap();
     }
 
     #[test]
     fn a_spare_is_renamed_to_the_container_directory_and_never_over_one() {
-        let base = scratch("take");
+        let scratch = scratch();
+        let base = scratch.path();
         let pool = SpareDirs::new(base.join("spares"), 1);
         pool.fill();
         assert_eq!(pool.idle(), 1);
@@ -312,12 +311,13 @@ mod tests {
         assert_eq!(pool.take(&base.join("c3")).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read_dir(base.join("spares")).unwrap().count(), 0);
         drop(pool);
-        fs::remove_dir_all(&base).unwrap();
+        fs::remove_dir_all(base).unwrap();
     }
 
     #[test]
     fn the_mount_points_etc_takes_the_images_etc_or_goes() {
-        let base = scratch("fit");
+        let scratch = scratch();
+        let base = scratch.path();
         let image_etc = base.join("layer/etc");
         fs::create_dir_all(&image_etc).unwrap();
         xattr::set(&image_etc, "user.nidus-test", b"kept").unwrap();
@@ -347,6 +347,6 @@ mod tests {
         assert!(upper.join("etc/hostname").is_file());
         fit_to_image(&upper, &ImageEtc::Other).unwrap();
         assert!(!upper.join("etc").exists());
-        fs::remove_dir_all(&base).unwrap();
+        fs::remove_dir_all(base).unwrap();
     }
 }

@@ -150,7 +150,8 @@ mod tests {
 
     #[test]
     fn later_directories_override_and_changes_are_picked_up() {
-        let base = std::env::temp_dir().join(format!("nidus-hooks-registry-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let base = scratch.path().to_path_buf();
         let (first, second) = (base.join("a"), base.join("b"));
         std::fs::create_dir_all(&first).unwrap();
         let registry = HookRegistry::new(vec![first.clone(), second.clone()]);

@@ -228,16 +228,15 @@ impl<R: Read> Read for Tee<'_, '_, R> {
 mod tests {
     use super::*;
 
-    fn tempdir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("nidus-content-{:016x}", rand::random::<u64>()));
-        fs::create_dir_all(&dir).unwrap();
-        dir
+    fn tempdir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
     fn stores_by_digest_and_verifies() {
-        let dir = tempdir();
-        let store = ContentStore::open(&dir).unwrap();
+        let scratch = tempdir();
+        let dir = scratch.path();
+        let store = ContentStore::open(dir).unwrap();
         let data = b"hello blob".to_vec();
         let digest = Digest::of(&data);
         let (got, size) =
@@ -261,6 +260,6 @@ mod tests {
         store.remove(&digest).unwrap();
         store.remove(&digest).unwrap();
         assert!(matches!(store.open_blob(&digest), Err(ImageError::BlobMissing(_))));
-        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(dir).unwrap();
     }
 }

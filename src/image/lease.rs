@@ -142,7 +142,8 @@ mod tests {
 
     #[test]
     fn a_torn_lease_is_dropped_and_a_whole_one_kept() {
-        let dir = std::env::temp_dir().join(format!("nidus-leases-{:016x}", rand::random::<u64>()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let leases = Leases::open(&dir).unwrap();
         let lease = Lease {
             mounted: Vec::new(),

@@ -75,7 +75,8 @@ mod tests {
 
     #[test]
     fn leases_of_this_process_live_and_of_a_process_that_is_gone_go() {
-        let dir = std::env::temp_dir().join(format!("nidus-pull-leases-{:016x}", rand::random::<u64>()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let leases = PullLeases::open(&dir).unwrap();
         let blob = Digest::of(b"blob");
         let holder = leases.put(vec![blob.clone()], Vec::new()).unwrap();

@@ -424,19 +424,13 @@ mod tests {
     use super::*;
 
     /// A scratch directory, removed when dropped.
-    struct Scratch(PathBuf);
+    struct Scratch(tempfile::TempDir);
 
     impl Scratch {
         fn new() -> Self {
-            let dir = std::env::temp_dir().join(format!("nidus-unpack-{:016x}", rand::random::<u64>()));
-            std::fs::create_dir_all(dir.join("layer")).unwrap();
-            Scratch(dir)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            let scratch = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(scratch.path().join("layer")).unwrap();
+            Scratch(scratch)
         }
     }
 
@@ -471,7 +465,7 @@ mod tests {
         let layer = builder.into_inner().unwrap();
 
         let scratch = Scratch::new();
-        let target = scratch.0.join("layer");
+        let target = scratch.0.path().join("layer");
         unpack(&layer[..], &target).unwrap();
         let meta = std::fs::symlink_metadata(target.join("run/fifo")).unwrap();
         assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));

@@ -119,7 +119,8 @@ mod tests {
 
     #[test]
     fn logs_stay_in_the_log_directory() {
-        let base = std::env::temp_dir().join(format!("nidus-log-file-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let base = scratch.path().to_path_buf();
         let logs = base.join("logs");
         let outside = base.join("outside");
         std::fs::create_dir_all(&outside).unwrap();

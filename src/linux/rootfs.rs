@@ -360,20 +360,21 @@ pub fn pivot_to_cwd() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     /// A scratch directory holding `root` (the container's root) and `outside`.
-    fn scratch() -> (PathBuf, OwnedFd) {
-        let dir = std::env::temp_dir().join(format!("nidus-rootfs-{:016x}", rand::random::<u64>()));
+    fn scratch() -> (tempfile::TempDir, OwnedFd) {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         std::fs::create_dir_all(dir.join("root/etc")).unwrap();
         std::fs::create_dir_all(dir.join("outside")).unwrap();
         let root = std::fs::File::open(dir.join("root")).unwrap();
-        (dir, OwnedFd::from(root))
+        (scratch, OwnedFd::from(root))
     }
 
     #[test]
     fn create_in_root_makes_missing_directories_and_files_inside_the_root() {
-        let (dir, root) = scratch();
+        let (scratch, root) = scratch();
+        let dir = scratch.path();
         let root_fd = root.as_raw_fd();
         create_in_root(root_fd, Path::new("/dev/pts"), true).unwrap();
         create_in_root(root_fd, Path::new("/a/b/c"), true).unwrap();
@@ -388,12 +389,13 @@ mod tests {
         }
         // What exists is only looked up.
         create_in_root(root_fd, Path::new("/etc/hostname"), false).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn create_in_root_never_follows_a_symlink_out_of_the_root() {
-        let (dir, root) = scratch();
+        let (scratch, root) = scratch();
+        let dir = scratch.path();
         let root_fd = root.as_raw_fd();
         // Absolute and relative links that would leave the root on the host.
         let outside = dir.join("outside");
@@ -410,6 +412,6 @@ mod tests {
         std::os::unix::fs::symlink("/real", dir.join("root/link")).unwrap();
         create_in_root(root_fd, Path::new("/link/new"), true).unwrap();
         assert!(dir.join("root/real/new").is_dir());
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

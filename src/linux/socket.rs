@@ -76,7 +76,8 @@ mod tests {
 
     #[test]
     fn long_paths_bind_and_connect() {
-        let dir = std::env::temp_dir().join(format!("nidus-sock-{:016x}", rand::random::<u64>())).join("x".repeat(120));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("x".repeat(120));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("monitor.sock");
         assert!(path.as_os_str().len() > 108);

@@ -46,7 +46,8 @@ mod tests {
 
     #[test]
     fn counts_files_and_hard_links_once() {
-        let dir = std::env::temp_dir().join(format!("nidus-disk-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("sub")).unwrap();
         fs::write(dir.join("sub/a"), vec![7u8; 10_000]).unwrap();

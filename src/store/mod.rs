@@ -245,15 +245,14 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn tempdir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("nidus-store-{:016x}", rand::random::<u64>()));
-        create_dir_all(&dir, 0o700).unwrap();
-        dir
+    fn tempdir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
     fn same_file_sees_through_symbolic_links() {
-        let dir = tempdir();
+        let scratch = tempdir();
+        let dir = scratch.path();
         let (a, b, link) = (dir.join("a"), dir.join("b"), dir.join("link-to-a"));
         create_dir_all(&a, 0o700).unwrap();
         create_dir_all(&b, 0o700).unwrap();
@@ -262,26 +261,28 @@ mod tests {
         assert!(same_file(&a, &a).unwrap());
         assert!(!same_file(&a, &b).unwrap());
         assert!(same_file(&a, &dir.join("missing")).is_err());
-        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {
-        let dir = tempdir();
+        let scratch = tempdir();
+        let dir = scratch.path();
         let path = dir.join("record.json");
         write_json(&path, &serde_json::json!({"a": 1})).unwrap();
         write_json(&path, &serde_json::json!({"a": 2})).unwrap();
         let v: serde_json::Value = read_json(&path).unwrap().unwrap();
         assert_eq!(v["a"], 2);
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1);
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        remove_tree(&dir).unwrap();
+        remove_tree(dir).unwrap();
     }
 
     #[test]
     fn a_prepared_write_changes_nothing_until_committed() {
-        let dir = tempdir();
+        let scratch = tempdir();
+        let dir = scratch.path();
         let path = dir.join("record.json");
         write_json(&path, &serde_json::json!({"a": 1})).unwrap();
         let prepared = PreparedWrite::json(&path, &serde_json::json!({"a": 2}), Durability::Durable).unwrap();
@@ -293,15 +294,16 @@ mod tests {
         drop(PreparedWrite::json(&path, &serde_json::json!({"a": 3}), Durability::Durable).unwrap());
         let v: serde_json::Value = read_json(&path).unwrap().unwrap();
         assert_eq!(v["a"], 2, "a dropped write changes nothing");
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "no temp file is left: {names:?}");
-        remove_tree(&dir).unwrap();
+        remove_tree(dir).unwrap();
     }
 
     #[test]
     fn a_write_into_a_spare_uses_its_inode_and_without_one_makes_its_own() {
         use std::os::unix::fs::MetadataExt;
-        let dir = tempdir();
+        let scratch = tempdir();
+        let dir = scratch.path();
         let (path, spare) = (dir.join("record.json"), dir.join(".tmp-spare"));
         OpenOptions::new().write(true).create_new(true).mode(0o644).open(&spare).unwrap();
         let inode = fs::metadata(&spare).unwrap().ino();
@@ -319,26 +321,28 @@ mod tests {
         fs::remove_file(&spare).unwrap();
         let v: serde_json::Value = read_json(&path).unwrap().unwrap();
         assert_eq!(v["a"], 3);
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
-        remove_tree(&dir).unwrap();
+        assert_eq!(fs::read_dir(dir).unwrap().count(), 1);
+        remove_tree(dir).unwrap();
     }
 
     #[test]
     fn missing_is_none_and_torn_is_an_error() {
-        let dir = tempdir();
+        let scratch = tempdir();
+        let dir = scratch.path();
         let missing: Option<serde_json::Value> = read_json(&dir.join("nope")).unwrap();
         assert!(missing.is_none());
         fs::write(dir.join("torn"), b"{\"a\": ").unwrap();
         assert!(matches!(read_json::<serde_json::Value>(&dir.join("torn")), Err(StoreError::Corrupt { .. })));
         fs::write(dir.join(".tmp-x-1"), b"partial").unwrap();
-        remove_interrupted_writes(&dir);
+        remove_interrupted_writes(dir);
         assert!(!dir.join(".tmp-x-1").exists());
-        remove_tree(&dir).unwrap();
+        remove_tree(dir).unwrap();
     }
 
     #[test]
     fn an_existing_json_file_must_be_there_and_whole() {
-        let dir = tempdir();
+        let scratch = tempdir();
+        let dir = scratch.path();
         match read_existing_json::<serde_json::Value>(&dir.join("nope")) {
             Err(StoreError::Read { path, source }) => {
                 assert_eq!(path, dir.join("nope"));
@@ -351,6 +355,6 @@ mod tests {
         fs::write(dir.join("whole"), b"{\"a\": [1, 2]}").unwrap();
         let whole: serde_json::Value = read_existing_json(&dir.join("whole")).unwrap();
         assert_eq!(whole, serde_json::json!({"a": [1, 2]}));
-        remove_tree(&dir).unwrap();
+        remove_tree(dir).unwrap();
     }
 }

@@ -147,7 +147,8 @@ mod tests {
 
     #[test]
     fn leases_are_unique_persistent_and_released() {
-        let dir = std::env::temp_dir().join(format!("nidus-leases-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let _ = std::fs::remove_dir_all(&dir);
         let net: IpNet = "10.5.0.0/29".parse().unwrap();
         let leases = Leases::open(&dir).unwrap();

@@ -43,3 +43,4 @@ pub mod socket_client;
 pub mod stats;
 pub mod store;
 pub mod streaming;
+pub mod wire;

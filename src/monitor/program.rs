@@ -20,7 +20,6 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use super::control::Request;
 use super::log::{LineSplitter, Stream, MAX_RECORD};
 use super::plan::{
     CgroupJoin, ExitRecord, MonitorAssignment, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON,
@@ -32,11 +31,14 @@ use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
+use crate::wire::{
+    self, words, Answer, BuildStep, Built, CreateTimings, Created, Ended, Message, Passed, Request, Settled,
+};
 
 /// `nidus-monitor run DIR`: starts a session of its own and settles in DIR
 /// (diagnostics to monitor.log, its identity and control socket), forks a
 /// prepared init (`super::prepared`), all needing no assignment, and
-/// prints `settled`. Then it reads its assignment (`MonitorAssignment`, one
+/// prints `settled` (the words are `crate::wire`'s). Then it reads its assignment (`MonitorAssignment`, one
 /// JSON line on stdin: started as a spare, it waits here), by which time
 /// the daemon has renamed DIR to the container's run dir. When the daemon
 /// says `plan` (config.json and plan.json are written), it reads the plan
@@ -53,7 +55,7 @@ pub fn run(dir: &Path) -> i32 {
     let ((listener, dir_id), signals) = match settled.and_then(|settled| Ok((settled, sigchld_fd()?))) {
         Ok(settled) => settled,
         Err(e) => {
-            println!("error {e}");
+            say(&Answer::<Settled>::Refused(e));
             return 1;
         }
     };
@@ -69,17 +71,17 @@ pub fn run(dir: &Path) -> i32 {
             None
         }
     };
-    if writeln!(io::stdout(), "settled").and_then(|()| io::stdout().flush()).is_err() {
+    if writeln!(io::stdout(), "{}", Settled.encode()).and_then(|()| io::stdout().flush()).is_err() {
         return 1;
     }
     let mut line = String::new();
     if io::stdin().read_line(&mut line).is_err() || line.is_empty() {
         return 1;
     }
-    let assignment: MonitorAssignment = match serde_json::from_str(&line) {
+    let assignment = match MonitorAssignment::decode(line.trim_end()) {
         Ok(assignment) => assignment,
         Err(e) => {
-            println!("error bad assignment: {e}");
+            say(&Answer::<Created>::Refused(e.to_string()));
             return 1;
         }
     };
@@ -97,21 +99,21 @@ pub fn run(dir: &Path) -> i32 {
         if io::stdin().read_line(&mut line).is_err() {
             return 1;
         }
-        match (line.trim_end(), builder.take()) {
-            ("plan", None) => {
+        match (BuildStep::decode(line.trim_end()), builder.take()) {
+            (Ok(BuildStep::Plan), None) => {
                 let prepared = prepared.take();
                 builder = Some(match &ready {
                     Ok(()) => begin_build(&files, &assignment, prepared),
                     Err(e) => Err(e.clone()),
                 });
             }
-            ("go", Some(builder)) => break builder,
+            (Ok(BuildStep::Go), Some(builder)) => break builder,
             _ => return 1,
         }
     };
     let go_wait_us = assigned.elapsed().as_micros() - settle_us;
     if let Err(e) = ready {
-        println!("error {e}");
+        say(&Answer::<Created>::Refused(e));
         return 1;
     }
     let began = Instant::now();
@@ -122,15 +124,17 @@ pub fn run(dir: &Path) -> i32 {
             // `go` was then awaited, the plan's (or spec's) read included.
             // A daemon that died meanwhile finds the init recorded: no
             // reader is no reason to stop.
-            let _ = writeln!(
-                io::stdout(),
-                "created {} {} {} {} {settle_us} {go_wait_us}",
-                monitor.init.pid,
-                monitor.init.start_time,
-                monitor.cgroup_join.as_str(),
-                began.elapsed().as_micros()
-            );
-            let _ = io::stdout().flush();
+            let micros = |us: u128| u64::try_from(us).unwrap_or(u64::MAX);
+            say(&Created {
+                pid: monitor.init.pid,
+                start_time: monitor.init.start_time,
+                cgroup_join: Some(monitor.cgroup_join),
+                timings: Some(CreateTimings {
+                    build_us: micros(began.elapsed().as_micros()),
+                    settle_us: micros(settle_us),
+                    go_wait_us: micros(go_wait_us),
+                }),
+            });
             let _ = process::stdio_to_devnull_keep_stderr();
             let failure = monitor.hand_over();
             if failure.descriptors_changed {
@@ -143,10 +147,17 @@ pub fn run(dir: &Path) -> i32 {
             0
         }
         Err(e) => {
-            println!("error {e}");
+            say(&Answer::<Created>::Refused(e));
             1
         }
     }
+}
+
+/// One line to the daemon on stdout. A daemon that died meanwhile is no
+/// reason to stop: the init is recorded for the next one.
+fn say(message: &impl Message) {
+    let _ = writeln!(io::stdout(), "{}", message.encode());
+    let _ = io::stdout().flush();
 }
 
 /// Who builds the container, decided when the plan is written.
@@ -355,13 +366,13 @@ fn set_up(
     // The prestart and createRuntime hooks run meanwhile, when the init asks.
     let ready = super::hooks::await_ready(ready_r, &handshake.0, &plan, child);
     // The terminal's master, sent before "ok".
-    let terminal = match (ready.as_str(), terminal) {
-        ("ok", Some(socket)) => Some(receive_terminal(&socket, plan.stdin)),
+    let terminal = match (&ready, terminal) {
+        (Ok(Answer::Done(Built)), Some(socket)) => Some(receive_terminal(&socket, plan.stdin)),
         _ => None,
     };
-    let identity = match (ready.as_str(), recorded, terminal) {
-        ("ok", Ok(identity), None) => identity,
-        ("ok", Ok(identity), Some(Ok((master, stdin)))) => {
+    let identity = match (ready, recorded, terminal) {
+        (Ok(Answer::Done(Built)), Ok(identity), None) => identity,
+        (Ok(Answer::Done(Built)), Ok(identity), Some(Ok((master, stdin)))) => {
             stdin_keep = stdin;
             outputs = vec![Output { fd: master, splitter: LineSplitter::new(Stream::Stdout), open: true }];
             identity
@@ -370,11 +381,11 @@ fn set_up(
             forget_init(files);
             let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(child), None);
-            return Err(match (ready.strip_prefix("error "), recorded, terminal) {
+            return Err(match (ready, recorded, terminal) {
                 (_, Err(e), _) => e,
                 (_, _, Some(Err(e))) => e,
-                (Some(why), _, _) => why.to_string(),
-                (None, _, _) => "the container's init died while being built".into(),
+                (Ok(Answer::Refused(why)), _, _) => why,
+                (_, _, _) => "the container's init died while being built".into(),
             });
         }
     };
@@ -386,7 +397,7 @@ fn set_up(
 struct Forked {
     pid: i32,
     cgroup_join: CgroupJoin,
-    /// "ok" once built, or "error MESSAGE".
+    /// `wire::Built` once built, or its refusal.
     ready: OwnedFd,
     outputs: Vec<Output>,
     stdin_keep: Option<OwnedFd>,
@@ -617,17 +628,14 @@ impl Monitor {
         if BufReader::new(&stream).read_line(&mut line).is_err() {
             return;
         }
-        let reply = match Request::parse(&line) {
-            Some(Request::Start) => self.start(),
-            Some(Request::ReopenLog) => self.reopen_log(),
+        let reply = match Request::decode(&line) {
+            Ok(Request::Start) => self.start(),
+            Ok(Request::ReopenLog) => self.reopen_log(),
             // Attach lives in the tiny monitor loop only; this fallback serves none.
-            Some(Request::CloseStdin) | None => Err(format!("unknown request {:?}", line.trim())),
+            Ok(Request::CloseStdin | Request::Attach) | Err(_) => Err(format!("unknown request {:?}", line.trim())),
         };
-        let text = match reply {
-            Ok(()) => "ok\n".to_string(),
-            Err(e) => format!("error {}\n", e.replace('\n', " ")),
-        };
-        let _ = stream.write_all(text.as_bytes());
+        let reply = Answer::from(reply.map(|()| Passed::default()));
+        let _ = stream.write_all(format!("{}\n", reply.encode()).as_bytes());
     }
 
     /// Releases the init and reports whether execve succeeded.
@@ -635,7 +643,7 @@ impl Monitor {
         let (Some(start), Some(exec_error)) = (self.start.take(), self.exec_error.take()) else {
             return Err("the container was already started".into());
         };
-        File::from(start).write_all(b"s").map_err(|_| "the container's init is gone".to_string())?;
+        File::from(start).write_all(words::START_NOW).map_err(|_| "the container's init is gone".to_string())?;
         let mut why = String::new();
         let _ = File::from(exec_error).read_to_string(&mut why);
         if why.is_empty() {
@@ -701,7 +709,7 @@ impl Monitor {
     }
 
     /// Execs the tiny monitor loop in place with this monitor's descriptors
-    /// (see src/linux/tiny/monitor_loop.rs for the numbering). Returns only
+    /// and arguments (numbered and ordered by `wire::words`). Returns only
     /// when that fails.
     fn hand_over(&self) -> ExecFailure {
         let path_flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
@@ -719,49 +727,32 @@ impl Monitor {
             Err(e) => return ExecFailure { error: e.into(), descriptors_changed: false },
         };
         let raw = |fd: Option<&OwnedFd>| fd.map(|f| f.as_raw_fd());
-        let fds = [
-            Some(self.listener.as_raw_fd()),
-            Some(self.signals.as_fd().as_raw_fd()),
-            raw(self.outputs.first().map(|o| &o.fd)),
-            raw(self.outputs.get(1).map(|o| &o.fd)),
-            self.log.as_ref().map(|l| l.as_raw_fd()),
-            raw(self.start.as_ref()),
-            raw(self.exec_error.as_ref()),
-            Some(run_dir.as_raw_fd()),
-            Some(this_program.as_raw_fd()),
-            raw(self.stdin.as_ref()),
-        ];
+        let mut fds = wire::LoopDescriptors::default();
+        fds.set(words::LOOP_CONTROL, Some(self.listener.as_raw_fd()))
+            .set(words::LOOP_SIGNALS, Some(self.signals.as_fd().as_raw_fd()))
+            .set(words::LOOP_OUT, raw(self.outputs.first().map(|o| &o.fd)))
+            .set(words::LOOP_ERR, raw(self.outputs.get(1).map(|o| &o.fd)))
+            .set(words::LOOP_LOG, self.log.as_ref().map(|l| l.as_raw_fd()))
+            .set(words::LOOP_START, raw(self.start.as_ref()))
+            .set(words::LOOP_EXEC_ERROR, raw(self.exec_error.as_ref()))
+            .set(words::LOOP_RUN_DIR, Some(run_dir.as_raw_fd()))
+            .set(words::LOOP_FINISH, Some(this_program.as_raw_fd()))
+            .set(words::LOOP_STDIN, raw(self.stdin.as_ref()));
         let location = self.plan.log_location();
-        let log_directory = location.and_then(|l| l.directory.to_str()).unwrap_or("-");
-        let log_relative = location.and_then(|l| l.relative.to_str()).unwrap_or("-");
-        let init_pid = self.init.pid.to_string();
         let Some(run_dir_path) = self.files.dir.to_str() else {
             let error = io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
             return ExecFailure { error, descriptors_changed: false };
         };
-        let memory_cgroup = self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
-        crate::linux::tiny_programs::MONITOR_LOOP
-            .exec(&fds, &[&init_pid, log_directory, run_dir_path, memory_cgroup, log_relative])
-    }
-}
-
-/// How the init ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Exited(i32),
-    Signaled(i32),
-}
-
-impl Ended {
-    /// `exited:N` / `signaled:N`, as the monitor loop reports it.
-    pub fn parse(word: &str) -> Option<Self> {
-        let (kind, n) = word.split_once(':')?;
-        let n: i32 = n.parse().ok()?;
-        match kind {
-            "exited" => Some(Self::Exited(n)),
-            "signaled" => Some(Self::Signaled(n)),
-            _ => None,
+        let args = wire::LoopArgs {
+            init_pid: self.init.pid,
+            log_directory: location.and_then(|l| l.directory.to_str()),
+            run_dir: run_dir_path,
+            memory_cgroup: self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()),
+            log_relative: location.and_then(|l| l.relative.to_str()),
         }
+        .encode();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::linux::tiny_programs::MONITOR_LOOP.exec(fds.as_slice(), &args)
     }
 }
 
@@ -770,7 +761,7 @@ impl Ended {
 /// inits that ran itself), in the monitor's pid — writes the exit record.
 pub fn finish(run_dir: &Path, status: &str, finished_at_ns: &str, start_error: Option<&str>) -> i32 {
     let files = RunFiles::new(run_dir);
-    let (Some(ended), Ok(finished_at_ns)) = (Ended::parse(status), finished_at_ns.parse::<i64>()) else {
+    let (Ok(ended), Ok(finished_at_ns)) = (Ended::decode(status), finished_at_ns.parse::<i64>()) else {
         eprintln!("monitor finish: bad status {status:?} or time {finished_at_ns:?}");
         return 2;
     };
@@ -839,19 +830,4 @@ fn now_ns() -> i64 {
 fn now() -> (u64, u32) {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     (since.as_secs(), since.subsec_nanos())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_loops_status_words_parse() {
-        assert_eq!(Ended::parse("exited:0"), Some(Ended::Exited(0)));
-        assert_eq!(Ended::parse("exited:137"), Some(Ended::Exited(137)));
-        assert_eq!(Ended::parse("signaled:9"), Some(Ended::Signaled(9)));
-        for bad in ["", "exited", "exited:", "exited:x", "stopped:1", "signaled:-"] {
-            assert_eq!(Ended::parse(bad), None, "{bad:?}");
-        }
-    }
 }

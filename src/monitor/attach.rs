@@ -37,9 +37,7 @@ pub fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<
         Ok(Answer::Done(said)) => said,
         Ok(Answer::Refused(why)) => return Err(ControlError::Refused(why)),
         Err(_) if reply.is_empty() => {
-            return Err(ControlError::Refused(
-                "the monitor closed the connection without replying (attach needs the tiny monitor loop)".into(),
-            ))
+            return Err(ControlError::Refused("the monitor closed the connection without replying".into()))
         }
         Err(_) => return Err(ControlError::Refused(reply)),
     };

@@ -7,7 +7,7 @@
 //! exits and the exit record is written.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -201,8 +201,10 @@ struct Monitor {
     exec_error: Option<OwnedFd>,
     /// Why execve failed, when it did.
     start_error: Option<String>,
-    /// Kept open for attach; unused until the streaming server lands.
+    /// The container's stdin write end, held for attach (until `close-stdin`).
     stdin: Option<OwnedFd>,
+    /// Each attacher's pipes for the outputs, in the order of `outputs`.
+    attachers: Vec<[Option<OwnedFd>; 2]>,
 }
 
 struct Output {
@@ -520,6 +522,7 @@ fn supervise(
         exec_error: Some(exec_r),
         start_error: None,
         stdin: stdin_keep,
+        attachers: Vec::new(),
     }
 }
 
@@ -604,6 +607,7 @@ impl Monitor {
                         }
                     });
                 }
+                self.copy_to_attachers(i, &buf[..n]);
                 true
             }
             Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => true,
@@ -623,19 +627,82 @@ impl Monitor {
         }
     }
 
-    fn handle(&mut self, mut stream: UnixStream) {
-        let mut line = String::new();
-        if BufReader::new(&stream).read_line(&mut line).is_err() {
-            return;
+    /// One request (with the descriptors passed along, for `attach`), one reply.
+    fn handle(&mut self, stream: UnixStream) {
+        let mut request = Vec::new();
+        let mut passed = Vec::new();
+        let mut buf = [0u8; 256];
+        while !request.contains(&b'\n') && request.len() < buf.len() {
+            match crate::linux::socket::receive_with_fds(&stream, &mut buf) {
+                Ok((0, fds)) => {
+                    passed.extend(fds);
+                    break;
+                }
+                Ok((n, fds)) => {
+                    passed.extend(fds);
+                    request.extend_from_slice(&buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
         }
+        let line = String::from_utf8_lossy(request.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
         let reply = match Request::decode(&line) {
             Ok(Request::Start) => self.start(),
             Ok(Request::ReopenLog) => self.reopen_log(),
-            // Attach lives in the tiny monitor loop only; this fallback serves none.
-            Ok(Request::CloseStdin | Request::Attach) | Err(_) => Err(format!("unknown request {:?}", line.trim())),
+            Ok(Request::CloseStdin) => {
+                self.stdin = None;
+                Ok(())
+            }
+            Ok(Request::Attach) if !passed.is_empty() => return self.attach(&stream, passed),
+            Ok(Request::Attach) | Err(_) => Err(format!("unknown request {:?}", line.trim())),
         };
         let reply = Answer::from(reply.map(|()| Passed::default()));
-        let _ = stream.write_all(format!("{}\n", reply.encode()).as_bytes());
+        let _ = (&stream).write_all(format!("{}\n", reply.encode()).as_bytes());
+    }
+
+    /// Adds an attacher with its output pipes, and passes it back the
+    /// container's stdin write end and terminal when there are.
+    fn attach(&mut self, stream: &UnixStream, pipes: Vec<OwnedFd>) {
+        self.drop_gone_attachers();
+        if self.attachers.len() >= words::MAX_ATTACHERS {
+            let reply = Answer::<Passed>::Refused("too many attachers".into());
+            let _ = (&*stream).write_all(format!("{}\n", reply.encode()).as_bytes());
+            return;
+        }
+        let mut pipes = pipes.into_iter();
+        self.attachers.push([pipes.next(), pipes.next()]);
+        // A terminal is the one output there is.
+        let terminal = (self.outputs.len() == 1).then(|| &self.outputs[0].fd);
+        let said = Passed { stdin: self.stdin.is_some(), terminal: terminal.is_some() };
+        let fds: Vec<_> = self.stdin.iter().chain(terminal).map(|fd| fd.as_raw_fd()).collect();
+        let _ = crate::linux::socket::send_with_fds(stream, format!("{}\n", said.encode()).as_bytes(), &fds);
+    }
+
+    /// Hands output to each attacher's pipe without waiting (the attacher
+    /// made it non-blocking): a full pipe loses the chunk; a closed one ends
+    /// the attacher.
+    fn copy_to_attachers(&mut self, i: usize, data: &[u8]) {
+        self.attachers.retain(|pipes| match &pipes[i] {
+            Some(fd) => !matches!(
+                nix::unistd::write(fd, data),
+                Err(e) if e != nix::errno::Errno::EAGAIN && e != nix::errno::Errno::EINTR
+            ),
+            None => true,
+        });
+    }
+
+    /// Ends the attachers whose client has gone (a pipe's read end is
+    /// closed: poll says POLLERR), so that the slots of sessions that
+    /// detached from a container writing nothing come free.
+    fn drop_gone_attachers(&mut self) {
+        self.attachers.retain(|pipes| {
+            !pipes.iter().flatten().any(|fd| {
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+                matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+                    && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLERR))
+            })
+        });
     }
 
     /// Releases the init and reports whether execve succeeded.
@@ -700,6 +767,8 @@ impl Monitor {
                 });
             }
         }
+        // Attachers read end of file: the container's output is over.
+        self.attachers.clear();
         let ended = match status {
             WaitStatus::Signaled(_, sig, _) => Ended::Signaled(sig as i32),
             WaitStatus::Exited(_, code) => Ended::Exited(code),
@@ -830,4 +899,135 @@ fn now_ns() -> i64 {
 fn now() -> (u64, u32) {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     (since.as_secs(), since.subsec_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::plan::RootfsPlan;
+
+    /// A monitor serving a container without a terminal: its stdout and
+    /// stderr pipes (our write ends returned), its stdin write end held.
+    fn monitor(dir: &Path) -> (Monitor, [OwnedFd; 2], OwnedFd) {
+        let files = RunFiles::new(dir);
+        let plan = MonitorPlan {
+            container_id: "c".into(),
+            bundle: dir.into(),
+            run_dir: dir.into(),
+            log_path: None,
+            log_directory: None,
+            rootfs: RootfsPlan { lower: Vec::new(), upper: dir.into(), work: dir.into() },
+            cgroup_procs: Vec::new(),
+            cgroup_mounts: Vec::new(),
+            stdin: true,
+            memory_cgroup: None,
+            clone_into_cgroup: None,
+            restore: None,
+            prepared_init_fits: false,
+            hooks: None,
+        };
+        let (out_r, out_w) = pipe().unwrap();
+        let (err_r, err_w) = pipe().unwrap();
+        let (stdin_r, stdin_w) = pipe().unwrap();
+        let output = |fd, stream| Output { fd, splitter: LineSplitter::new(stream), open: true };
+        let monitor = Monitor {
+            plan,
+            files: files.clone(),
+            init: ProcessIdentity::of(std::process::id() as i32).unwrap(),
+            cgroup_join: CgroupJoin::Procs,
+            listener: crate::linux::socket::bind(&files.socket()).unwrap(),
+            signals: SignalFd::with_flags(&SigSet::empty(), SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).unwrap(),
+            outputs: vec![output(out_r, Stream::Stdout), output(err_r, Stream::Stderr)],
+            log: None,
+            start: None,
+            exec_error: None,
+            start_error: None,
+            stdin: Some(stdin_w),
+            attachers: Vec::new(),
+        };
+        (monitor, [out_w, err_w], stdin_r)
+    }
+
+    /// Sends `request` with `fds` to the monitor; its reply and the descriptors passed back.
+    fn ask(monitor: &mut Monitor, request: &str, fds: &[&OwnedFd]) -> (String, Vec<OwnedFd>) {
+        let (client, server) = UnixStream::pair().unwrap();
+        let raw: Vec<_> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+        crate::linux::socket::send_with_fds(&client, format!("{request}\n").as_bytes(), &raw).unwrap();
+        monitor.handle(server);
+        let mut buf = [0u8; 256];
+        let (n, passed) = crate::linux::socket::receive_with_fds(&client, &mut buf).unwrap();
+        (String::from_utf8_lossy(&buf[..n]).into_owned(), passed)
+    }
+
+    fn attacher_pipes() -> [(OwnedFd, OwnedFd); 2] {
+        let pair = || {
+            let (r, w) = pipe().unwrap();
+            nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+            nix::fcntl::fcntl(&r, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+            (r, w)
+        };
+        [pair(), pair()]
+    }
+
+    fn read_now(fd: &OwnedFd) -> String {
+        let mut buf = [0u8; 256];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(e) => format!("<{e}>"),
+        }
+    }
+
+    /// The std loop (where the tiny one cannot be exec'd) serves the same
+    /// control protocol: attach (output copies, stdin passed back),
+    /// close-stdin, the attacher bound, unknown requests.
+    #[test]
+    fn the_fallback_loop_serves_attach_and_close_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut monitor, [out_w, err_w], stdin_r) = monitor(dir.path());
+
+        let [(out_r, out_a), (err_r, err_a)] = attacher_pipes();
+        let (reply, passed) = ask(&mut monitor, "attach", &[&out_a, &err_a]);
+        assert_eq!(reply, "ok stdin\n");
+        assert_eq!(passed.len(), 1, "the container's stdin write end comes back");
+        nix::unistd::write(&passed[0], b"typed").unwrap();
+        assert_eq!(read_now(&stdin_r), "typed");
+
+        nix::unistd::write(&out_w, b"to stdout\n").unwrap();
+        nix::unistd::write(&err_w, b"to stderr\n").unwrap();
+        assert!(monitor.pump(0) && monitor.pump(1));
+        assert_eq!(read_now(&out_r), "to stdout\n");
+        assert_eq!(read_now(&err_r), "to stderr\n");
+
+        let (reply, passed) = ask(&mut monitor, "close-stdin", &[]);
+        assert_eq!((reply.as_str(), passed.len()), ("ok\n", 0));
+        drop(passed);
+        let [(_keep_out, a), (_keep_err, b)] = attacher_pipes();
+        let (reply, passed) = ask(&mut monitor, "attach", &[&a, &b]);
+        assert_eq!((reply.as_str(), passed.len()), ("ok\n", 0), "no stdin left to pass");
+
+        // Attach without pipes, or a word the monitor does not know.
+        for request in ["attach", "bogus"] {
+            let (reply, _) = ask(&mut monitor, request, &[]);
+            assert_eq!(reply, format!("error unknown request \"{request}\"\n"));
+        }
+
+        // The bound: attachers whose client is gone make room, live ones do not.
+        let mut live = Vec::new();
+        while monitor.attachers.len() < words::MAX_ATTACHERS {
+            let [(r, w), (r2, w2)] = attacher_pipes();
+            assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "ok\n");
+            live.push((r, r2));
+        }
+        let [(_r, w), (_r2, w2)] = attacher_pipes();
+        assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "error too many attachers\n");
+        drop((out_r, err_r));
+        assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "ok\n", "the first attacher's client is gone");
+
+        // A closed pipe ends its attacher at the next output.
+        drop(live.pop());
+        nix::unistd::write(&out_w, b"more\n").unwrap();
+        assert!(monitor.pump(0));
+        assert_eq!(monitor.attachers.len(), words::MAX_ATTACHERS - 1);
+        assert_eq!(read_now(&live[0].0), "more\n");
+    }
 }

@@ -50,6 +50,16 @@ fn json(message: &impl serde::Serialize, what: &'static str) -> Result<String, W
     serde_json::to_string(message).map_err(|e| WireError::Json { what, reason: e.to_string() })
 }
 
+/// The word of `value` in a table of an enum's words.
+fn word_of<T: PartialEq>(table: &[(T, &'static [u8])], value: T) -> String {
+    table.iter().find(|(v, _)| *v == value).map_or("", |(_, word)| text(word)).to_string()
+}
+
+/// The value whose word `word` is (from `received`, for the error).
+fn one_of<T: Message + Copy>(table: &[(T, &'static [u8])], word: &str, received: &str) -> Result<T, WireError> {
+    table.iter().find(|(_, w)| *w == word.as_bytes()).map(|(v, _)| *v).ok_or_else(|| unexpected::<T>(received))
+}
+
 /// A message that is one fixed word.
 macro_rules! word_message {
     ($(#[$doc:meta])* $name:ident, $word:expr) => {
@@ -155,23 +165,19 @@ pub enum BuildStep {
     Go,
 }
 
+impl BuildStep {
+    const WORDS: &'static [(Self, &'static [u8])] = &[(BuildStep::Plan, words::PLAN), (BuildStep::Go, words::GO)];
+}
+
 impl Message for BuildStep {
     const EXPECTED: &'static str = "plan or go";
 
     fn encode(&self) -> String {
-        text(match self {
-            BuildStep::Plan => words::PLAN,
-            BuildStep::Go => words::GO,
-        })
-        .to_string()
+        word_of(Self::WORDS, *self)
     }
 
     fn decode(received: &str) -> Result<Self, WireError> {
-        match received.as_bytes() {
-            words::PLAN => Ok(BuildStep::Plan),
-            words::GO => Ok(BuildStep::Go),
-            _ => Err(unexpected::<Self>(received)),
-        }
+        one_of(Self::WORDS, received, received)
     }
 }
 
@@ -321,27 +327,25 @@ pub enum Request {
     Attach,
 }
 
+impl Request {
+    const WORDS: &'static [(Self, &'static [u8])] = &[
+        (Request::Start, words::START),
+        (Request::ReopenLog, words::REOPEN_LOG),
+        (Request::CloseStdin, words::CLOSE_STDIN),
+        (Request::Attach, words::ATTACH),
+    ];
+}
+
 impl Message for Request {
     const EXPECTED: &'static str = "start, reopen-log, close-stdin or attach";
 
     fn encode(&self) -> String {
-        text(match self {
-            Request::Start => words::START,
-            Request::ReopenLog => words::REOPEN_LOG,
-            Request::CloseStdin => words::CLOSE_STDIN,
-            Request::Attach => words::ATTACH,
-        })
-        .to_string()
+        word_of(Self::WORDS, *self)
     }
 
+    /// Blanks around the word do not count.
     fn decode(received: &str) -> Result<Self, WireError> {
-        match received.trim().as_bytes() {
-            words::START => Ok(Request::Start),
-            words::REOPEN_LOG => Ok(Request::ReopenLog),
-            words::CLOSE_STDIN => Ok(Request::CloseStdin),
-            words::ATTACH => Ok(Request::Attach),
-            _ => Err(unexpected::<Self>(received)),
-        }
+        one_of(Self::WORDS, received.trim(), received)
     }
 }
 

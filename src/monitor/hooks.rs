@@ -1,6 +1,6 @@
 //! The runtime-namespace stages, run by a container's monitor: prestart
 //! and createRuntime once the init has made the container's namespaces and
-//! mounts and waits before pivot_root (it says `RUNTIME_HOOKS` on its ready
+//! mounts and waits before pivot_root (it says `words::RUNTIME_HOOKS` on its ready
 //! pipe and waits for a byte on its start pipe), or once CRIU has restored a
 //! container, before it resumes. The hooks run in the monitor's own
 //! namespaces (the runtime's): its PID namespace for children, which is the

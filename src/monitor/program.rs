@@ -38,7 +38,8 @@ use crate::wire::{
 /// `nidus-monitor run DIR`: starts a session of its own and settles in DIR
 /// (diagnostics to monitor.log, its identity and control socket), forks a
 /// prepared init (`super::prepared`), all needing no assignment, and
-/// prints `settled` (the words are `crate::wire`'s). Then it reads its assignment (`MonitorAssignment`, one
+/// prints `settled` (every word here is a message of `crate::wire`). Then
+/// it reads its assignment (`MonitorAssignment`, one
 /// JSON line on stdin: started as a spare, it waits here), by which time
 /// the daemon has renamed DIR to the container's run dir. When the daemon
 /// says `plan` (config.json and plan.json are written), it reads the plan
@@ -969,6 +970,11 @@ mod tests {
         [pair(), pair()]
     }
 
+    /// The reply line refusing a request for `why`.
+    fn refusal(why: &str) -> String {
+        format!("{}\n", Answer::<Passed>::Refused(why.into()).encode())
+    }
+
     fn read_now(fd: &OwnedFd) -> String {
         let mut buf = [0u8; 256];
         match nix::unistd::read(fd, &mut buf) {
@@ -1008,7 +1014,7 @@ mod tests {
         // Attach without pipes, or a word the monitor does not know.
         for request in ["attach", "bogus"] {
             let (reply, _) = ask(&mut monitor, request, &[]);
-            assert_eq!(reply, format!("error unknown request \"{request}\"\n"));
+            assert_eq!(reply, refusal(&format!("unknown request \"{request}\"")));
         }
 
         // The bound: attachers whose client is gone make room, live ones do not.
@@ -1019,7 +1025,7 @@ mod tests {
             live.push((r, r2));
         }
         let [(_r, w), (_r2, w2)] = attacher_pipes();
-        assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "error too many attachers\n");
+        assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, refusal("too many attachers"));
         drop((out_r, err_r));
         assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "ok\n", "the first attacher's client is gone");
 

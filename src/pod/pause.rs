@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use crate::linux::namespaces::{self, NewNamespaces};
 use crate::linux::userns::{IdMap, IdMaps};
 use crate::linux::{net, process};
-use crate::wire::{Answer, Built, Go, Message, PauseStarted};
+use crate::wire::{words, Answer, Built, Go, Message, PauseStarted};
 
 /// What the daemon asks of a pause process (the `nidus pause` arguments).
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
@@ -206,7 +206,7 @@ pub fn run(args: &PauseArgs) -> i32 {
                     refuse(format!("cannot write the user namespace's ID maps: {e}"));
                     return 1;
                 }
-                let _ = nix::unistd::write(&wait_w, b"m");
+                let _ = nix::unistd::write(&wait_w, words::MAPS_WRITTEN);
             }
             let mut status = String::new();
             let _ = fs::File::from(read_end).read_to_string(&mut status);

@@ -23,6 +23,9 @@ pub const PLAN: &[u8] = b"plan";
 /// daemon → monitor or pause launcher (stdin): the cgroups are made, build.
 pub const GO: &[u8] = b"go";
 
+/// pause launcher → the pause it cloned into a user namespace (maps pipe):
+/// the namespace's ID maps are written, become its root.
+pub const MAPS_WRITTEN: &[u8] = b"m";
 /// monitor → prepared init (control pipe): the container cgroup is made.
 pub const CGROUP_MADE: &[u8] = b"cgroup";
 /// init → monitor (ready pipe): run the runtime's hooks (prestart,

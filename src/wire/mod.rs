@@ -37,8 +37,11 @@ pub trait Message: Sized {
 }
 
 /// A word of `words` as text (they are all ASCII).
-fn text(word: &'static [u8]) -> &'static str {
-    std::str::from_utf8(word).unwrap_or_default()
+const fn text(word: &'static [u8]) -> &'static str {
+    match std::str::from_utf8(word) {
+        Ok(text) => text,
+        Err(_) => "",
+    }
 }
 
 fn unexpected<T: Message>(received: &str) -> WireError {
@@ -68,7 +71,7 @@ macro_rules! word_message {
         pub struct $name;
 
         impl Message for $name {
-            const EXPECTED: &'static str = stringify!($name);
+            const EXPECTED: &'static str = text($word);
             fn encode(&self) -> String {
                 text($word).to_string()
             }
@@ -616,6 +619,7 @@ mod tests {
             refuses::<Ended>(bad);
         }
         assert!(matches!(PlanPath::decode(""), Err(WireError::Json { .. })));
+        assert_eq!(Settled::decode("x").unwrap_err().to_string(), "expected settled, received \"x\"");
         // Not UTF-8 safe bytes, long input: still an error, never a panic.
         let long = "created ".repeat(10_000);
         refuses::<Created>(&long);

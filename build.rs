@@ -81,6 +81,7 @@ fn write_call_names<'a>(
 fn build_tiny_programs(out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=src/linux/tiny");
     println!("cargo:rerun-if-changed=src/monitor/log.rs");
+    println!("cargo:rerun-if-changed=src/wire/words.rs");
     if std::env::var("CARGO_CFG_TARGET_ARCH")? != "x86_64" {
         return Err("nidus's tiny steady-state programs (src/linux/tiny) are written for x86_64 only".into());
     }

@@ -47,3 +47,4 @@ pub mod socket_client;
 pub mod stats;
 pub mod store;
 pub mod streaming;
+pub mod wire;

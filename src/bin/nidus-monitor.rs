@@ -7,6 +7,7 @@
 use std::io::Read;
 
 use nidus::monitor::plan::ExecRequest;
+use nidus::wire::words;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -14,7 +15,7 @@ fn main() {
         Some("run") if args.len() == 3 => nidus::monitor::run(std::path::Path::new(&args[2])),
         Some("exec") => exec(),
         Some("exec-stream") => exec_stream(),
-        Some("finish") if (5..=6).contains(&args.len()) => {
+        Some(finish) if finish.as_bytes() == words::FINISH_COMMAND && (5..=6).contains(&args.len()) => {
             nidus::monitor::finish(std::path::Path::new(&args[2]), &args[3], &args[4], args.get(5).map(String::as_str))
         }
         _ => {

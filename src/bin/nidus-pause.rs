@@ -5,6 +5,7 @@
 //! `nidus-pause pause ARGS…`, like the subcommand, with `go` on stdin.
 
 use nidus::pod::pause::{run, PauseArgs};
+use nidus::wire::{Answer, Message, PauseStarted};
 
 fn main() {
     let mut argv = std::env::args().skip(1);
@@ -15,7 +16,7 @@ fn main() {
     let code = match PauseArgs::from_args(argv) {
         Ok(args) => run(&args),
         Err(e) => {
-            println!("error {e}");
+            println!("{}", Answer::<PauseStarted>::Refused(e).encode());
             2
         }
     };

@@ -29,6 +29,7 @@ use crate::ids;
 use crate::linux::process::{self, Pidfd};
 use crate::monitor::plan::MonitorAssignment;
 use crate::store;
+use crate::wire::{Answer, BuildStep, Message, Settled};
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
 pub struct PendingMonitor {
@@ -52,7 +53,7 @@ impl PendingMonitor {
     /// finishes the cgroup. A monitor that died already fails this, and
     /// later `go` too.
     pub fn plan_written(&self) {
-        let _ = (&self.go).write_all(b"plan\n");
+        helper::say(&self.go, &BuildStep::Plan);
     }
 
     /// A copy of the monitor's input, to say `go` on from another thread.
@@ -158,14 +159,15 @@ impl MonitorPool {
                 Ok(n) => said.extend_from_slice(&chunk[..n]),
             }
         }
-        if said == b"settled\n" {
+        let said = String::from_utf8_lossy(&said).into_owned();
+        if said.strip_suffix('\n').map(Settled::decode) == Some(Ok(Settled)) {
             return Ok(monitor);
         }
         monitor.end();
-        let said = String::from_utf8_lossy(said.trim_ascii_end());
-        Err(io::Error::other(match said.strip_prefix("error ") {
-            Some(why) => why.to_string(),
-            None => format!("the monitor ended before it settled ({said:?})"),
+        let said = said.trim_end();
+        Err(io::Error::other(match Answer::<Settled>::decode(said) {
+            Ok(Answer::Refused(why)) => why,
+            _ => format!("the monitor ended before it settled ({said:?})"),
         }))
     }
 
@@ -175,7 +177,7 @@ impl MonitorPool {
     /// has spares refilled later once it has said `go`, and `refill` once it
     /// has dismissed it.
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
-        let mut line = serde_json::to_vec(assignment).map_err(io::Error::other)?;
+        let mut line = assignment.try_encode().map_err(io::Error::other)?.into_bytes();
         line.push(b'\n');
         let spare = self.spares().pop();
         if let Some(monitor) = spare {

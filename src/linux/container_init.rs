@@ -26,6 +26,11 @@ use super::rootfs::{self, create_in_root, fd_path, open_in_root};
 use super::seccomp::PreparedFilters;
 use crate::container::spec::IMAGE_VOLUME_TYPE;
 use crate::monitor::plan::MonitorPlan;
+use crate::wire::words::{
+    INIT_CONTROL as CONTROL_FD, INIT_EXEC_ERROR as EXEC_ERROR_FD, INIT_READY as READY_FD, INIT_START as START_FD,
+    INIT_TERMINAL as TERMINAL_FD,
+};
+use crate::wire::{words, Answer, Built, CgroupMade, Message, PlanPath};
 
 /// The init's stdio (already set up by the monitor).
 pub struct InitStdio {
@@ -41,7 +46,7 @@ pub struct InitStdio {
 
 /// Pipes between the init and its monitor.
 pub struct InitPipes {
-    /// init → monitor: "ok" once built, or "error MESSAGE".
+    /// init → monitor: `wire::Built` once built, or its refusal.
     pub ready: OwnedFd,
     /// monitor → init: one byte releases the init (StartContainer).
     pub start: OwnedFd,
@@ -49,28 +54,12 @@ pub struct InitPipes {
     pub exec_error: OwnedFd,
 }
 
-const READY_FD: RawFd = 3;
-const START_FD: RawFd = 4;
-const EXEC_ERROR_FD: RawFd = 5;
-/// A prepared init's end of its control pipe (see `run_prepared`).
-const CONTROL_FD: RawFd = 6;
-/// A terminal init's end of its terminal socket (see `InitStdio`); such an
-/// init is always forked at `go`, never prepared, so it has no control pipe.
-const TERMINAL_FD: RawFd = 6;
-
-/// The word on a prepared init's control pipe that its container cgroup is made.
-pub const CGROUP_MADE: &str = "cgroup";
-
-/// What the init says on its ready pipe when the runtime's hooks (prestart,
-/// createRuntime) are to run; it then waits for one byte on its start pipe.
-pub const RUNTIME_HOOKS: &str = "hooks\n";
-
 /// When the init writes itself into the plan's `cgroup.procs` files (after
 /// a plain fork; harmless after clone3 into the cgroup).
 enum CgroupEntry {
     /// First thing: the cgroup is made already.
     AtOnce,
-    /// Once its monitor says `CGROUP_MADE` on this pipe.
+    /// Once its monitor says `wire::CgroupMade` on this pipe.
     WhenMade(io::BufReader<fs::File>),
 }
 
@@ -112,7 +101,7 @@ pub fn run(spec: &Spec, plan: &MonitorPlan, mut stdio: InitStdio, pipes: InitPip
 /// namespace of its own, stdio on pipes): never returns. It waits on
 /// `control` for the path of its plan (one JSON line; end of input: the
 /// monitor gave it up, and it exits), reads the plan and the spec, and
-/// builds; it joins the container cgroup once the monitor says `CGROUP_MADE`.
+/// builds; it joins the container cgroup once the monitor says `wire::CgroupMade`.
 pub fn run_prepared(stdio: InitStdio, pipes: InitPipes, control: OwnedFd) -> ! {
     super::process::reset_signals();
     if let Err(e) = place_fds(stdio, pipes, Some(control)) {
@@ -133,7 +122,7 @@ pub fn run_prepared(stdio: InitStdio, pipes: InitPipes, control: OwnedFd) -> ! {
 
 /// The plan at the JSON path `line`, and the spec of its bundle.
 fn read_plan_and_spec(line: &str) -> Result<(MonitorPlan, Spec), String> {
-    let path: PathBuf = serde_json::from_str(line).map_err(|e| format!("bad plan path from the monitor: {e}"))?;
+    let PlanPath(path) = PlanPath::decode(line.trim_end()).map_err(|e| e.to_string())?;
     let plan: MonitorPlan =
         crate::store::read_existing_json(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let spec = read_spec(&plan.bundle)?;
@@ -154,7 +143,7 @@ fn build_and_exec(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> ! {
     {
         // SAFETY: READY_FD was placed by place_fds and is owned here only.
         let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
-        if ready.write_all(b"ok").is_err() {
+        if ready.write_all(Built.encode().as_bytes()).is_err() {
             std::process::exit(1);
         }
     }
@@ -182,9 +171,15 @@ fn build_and_exec(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> ! {
 fn report_and_exit_code(message: &str) -> i32 {
     // SAFETY: READY_FD is ours (or invalid, in which case write fails harmlessly).
     let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
-    let _ = ready.write_all(format!("error {message}").as_bytes());
+    let _ = ready.write_all(Answer::<Built>::Refused(message.to_string()).encode().as_bytes());
     1
 }
+
+// `place_fds` places in this order: stdio, then the contract's numbers.
+const _: () = assert!(
+    READY_FD == 3 && START_FD == 4 && EXEC_ERROR_FD == 5 && CONTROL_FD == 6 && TERMINAL_FD == 6,
+    "place_fds places the pipes in the order of wire::words"
+);
 
 /// stdio on 0–2, the three pipes on 3–5 and the control pipe or the
 /// terminal socket (if any) on 6 (close-on-exec), nothing else open.
@@ -377,7 +372,7 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     if let CgroupEntry::WhenMade(mut control) = cgroup {
         let mut word = String::new();
         let _ = io::BufRead::read_line(&mut control, &mut word);
-        if word.trim_end() != CGROUP_MADE {
+        if CgroupMade::decode(word.trim_end()).is_err() {
             return Err("the monitor gave up before the container cgroup was made".into());
         }
         join_cgroup()?;
@@ -493,7 +488,7 @@ fn await_runtime_hooks() -> Result<(), String> {
     // SAFETY: READY_FD and START_FD were placed by place_fds and stay open
     // until the process ends; the borrows end within this function.
     let (ready, start) = unsafe { (BorrowedFd::borrow_raw(READY_FD), BorrowedFd::borrow_raw(START_FD)) };
-    nix::unistd::write(ready, RUNTIME_HOOKS.as_bytes()).map_err(|e| format!("asking for the runtime's hooks: {e}"))?;
+    nix::unistd::write(ready, words::RUNTIME_HOOKS).map_err(|e| format!("asking for the runtime's hooks: {e}"))?;
     let mut byte = [0u8; 1];
     match nix::unistd::read(start, &mut byte) {
         Ok(1) => Ok(()),

@@ -18,7 +18,7 @@ use super::process::{dup_at_least, Parked};
 /// The pause's idle loop: exit on TERM/INT, reap orphans, sleep.
 pub const PAUSE_IDLE: Program =
     Program { name: "nidus-pause-idle", image: include_bytes!(concat!(env!("OUT_DIR"), "/pause_idle")) };
-/// The monitor's loop: output to the CRI log, start/reopen-log, exit.
+/// The monitor's loop: output to the CRI log, start/reopen-log/attach/close-stdin, exit.
 pub const MONITOR_LOOP: Program =
     Program { name: "nidus-monitor-loop", image: include_bytes!(concat!(env!("OUT_DIR"), "/monitor_loop")) };
 

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::control::ControlError;
+use crate::wire::{Answer, Message, Passed, Request};
 
 /// What an attacher gets from the monitor besides the output copies.
 pub struct Attached {
@@ -27,25 +28,27 @@ pub fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<
     stream.set_read_timeout(Some(timeout)).map_err(unreachable(socket))?;
     stream.set_write_timeout(Some(timeout)).map_err(unreachable(socket))?;
     let fds: Vec<RawFd> = outputs.iter().map(|fd| fd.as_raw_fd()).collect();
-    crate::linux::socket::send_with_fds(&stream, b"attach\n", &fds).map_err(unreachable(socket))?;
+    let request = format!("{}\n", Request::Attach.encode());
+    crate::linux::socket::send_with_fds(&stream, request.as_bytes(), &fds).map_err(unreachable(socket))?;
     let mut buf = [0u8; 256];
-    let (line, mut passed) = crate::linux::socket::receive_with_fds(&stream, &mut buf).map_err(unreachable(socket))?;
+    let (line, passed) = crate::linux::socket::receive_with_fds(&stream, &mut buf).map_err(unreachable(socket))?;
     let reply = String::from_utf8_lossy(&buf[..line]).trim_end().to_string();
-    let Some(rest) = reply.strip_prefix("ok") else {
-        return Err(ControlError::Refused(if reply.is_empty() {
-            "the monitor closed the connection without replying (attach needs the tiny monitor loop)".into()
-        } else {
-            reply.strip_prefix("error ").unwrap_or(&reply).to_string()
-        }));
-    };
-    let mut attached = Attached { stdin: None, terminal: None };
-    passed.reverse();
-    for what in rest.split_whitespace() {
-        match what {
-            "stdin" => attached.stdin = passed.pop(),
-            "tty" => attached.terminal = passed.pop(),
-            _ => {}
+    let said = match Answer::<Passed>::decode(&reply) {
+        Ok(Answer::Done(said)) => said,
+        Ok(Answer::Refused(why)) => return Err(ControlError::Refused(why)),
+        Err(_) if reply.is_empty() => {
+            return Err(ControlError::Refused("the monitor closed the connection without replying".into()))
         }
+        Err(_) => return Err(ControlError::Refused(reply)),
+    };
+    // Passed back in the order of the reply's words: stdin, then the terminal.
+    let mut passed = passed.into_iter();
+    let mut attached = Attached { stdin: None, terminal: None };
+    if said.stdin {
+        attached.stdin = passed.next();
+    }
+    if said.terminal {
+        attached.terminal = passed.next();
     }
     Ok(attached)
 }

@@ -1,39 +1,13 @@
-//! The monitor's control protocol: one request line per connection on its
-//! Unix socket, one reply line (`ok` or `error MESSAGE`).
+//! The monitor's control protocol, daemon side: one request line per
+//! connection on its Unix socket, one reply line (`ok` or `error MESSAGE`);
+//! the messages are `crate::wire`'s.
 
 use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-/// Requests the daemon sends a monitor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
-    /// Release the init to execve (StartContainer).
-    Start,
-    /// Reopen the log file (ReopenContainerLog, after kubelet rotated it).
-    ReopenLog,
-    /// Close the container's stdin (an attach with stdin_once ended).
-    CloseStdin,
-}
-
-impl Request {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Request::Start => "start",
-            Request::ReopenLog => "reopen-log",
-            Request::CloseStdin => "close-stdin",
-        }
-    }
-
-    pub fn parse(line: &str) -> Option<Self> {
-        match line.trim() {
-            "start" => Some(Request::Start),
-            "reopen-log" => Some(Request::ReopenLog),
-            "close-stdin" => Some(Request::CloseStdin),
-            _ => None,
-        }
-    }
-}
+pub use crate::wire::Request;
+use crate::wire::{Answer, Message, Passed};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -52,7 +26,7 @@ pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<
     stream.set_nonblocking(true).map_err(unreachable)?;
     let mut stream = tokio::net::UnixStream::from_std(stream).map_err(unreachable)?;
     let exchange = async {
-        stream.write_all(format!("{}\n", request.as_str()).as_bytes()).await?;
+        stream.write_all(format!("{}\n", request.encode()).as_bytes()).await?;
         let mut reply = String::new();
         tokio::io::BufReader::new(&mut stream).read_line(&mut reply).await?;
         Ok(reply)
@@ -61,9 +35,10 @@ pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<
         Ok(read) => read.map_err(unreachable)?,
         Err(_) => return Err(unreachable(std::io::ErrorKind::TimedOut.into())),
     };
-    match reply.trim_end() {
-        "ok" => Ok(()),
-        "" => Err(ControlError::Refused("the monitor closed the connection without replying".into())),
-        other => Err(ControlError::Refused(other.strip_prefix("error ").unwrap_or(other).to_string())),
+    match (reply.trim_end(), Answer::<Passed>::decode(reply.trim_end())) {
+        ("", _) => Err(ControlError::Refused("the monitor closed the connection without replying".into())),
+        (_, Ok(Answer::Done(passed))) if passed == Passed::default() => Ok(()),
+        (_, Ok(Answer::Refused(why))) => Err(ControlError::Refused(why)),
+        (other, _) => Err(ControlError::Refused(other.to_string())),
     }
 }

@@ -1,6 +1,6 @@
 //! The runtime-namespace stages, run by a container's monitor: prestart
 //! and createRuntime once the init has made the container's namespaces and
-//! mounts and waits before pivot_root (it says `RUNTIME_HOOKS` on its ready
+//! mounts and waits before pivot_root (it says `words::RUNTIME_HOOKS` on its ready
 //! pipe and waits for a byte on its start pipe), or once CRIU has restored a
 //! container, before it resumes. The hooks run in the monitor's own
 //! namespaces (the runtime's): its PID namespace for children, which is the
@@ -14,12 +14,18 @@ use nix::sched::CloneFlags;
 
 use super::plan::MonitorPlan;
 use crate::hooks::Stage;
-use crate::linux::container_init::RUNTIME_HOOKS;
+use crate::wire::{words, Answer, Built, Message, WireError};
 
-/// Reads the init's report until it ends ("ok" or "error MESSAGE"),
+/// Reads the init's report until it ends (`Built`, or its refusal),
 /// running the runtime-namespace hooks whenever the init asks for them; a
-/// failing hook makes the report its error.
-pub(super) fn await_ready(ready: OwnedFd, start: &OwnedFd, plan: &MonitorPlan, init_pid: i32) -> String {
+/// failing hook makes the report its error. Nothing, or anything else: the
+/// init died.
+pub(super) fn await_ready(
+    ready: OwnedFd,
+    start: &OwnedFd,
+    plan: &MonitorPlan,
+    init_pid: i32,
+) -> Result<Answer<Built>, WireError> {
     let mut ready = File::from(ready);
     let mut text = Vec::new();
     let mut buf = [0u8; 4096];
@@ -28,17 +34,17 @@ pub(super) fn await_ready(ready: OwnedFd, start: &OwnedFd, plan: &MonitorPlan, i
             Ok(0) | Err(_) => break,
             Ok(n) => text.extend_from_slice(&buf[..n]),
         }
-        if text == RUNTIME_HOOKS.as_bytes() {
+        if text == words::RUNTIME_HOOKS {
             text.clear();
             if let Err(e) = run_runtime_stages(plan, init_pid) {
-                return format!("error {e}");
+                return Ok(Answer::Refused(e));
             }
-            if nix::unistd::write(start, b"h").is_err() {
-                return "error the container's init is gone".into();
+            if nix::unistd::write(start, words::HOOKS_RAN).is_err() {
+                return Ok(Answer::Refused("the container's init is gone".into()));
             }
         }
     }
-    String::from_utf8_lossy(&text).into_owned()
+    Answer::decode(&String::from_utf8_lossy(&text))
 }
 
 /// prestart, then createRuntime, in the runtime's namespaces; `pid` is the

@@ -16,8 +16,9 @@ use nix::unistd::Pid;
 
 use super::program::pipe;
 use crate::linux::clone3;
-use crate::linux::container_init::{self, InitPipes, InitStdio, CGROUP_MADE};
+use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, Forked};
+use crate::wire::{CgroupMade, Message, PlanPath};
 
 /// Our ends of a prepared init's pipes, handed to the supervision.
 pub struct InitEnds {
@@ -25,7 +26,7 @@ pub struct InitEnds {
     pub stderr: OwnedFd,
     /// The write end of its stdin (kept only for a container that asked for stdin).
     pub stdin: OwnedFd,
-    /// init → us: "ok" once built, or "error MESSAGE".
+    /// init → us: `wire::Built`, or its refusal.
     pub ready: OwnedFd,
     /// us → init: one byte releases it.
     pub start: OwnedFd,
@@ -36,7 +37,7 @@ pub struct InitEnds {
 /// A forked, waiting init. Dropped before `hand_over`, it is killed and reaped.
 pub struct PreparedInit {
     child: Child,
-    /// us → init: the plan's path, then `CGROUP_MADE`.
+    /// us → init: the plan's path (`wire::PlanPath`), then `wire::CgroupMade`.
     control: File,
     ends: InitEnds,
 }
@@ -105,7 +106,7 @@ impl PreparedInit {
 
     /// Tells it to build the container planned in `plan` (plan.json).
     pub fn build(&mut self, plan: &Path) -> Result<(), String> {
-        let path = serde_json::to_string(plan).map_err(|e| e.to_string())?;
+        let path = PlanPath(plan.to_path_buf()).try_encode().map_err(|e| e.to_string())?;
         self.control.write_all(format!("{path}\n").as_bytes()).map_err(|e| format!("telling the init its plan: {e}"))
     }
 
@@ -114,7 +115,7 @@ impl PreparedInit {
     /// on cgroup v1 while it builds; its own writes do not.)
     pub fn cgroup_made(&mut self) -> Result<(), String> {
         self.control
-            .write_all(format!("{CGROUP_MADE}\n").as_bytes())
+            .write_all(format!("{}\n", CgroupMade.encode()).as_bytes())
             .map_err(|e| format!("telling the init its cgroup is made: {e}"))
     }
 

@@ -7,7 +7,7 @@
 //! exits and the exit record is written.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -20,7 +20,6 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use super::control::Request;
 use super::log::{LineSplitter, Stream, MAX_RECORD};
 use super::plan::{
     CgroupJoin, ExitRecord, MonitorAssignment, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON,
@@ -32,11 +31,15 @@ use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
+use crate::wire::{
+    self, words, Answer, BuildStep, Built, CreateTimings, Created, Ended, Message, Passed, Request, Settled,
+};
 
 /// `nidus-monitor run DIR`: starts a session of its own and settles in DIR
 /// (diagnostics to monitor.log, its identity and control socket), forks a
 /// prepared init (`super::prepared`), all needing no assignment, and
-/// prints `settled`. Then it reads its assignment (`MonitorAssignment`, one
+/// prints `settled` (every word here is a message of `crate::wire`). Then
+/// it reads its assignment (`MonitorAssignment`, one
 /// JSON line on stdin: started as a spare, it waits here), by which time
 /// the daemon has renamed DIR to the container's run dir. When the daemon
 /// says `plan` (config.json and plan.json are written), it reads the plan
@@ -53,7 +56,7 @@ pub fn run(dir: &Path) -> i32 {
     let ((listener, dir_id), signals) = match settled.and_then(|settled| Ok((settled, sigchld_fd()?))) {
         Ok(settled) => settled,
         Err(e) => {
-            println!("error {e}");
+            say(&Answer::<Settled>::Refused(e));
             return 1;
         }
     };
@@ -69,17 +72,17 @@ pub fn run(dir: &Path) -> i32 {
             None
         }
     };
-    if writeln!(io::stdout(), "settled").and_then(|()| io::stdout().flush()).is_err() {
+    if writeln!(io::stdout(), "{}", Settled.encode()).and_then(|()| io::stdout().flush()).is_err() {
         return 1;
     }
     let mut line = String::new();
     if io::stdin().read_line(&mut line).is_err() || line.is_empty() {
         return 1;
     }
-    let assignment: MonitorAssignment = match serde_json::from_str(&line) {
+    let assignment = match MonitorAssignment::decode(line.trim_end()) {
         Ok(assignment) => assignment,
         Err(e) => {
-            println!("error bad assignment: {e}");
+            say(&Answer::<Created>::Refused(e.to_string()));
             return 1;
         }
     };
@@ -97,21 +100,21 @@ pub fn run(dir: &Path) -> i32 {
         if io::stdin().read_line(&mut line).is_err() {
             return 1;
         }
-        match (line.trim_end(), builder.take()) {
-            ("plan", None) => {
+        match (BuildStep::decode(line.trim_end()), builder.take()) {
+            (Ok(BuildStep::Plan), None) => {
                 let prepared = prepared.take();
                 builder = Some(match &ready {
                     Ok(()) => begin_build(&files, &assignment, prepared),
                     Err(e) => Err(e.clone()),
                 });
             }
-            ("go", Some(builder)) => break builder,
+            (Ok(BuildStep::Go), Some(builder)) => break builder,
             _ => return 1,
         }
     };
     let go_wait_us = assigned.elapsed().as_micros() - settle_us;
     if let Err(e) = ready {
-        println!("error {e}");
+        say(&Answer::<Created>::Refused(e));
         return 1;
     }
     let began = Instant::now();
@@ -122,15 +125,17 @@ pub fn run(dir: &Path) -> i32 {
             // `go` was then awaited, the plan's (or spec's) read included.
             // A daemon that died meanwhile finds the init recorded: no
             // reader is no reason to stop.
-            let _ = writeln!(
-                io::stdout(),
-                "created {} {} {} {} {settle_us} {go_wait_us}",
-                monitor.init.pid,
-                monitor.init.start_time,
-                monitor.cgroup_join.as_str(),
-                began.elapsed().as_micros()
-            );
-            let _ = io::stdout().flush();
+            let micros = |us: u128| u64::try_from(us).unwrap_or(u64::MAX);
+            say(&Created {
+                pid: monitor.init.pid,
+                start_time: monitor.init.start_time,
+                cgroup_join: Some(monitor.cgroup_join),
+                timings: Some(CreateTimings {
+                    build_us: micros(began.elapsed().as_micros()),
+                    settle_us: micros(settle_us),
+                    go_wait_us: micros(go_wait_us),
+                }),
+            });
             let _ = process::stdio_to_devnull_keep_stderr();
             let failure = monitor.hand_over();
             if failure.descriptors_changed {
@@ -143,10 +148,17 @@ pub fn run(dir: &Path) -> i32 {
             0
         }
         Err(e) => {
-            println!("error {e}");
+            say(&Answer::<Created>::Refused(e));
             1
         }
     }
+}
+
+/// One line to the daemon on stdout. A daemon that died meanwhile is no
+/// reason to stop: the init is recorded for the next one.
+fn say(message: &impl Message) {
+    let _ = writeln!(io::stdout(), "{}", message.encode());
+    let _ = io::stdout().flush();
 }
 
 /// Who builds the container, decided when the plan is written.
@@ -190,8 +202,10 @@ struct Monitor {
     exec_error: Option<OwnedFd>,
     /// Why execve failed, when it did.
     start_error: Option<String>,
-    /// Kept open for attach; unused until the streaming server lands.
+    /// The container's stdin write end, held for attach (until `close-stdin`).
     stdin: Option<OwnedFd>,
+    /// Each attacher's pipes for the outputs, in the order of `outputs`.
+    attachers: Vec<[Option<OwnedFd>; 2]>,
 }
 
 struct Output {
@@ -355,13 +369,13 @@ fn set_up(
     // The prestart and createRuntime hooks run meanwhile, when the init asks.
     let ready = super::hooks::await_ready(ready_r, &handshake.0, &plan, child);
     // The terminal's master, sent before "ok".
-    let terminal = match (ready.as_str(), terminal) {
-        ("ok", Some(socket)) => Some(receive_terminal(&socket, plan.stdin)),
+    let terminal = match (&ready, terminal) {
+        (Ok(Answer::Done(Built)), Some(socket)) => Some(receive_terminal(&socket, plan.stdin)),
         _ => None,
     };
-    let identity = match (ready.as_str(), recorded, terminal) {
-        ("ok", Ok(identity), None) => identity,
-        ("ok", Ok(identity), Some(Ok((master, stdin)))) => {
+    let identity = match (ready, recorded, terminal) {
+        (Ok(Answer::Done(Built)), Ok(identity), None) => identity,
+        (Ok(Answer::Done(Built)), Ok(identity), Some(Ok((master, stdin)))) => {
             stdin_keep = stdin;
             outputs = vec![Output { fd: master, splitter: LineSplitter::new(Stream::Stdout), open: true }];
             identity
@@ -370,11 +384,11 @@ fn set_up(
             forget_init(files);
             let _ = nix::sys::signal::kill(Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(child), None);
-            return Err(match (ready.strip_prefix("error "), recorded, terminal) {
+            return Err(match (ready, recorded, terminal) {
                 (_, Err(e), _) => e,
                 (_, _, Some(Err(e))) => e,
-                (Some(why), _, _) => why.to_string(),
-                (None, _, _) => "the container's init died while being built".into(),
+                (Ok(Answer::Refused(why)), _, _) => why,
+                (_, _, _) => "the container's init died while being built".into(),
             });
         }
     };
@@ -386,7 +400,7 @@ fn set_up(
 struct Forked {
     pid: i32,
     cgroup_join: CgroupJoin,
-    /// "ok" once built, or "error MESSAGE".
+    /// `wire::Built` once built, or its refusal.
     ready: OwnedFd,
     outputs: Vec<Output>,
     stdin_keep: Option<OwnedFd>,
@@ -509,6 +523,7 @@ fn supervise(
         exec_error: Some(exec_r),
         start_error: None,
         stdin: stdin_keep,
+        attachers: Vec::new(),
     }
 }
 
@@ -593,6 +608,7 @@ impl Monitor {
                         }
                     });
                 }
+                self.copy_to_attachers(i, &buf[..n]);
                 true
             }
             Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => true,
@@ -612,22 +628,82 @@ impl Monitor {
         }
     }
 
-    fn handle(&mut self, mut stream: UnixStream) {
-        let mut line = String::new();
-        if BufReader::new(&stream).read_line(&mut line).is_err() {
+    /// One request (with the descriptors passed along, for `attach`), one reply.
+    fn handle(&mut self, stream: UnixStream) {
+        let mut request = Vec::new();
+        let mut passed = Vec::new();
+        let mut buf = [0u8; 256];
+        while !request.contains(&b'\n') && request.len() < buf.len() {
+            match crate::linux::socket::receive_with_fds(&stream, &mut buf) {
+                Ok((0, fds)) => {
+                    passed.extend(fds);
+                    break;
+                }
+                Ok((n, fds)) => {
+                    passed.extend(fds);
+                    request.extend_from_slice(&buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+        let line = String::from_utf8_lossy(request.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
+        let reply = match Request::decode(&line) {
+            Ok(Request::Start) => self.start(),
+            Ok(Request::ReopenLog) => self.reopen_log(),
+            Ok(Request::CloseStdin) => {
+                self.stdin = None;
+                Ok(())
+            }
+            Ok(Request::Attach) if !passed.is_empty() => return self.attach(&stream, passed),
+            Ok(Request::Attach) | Err(_) => Err(format!("unknown request {:?}", line.trim())),
+        };
+        let reply = Answer::from(reply.map(|()| Passed::default()));
+        let _ = (&stream).write_all(format!("{}\n", reply.encode()).as_bytes());
+    }
+
+    /// Adds an attacher with its output pipes, and passes it back the
+    /// container's stdin write end and terminal when there are.
+    fn attach(&mut self, stream: &UnixStream, pipes: Vec<OwnedFd>) {
+        self.drop_gone_attachers();
+        if self.attachers.len() >= words::MAX_ATTACHERS {
+            let reply = Answer::<Passed>::Refused("too many attachers".into());
+            let _ = (&*stream).write_all(format!("{}\n", reply.encode()).as_bytes());
             return;
         }
-        let reply = match Request::parse(&line) {
-            Some(Request::Start) => self.start(),
-            Some(Request::ReopenLog) => self.reopen_log(),
-            // Attach lives in the tiny monitor loop only; this fallback serves none.
-            Some(Request::CloseStdin) | None => Err(format!("unknown request {:?}", line.trim())),
-        };
-        let text = match reply {
-            Ok(()) => "ok\n".to_string(),
-            Err(e) => format!("error {}\n", e.replace('\n', " ")),
-        };
-        let _ = stream.write_all(text.as_bytes());
+        let mut pipes = pipes.into_iter();
+        self.attachers.push([pipes.next(), pipes.next()]);
+        // A terminal is the one output there is.
+        let terminal = (self.outputs.len() == 1).then(|| &self.outputs[0].fd);
+        let said = Passed { stdin: self.stdin.is_some(), terminal: terminal.is_some() };
+        let fds: Vec<_> = self.stdin.iter().chain(terminal).map(|fd| fd.as_raw_fd()).collect();
+        let _ = crate::linux::socket::send_with_fds(stream, format!("{}\n", said.encode()).as_bytes(), &fds);
+    }
+
+    /// Hands output to each attacher's pipe without waiting (the attacher
+    /// made it non-blocking): a full pipe loses the chunk; a closed one ends
+    /// the attacher.
+    fn copy_to_attachers(&mut self, i: usize, data: &[u8]) {
+        self.attachers.retain(|pipes| match &pipes[i] {
+            Some(fd) => !matches!(
+                nix::unistd::write(fd, data),
+                Err(e) if e != nix::errno::Errno::EAGAIN && e != nix::errno::Errno::EINTR
+            ),
+            None => true,
+        });
+    }
+
+    /// Ends the attachers whose client has gone (a pipe's read end is
+    /// closed: poll says POLLERR), so that the slots of sessions that
+    /// detached from a container writing nothing come free.
+    fn drop_gone_attachers(&mut self) {
+        self.attachers.retain(|pipes| {
+            !pipes.iter().flatten().any(|fd| {
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+                matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+                    && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLERR))
+            })
+        });
     }
 
     /// Releases the init and reports whether execve succeeded.
@@ -635,7 +711,7 @@ impl Monitor {
         let (Some(start), Some(exec_error)) = (self.start.take(), self.exec_error.take()) else {
             return Err("the container was already started".into());
         };
-        File::from(start).write_all(b"s").map_err(|_| "the container's init is gone".to_string())?;
+        File::from(start).write_all(words::START_NOW).map_err(|_| "the container's init is gone".to_string())?;
         let mut why = String::new();
         let _ = File::from(exec_error).read_to_string(&mut why);
         if why.is_empty() {
@@ -692,6 +768,8 @@ impl Monitor {
                 });
             }
         }
+        // Attachers read end of file: the container's output is over.
+        self.attachers.clear();
         let ended = match status {
             WaitStatus::Signaled(_, sig, _) => Ended::Signaled(sig as i32),
             WaitStatus::Exited(_, code) => Ended::Exited(code),
@@ -701,7 +779,7 @@ impl Monitor {
     }
 
     /// Execs the tiny monitor loop in place with this monitor's descriptors
-    /// (see src/linux/tiny/monitor_loop.rs for the numbering). Returns only
+    /// and arguments (numbered and ordered by `wire::words`). Returns only
     /// when that fails.
     fn hand_over(&self) -> ExecFailure {
         let path_flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC;
@@ -719,49 +797,32 @@ impl Monitor {
             Err(e) => return ExecFailure { error: e.into(), descriptors_changed: false },
         };
         let raw = |fd: Option<&OwnedFd>| fd.map(|f| f.as_raw_fd());
-        let fds = [
-            Some(self.listener.as_raw_fd()),
-            Some(self.signals.as_fd().as_raw_fd()),
-            raw(self.outputs.first().map(|o| &o.fd)),
-            raw(self.outputs.get(1).map(|o| &o.fd)),
-            self.log.as_ref().map(|l| l.as_raw_fd()),
-            raw(self.start.as_ref()),
-            raw(self.exec_error.as_ref()),
-            Some(run_dir.as_raw_fd()),
-            Some(this_program.as_raw_fd()),
-            raw(self.stdin.as_ref()),
-        ];
+        let mut fds = wire::LoopDescriptors::default();
+        fds.set(words::LOOP_CONTROL, Some(self.listener.as_raw_fd()))
+            .set(words::LOOP_SIGNALS, Some(self.signals.as_fd().as_raw_fd()))
+            .set(words::LOOP_OUT, raw(self.outputs.first().map(|o| &o.fd)))
+            .set(words::LOOP_ERR, raw(self.outputs.get(1).map(|o| &o.fd)))
+            .set(words::LOOP_LOG, self.log.as_ref().map(|l| l.as_raw_fd()))
+            .set(words::LOOP_START, raw(self.start.as_ref()))
+            .set(words::LOOP_EXEC_ERROR, raw(self.exec_error.as_ref()))
+            .set(words::LOOP_RUN_DIR, Some(run_dir.as_raw_fd()))
+            .set(words::LOOP_FINISH, Some(this_program.as_raw_fd()))
+            .set(words::LOOP_STDIN, raw(self.stdin.as_ref()));
         let location = self.plan.log_location();
-        let log_directory = location.and_then(|l| l.directory.to_str()).unwrap_or("-");
-        let log_relative = location.and_then(|l| l.relative.to_str()).unwrap_or("-");
-        let init_pid = self.init.pid.to_string();
         let Some(run_dir_path) = self.files.dir.to_str() else {
             let error = io::Error::new(io::ErrorKind::InvalidInput, "the run directory's path is not UTF-8");
             return ExecFailure { error, descriptors_changed: false };
         };
-        let memory_cgroup = self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()).unwrap_or("-");
-        crate::linux::tiny_programs::MONITOR_LOOP
-            .exec(&fds, &[&init_pid, log_directory, run_dir_path, memory_cgroup, log_relative])
-    }
-}
-
-/// How the init ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Exited(i32),
-    Signaled(i32),
-}
-
-impl Ended {
-    /// `exited:N` / `signaled:N`, as the monitor loop reports it.
-    pub fn parse(word: &str) -> Option<Self> {
-        let (kind, n) = word.split_once(':')?;
-        let n: i32 = n.parse().ok()?;
-        match kind {
-            "exited" => Some(Self::Exited(n)),
-            "signaled" => Some(Self::Signaled(n)),
-            _ => None,
+        let args = wire::LoopArgs {
+            init_pid: self.init.pid,
+            log_directory: location.and_then(|l| l.directory.to_str()),
+            run_dir: run_dir_path,
+            memory_cgroup: self.plan.memory_cgroup.as_ref().and_then(|p| p.to_str()),
+            log_relative: location.and_then(|l| l.relative.to_str()),
         }
+        .encode();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::linux::tiny_programs::MONITOR_LOOP.exec(fds.as_slice(), &args)
     }
 }
 
@@ -770,7 +831,7 @@ impl Ended {
 /// inits that ran itself), in the monitor's pid — writes the exit record.
 pub fn finish(run_dir: &Path, status: &str, finished_at_ns: &str, start_error: Option<&str>) -> i32 {
     let files = RunFiles::new(run_dir);
-    let (Some(ended), Ok(finished_at_ns)) = (Ended::parse(status), finished_at_ns.parse::<i64>()) else {
+    let (Ok(ended), Ok(finished_at_ns)) = (Ended::decode(status), finished_at_ns.parse::<i64>()) else {
         eprintln!("monitor finish: bad status {status:?} or time {finished_at_ns:?}");
         return 2;
     };
@@ -844,14 +905,135 @@ fn now() -> (u64, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::plan::RootfsPlan;
 
-    #[test]
-    fn the_loops_status_words_parse() {
-        assert_eq!(Ended::parse("exited:0"), Some(Ended::Exited(0)));
-        assert_eq!(Ended::parse("exited:137"), Some(Ended::Exited(137)));
-        assert_eq!(Ended::parse("signaled:9"), Some(Ended::Signaled(9)));
-        for bad in ["", "exited", "exited:", "exited:x", "stopped:1", "signaled:-"] {
-            assert_eq!(Ended::parse(bad), None, "{bad:?}");
+    /// A monitor serving a container without a terminal: its stdout and
+    /// stderr pipes (our write ends returned), its stdin write end held.
+    fn monitor(dir: &Path) -> (Monitor, [OwnedFd; 2], OwnedFd) {
+        let files = RunFiles::new(dir);
+        let plan = MonitorPlan {
+            container_id: "c".into(),
+            bundle: dir.into(),
+            run_dir: dir.into(),
+            log_path: None,
+            log_directory: None,
+            rootfs: RootfsPlan { lower: Vec::new(), upper: dir.into(), work: dir.into() },
+            cgroup_procs: Vec::new(),
+            cgroup_mounts: Vec::new(),
+            stdin: true,
+            memory_cgroup: None,
+            clone_into_cgroup: None,
+            restore: None,
+            prepared_init_fits: false,
+            hooks: None,
+        };
+        let (out_r, out_w) = pipe().unwrap();
+        let (err_r, err_w) = pipe().unwrap();
+        let (stdin_r, stdin_w) = pipe().unwrap();
+        let output = |fd, stream| Output { fd, splitter: LineSplitter::new(stream), open: true };
+        let monitor = Monitor {
+            plan,
+            files: files.clone(),
+            init: ProcessIdentity::of(std::process::id() as i32).unwrap(),
+            cgroup_join: CgroupJoin::Procs,
+            listener: crate::linux::socket::bind(&files.socket()).unwrap(),
+            signals: SignalFd::with_flags(&SigSet::empty(), SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).unwrap(),
+            outputs: vec![output(out_r, Stream::Stdout), output(err_r, Stream::Stderr)],
+            log: None,
+            start: None,
+            exec_error: None,
+            start_error: None,
+            stdin: Some(stdin_w),
+            attachers: Vec::new(),
+        };
+        (monitor, [out_w, err_w], stdin_r)
+    }
+
+    /// Sends `request` with `fds` to the monitor; its reply and the descriptors passed back.
+    fn ask(monitor: &mut Monitor, request: &str, fds: &[&OwnedFd]) -> (String, Vec<OwnedFd>) {
+        let (client, server) = UnixStream::pair().unwrap();
+        let raw: Vec<_> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+        crate::linux::socket::send_with_fds(&client, format!("{request}\n").as_bytes(), &raw).unwrap();
+        monitor.handle(server);
+        let mut buf = [0u8; 256];
+        let (n, passed) = crate::linux::socket::receive_with_fds(&client, &mut buf).unwrap();
+        (String::from_utf8_lossy(&buf[..n]).into_owned(), passed)
+    }
+
+    fn attacher_pipes() -> [(OwnedFd, OwnedFd); 2] {
+        let pair = || {
+            let (r, w) = pipe().unwrap();
+            nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+            nix::fcntl::fcntl(&r, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+            (r, w)
+        };
+        [pair(), pair()]
+    }
+
+    /// The reply line refusing a request for `why`.
+    fn refusal(why: &str) -> String {
+        format!("{}\n", Answer::<Passed>::Refused(why.into()).encode())
+    }
+
+    fn read_now(fd: &OwnedFd) -> String {
+        let mut buf = [0u8; 256];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(e) => format!("<{e}>"),
         }
+    }
+
+    /// The std loop (where the tiny one cannot be exec'd) serves the same
+    /// control protocol: attach (output copies, stdin passed back),
+    /// close-stdin, the attacher bound, unknown requests.
+    #[test]
+    fn the_fallback_loop_serves_attach_and_close_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut monitor, [out_w, err_w], stdin_r) = monitor(dir.path());
+
+        let [(out_r, out_a), (err_r, err_a)] = attacher_pipes();
+        let (reply, passed) = ask(&mut monitor, "attach", &[&out_a, &err_a]);
+        assert_eq!(reply, "ok stdin\n");
+        assert_eq!(passed.len(), 1, "the container's stdin write end comes back");
+        nix::unistd::write(&passed[0], b"typed").unwrap();
+        assert_eq!(read_now(&stdin_r), "typed");
+
+        nix::unistd::write(&out_w, b"to stdout\n").unwrap();
+        nix::unistd::write(&err_w, b"to stderr\n").unwrap();
+        assert!(monitor.pump(0) && monitor.pump(1));
+        assert_eq!(read_now(&out_r), "to stdout\n");
+        assert_eq!(read_now(&err_r), "to stderr\n");
+
+        let (reply, passed) = ask(&mut monitor, "close-stdin", &[]);
+        assert_eq!((reply.as_str(), passed.len()), ("ok\n", 0));
+        drop(passed);
+        let [(_keep_out, a), (_keep_err, b)] = attacher_pipes();
+        let (reply, passed) = ask(&mut monitor, "attach", &[&a, &b]);
+        assert_eq!((reply.as_str(), passed.len()), ("ok\n", 0), "no stdin left to pass");
+
+        // Attach without pipes, or a word the monitor does not know.
+        for request in ["attach", "bogus"] {
+            let (reply, _) = ask(&mut monitor, request, &[]);
+            assert_eq!(reply, refusal(&format!("unknown request \"{request}\"")));
+        }
+
+        // The bound: attachers whose client is gone make room, live ones do not.
+        let mut live = Vec::new();
+        while monitor.attachers.len() < words::MAX_ATTACHERS {
+            let [(r, w), (r2, w2)] = attacher_pipes();
+            assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "ok\n");
+            live.push((r, r2));
+        }
+        let [(_r, w), (_r2, w2)] = attacher_pipes();
+        assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, refusal("too many attachers"));
+        drop((out_r, err_r));
+        assert_eq!(ask(&mut monitor, "attach", &[&w, &w2]).0, "ok\n", "the first attacher's client is gone");
+
+        // A closed pipe ends its attacher at the next output.
+        drop(live.pop());
+        nix::unistd::write(&out_w, b"more\n").unwrap();
+        assert!(monitor.pump(0));
+        assert_eq!(monitor.attachers.len(), words::MAX_ATTACHERS - 1);
+        assert_eq!(read_now(&live[0].0), "more\n");
     }
 }

@@ -1,17 +1,18 @@
 //! Daemon side of starting a pause process: run `nidus pause` (exec of our own
 //! binary, never a fork of the daemon) as soon as a RunPodSandbox starts, say
-//! `go` once the pod's cgroups and files are ready, read its one-line reply
+//! `wire::Go` once the pod's cgroups and files are ready, read its one-line reply
 //! (its last act), and reap the launcher. The pause it leaves behind is identified by pid and start time.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::helper;
+use crate::helper::{self, ReplyError};
 use crate::linux::process::{boot_id, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 
 use super::pause::PauseArgs;
+use crate::wire::{Go, PauseStarted};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -47,32 +48,23 @@ pub async fn launch_pause(
     timeout: Duration,
 ) -> Result<ProcessIdentity, LaunchError> {
     let PendingLauncher { pid: launcher, go, reply } = pending;
-    let read = helper::say_then_read_line(go, b"go\n", reply);
-    let line = match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(line)) => line,
-        Ok(Err(_)) => String::new(),
-        Err(_) => {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(launcher), nix::sys::signal::Signal::SIGKILL);
-            reaper.wait(launcher).await;
-            return Err(LaunchError::Timeout(timeout));
-        }
-    };
-    let line = line.trim_end();
-    if let Some(rest) = line.strip_prefix("ok ") {
-        let mut parts = rest.split(' ');
-        let pid = parts.next().and_then(|p| p.parse().ok());
-        let start_time = parts.next().and_then(|p| p.parse().ok());
-        if let (Some(pid), Some(start_time)) = (pid, start_time) {
+    helper::say(&go, &Go);
+    match helper::await_reply::<PauseStarted>(launcher, go, reply, timeout, reaper, None).await {
+        Ok(PauseStarted { pid, start_time }) => {
             // Its last act was this reply: reaped in the background.
             let reaper = reaper.clone();
             tokio::spawn(async move { reaper.wait(launcher).await });
             let boot_id = boot_id().map_err(|e| LaunchError::SetUp(format!("cannot read boot id: {e}")))?;
-            return Ok(ProcessIdentity { pid, start_time, boot_id });
+            Ok(ProcessIdentity { pid, start_time, boot_id })
+        }
+        Err(ReplyError::Timeout(_)) => {
+            reaper.wait(launcher).await;
+            Err(LaunchError::Timeout(timeout))
+        }
+        Err(ReplyError::Refused(why)) => Err(LaunchError::SetUp(why)),
+        Err(ReplyError::NoReply { ended }) => {
+            let ended = ended.map_or_else(|| "still running".to_string(), |status| status.to_string());
+            Err(LaunchError::SetUp(format!("the launcher ended ({ended}) without a reply")))
         }
     }
-    let status = reaper.wait(launcher).await;
-    Err(LaunchError::SetUp(match line.strip_prefix("error ") {
-        Some(why) => why.to_string(),
-        None => format!("the launcher ended ({status}) without a reply"),
-    }))
 }

@@ -8,8 +8,8 @@
 //! loopback and sysctls, drops every capability and file descriptor, and then
 //! execs the tiny idle loop (linux::tiny_programs), which only reaps zombies
 //! until it is killed. The launcher prints one reply line —
-//! `ok PID STARTTIME` or `error MESSAGE` — and exits, so pause is never the
-//! daemon's child by birth.
+//! `ok PID STARTTIME` or `error MESSAGE` (`wire::PauseStarted`) — and exits,
+//! so pause is never the daemon's child by birth.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use crate::linux::namespaces::{self, NewNamespaces};
 use crate::linux::userns::{IdMap, IdMaps};
 use crate::linux::{net, process};
+use crate::wire::{words, Answer, Built, Go, Message, PauseStarted};
 
 /// What the daemon asks of a pause process (the `nidus pause` arguments).
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
@@ -137,22 +138,23 @@ pub fn run(args: &PauseArgs) -> i32 {
     // The daemon starts this while it prepares the pod and says `go` once
     // the pod's cgroups exist; end of input means it gave up.
     let mut go = String::new();
-    if std::io::stdin().read_line(&mut go).is_err() || go.trim_end() != "go" {
+    if std::io::stdin().read_line(&mut go).is_err() || Go::decode(go.trim_end()).is_err() {
         return 1;
     }
-    let reply = |line: String| {
+    let reply = |answer: Answer<PauseStarted>| {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{}", answer.encode());
         let _ = out.flush();
     };
+    let refuse = |why: String| reply(Answer::Refused(why));
     if let Err(e) = enter(args) {
-        reply(format!("error {e}"));
+        refuse(e);
         return 1;
     }
     let (read_end, write_end) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
         Err(e) => {
-            reply(format!("error cannot create a pipe: {e}"));
+            refuse(format!("cannot create a pipe: {e}"));
             return 1;
         }
     };
@@ -160,7 +162,7 @@ pub fn run(args: &PauseArgs) -> i32 {
     let mapped = match args.user_namespace().map(|_| nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)).transpose() {
         Ok(mapped) => mapped,
         Err(e) => {
-            reply(format!("error cannot create a pipe: {e}"));
+            refuse(format!("cannot create a pipe: {e}"));
             return 1;
         }
     };
@@ -172,7 +174,7 @@ pub fn run(args: &PauseArgs) -> i32 {
     };
     match forked {
         Err(e) => {
-            reply(format!("error cannot fork the pause process: {e}"));
+            refuse(format!("cannot fork the pause process: {e}"));
             1
         }
         Ok(process::Forked::Child) => {
@@ -187,7 +189,8 @@ pub fn run(args: &PauseArgs) -> i32 {
                     Err("the launcher gave up".into())
                 };
                 if let Err(e) = rooted {
-                    let _ = write!(fs::File::from(write_end), "error cannot become the user namespace's root: {e}");
+                    let why = Answer::<Built>::Refused(format!("cannot become the user namespace's root: {e}"));
+                    let _ = write!(fs::File::from(write_end), "{}", why.encode());
                     std::process::exit(1);
                 }
             }
@@ -200,28 +203,32 @@ pub fn run(args: &PauseArgs) -> i32 {
                 if let Err(e) = crate::linux::userns::write_maps(child, &maps) {
                     let _ =
                         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
-                    reply(format!("error cannot write the user namespace's ID maps: {e}"));
+                    refuse(format!("cannot write the user namespace's ID maps: {e}"));
                     return 1;
                 }
-                let _ = nix::unistd::write(&wait_w, b"m");
+                let _ = nix::unistd::write(&wait_w, words::MAPS_WRITTEN);
             }
             let mut status = String::new();
             let _ = fs::File::from(read_end).read_to_string(&mut status);
-            if status == "ok" {
-                match process::read_stat(child) {
+            match Answer::<Built>::decode(&status) {
+                Ok(Answer::Done(Built)) => match process::read_stat(child) {
                     Ok(stat) => {
-                        reply(format!("ok {child} {}", stat.start_time));
+                        reply(Answer::Done(PauseStarted { pid: child, start_time: stat.start_time }));
                         0
                     }
                     Err(e) => {
-                        reply(format!("error pause process {child} vanished: {e}"));
+                        refuse(format!("pause process {child} vanished: {e}"));
                         1
                     }
+                },
+                Ok(Answer::Refused(why)) => {
+                    refuse(why);
+                    1
                 }
-            } else {
-                let why = status.strip_prefix("error ").unwrap_or("the pause process died during set-up");
-                reply(format!("error {why}"));
-                1
+                Err(_) => {
+                    refuse("the pause process died during set-up".into());
+                    1
+                }
             }
         }
     }
@@ -245,10 +252,10 @@ fn become_pause(args: &PauseArgs, report: OwnedFd) -> ! {
     // Before set_up: the pause's own root has no /dev/null.
     let _ = process::stdio_to_devnull();
     if let Err(e) = set_up(args) {
-        let _ = write!(report, "error {e}");
+        let _ = write!(report, "{}", Answer::<Built>::Refused(e).encode());
         std::process::exit(1);
     }
-    let _ = write!(report, "ok");
+    let _ = write!(report, "{}", Built.encode());
     drop(report);
     let _ = process::close_fds_from(3);
     // The rest of the pod's life in a few kilobytes; the same loop in this

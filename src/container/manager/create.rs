@@ -27,12 +27,14 @@ use crate::container::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput
 use crate::container::user::{self, UserRequest};
 use crate::container::{caps, signal};
 use crate::events::EventKind;
+use crate::helper::ReplyError;
 use crate::ids;
 use crate::linux::mount::is_overlay_opaque;
 use crate::linux::process::{boot_id, ProcessIdentity};
 use crate::monitor::plan::{CgroupJoin, CgroupMount, MonitorAssignment, MonitorPlan, RootfsPlan, RunFiles};
 use crate::pod::{SandboxState, SandboxView};
 use crate::store;
+use crate::wire::{BuildStep, CreateTimings, Created, Message};
 
 use super::{
     apply_error, io_err, name_slot, resources_invalid, restore, ContainerCreate, ContainerError, ContainerState,
@@ -555,7 +557,7 @@ impl Containers {
             let Ok(GoAhead { resources, go }) = plan_written.recv() else { return Ok(()) };
             cgroups.apply(&cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
             // A monitor that died fails this; its empty reply says so.
-            let _ = std::fs::File::from(go).write_all(b"go\n");
+            let _ = std::fs::File::from(go).write_all(format!("{}\n", BuildStep::Go.encode()).as_bytes());
             Ok(())
         });
         (task, go_ahead)
@@ -777,51 +779,38 @@ impl Containers {
         let PendingMonitor { pid: monitor, go, reply, .. } = pending;
         let said = std::time::Instant::now();
         // `go` is said (by the cgroup's task); its input stays open until the reply.
-        let read = crate::helper::read_line_holding(go, reply);
-        let line = match tokio::time::timeout(CREATE_TIMEOUT, read).await {
-            Ok(Ok(line)) => line,
-            Ok(Err(_)) => String::new(),
-            Err(_) => {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor), nix::sys::signal::Signal::SIGKILL);
+        let reaper = &self.reaper;
+        let created =
+            crate::helper::await_reply::<Created>(monitor, go, reply, CREATE_TIMEOUT, reaper, Some(MONITOR_EXIT_WAIT));
+        let Created { pid, start_time, cgroup_join, timings } = match created.await {
+            Ok(created) => created,
+            Err(ReplyError::Timeout(_)) => {
                 return Err(ContainerError::Build(format!(
                     "the monitor did not build the container within {CREATE_TIMEOUT:?}"
-                )));
+                )))
+            }
+            Err(ReplyError::Refused(why)) => return Err(ContainerError::Build(why)),
+            Err(ReplyError::NoReply { ended }) => {
+                return Err(ContainerError::Build(format!(
+                    "the monitor ended ({ended:?}) without a reply; see {}",
+                    files.monitor_log().display()
+                )))
             }
         };
-        let line = line.trim_end();
-        if let Some(rest) = line.strip_prefix("created ") {
-            let mut parts = rest.split(' ');
-            if let (Some(Ok(pid)), Some(Ok(start_time))) = (parts.next().map(str::parse), parts.next().map(str::parse))
-            {
-                let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
-                let join = parts.next().and_then(CgroupJoin::parse);
-                if let Some(build_us) = parts.next() {
-                    let (settle_us, go_wait_us) = (parts.next(), parts.next());
-                    let reply_us = said.elapsed().as_micros() as u64;
-                    tracing::debug!(
-                        monitor_pid = monitor,
-                        build_us,
-                        settle_us,
-                        go_wait_us,
-                        reply_us,
-                        "monitor built the init"
-                    );
-                }
-                let identity = ProcessIdentity { pid, start_time, boot_id };
-                let pidfd = identity
-                    .open_pidfd()
-                    .ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
-                return Ok((InitProcess { identity, pidfd }, join));
-            }
+        let boot_id = boot_id().map_err(io_err("reading the boot id"))?;
+        if let Some(CreateTimings { build_us, settle_us, go_wait_us }) = timings {
+            let reply_us = said.elapsed().as_micros() as u64;
+            tracing::debug!(monitor_pid = monitor, build_us, settle_us, go_wait_us, reply_us, "monitor built the init");
         }
-        let reaper = self.reaper.clone();
-        let status = tokio::time::timeout(Duration::from_secs(5), reaper.wait(monitor)).await;
-        Err(ContainerError::Build(match line.strip_prefix("error ") {
-            Some(why) => why.to_string(),
-            None => format!("the monitor ended ({status:?}) without a reply; see {}", files.monitor_log().display()),
-        }))
+        let identity = ProcessIdentity { pid, start_time, boot_id };
+        let pidfd =
+            identity.open_pidfd().ok_or_else(|| ContainerError::Build("the container's init died at once".into()))?;
+        Ok((InitProcess { identity, pidfd }, cgroup_join))
     }
 }
+
+/// How long a monitor that failed a create is waited for to end.
+const MONITOR_EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Whether the init a monitor forks ahead (see `MonitorPlan::prepared_init_fits`)
 /// fits a container of this spec: one with a PID namespace of its own and

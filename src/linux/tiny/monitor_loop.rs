@@ -1,6 +1,8 @@
 //! The monitor's steady state. `nidus-monitor run` builds the container, then
 //! execs this in place (same pid, so it stays the parent of the container's
-//! init) with everything it needs on fixed descriptors:
+//! init) with everything it needs on fixed descriptors (their numbers, the
+//! argument order and the words are those of `src/wire/words.rs`, shared
+//! with the std side):
 //!
 //!   3 control socket (listening, non-blocking)   4 signalfd for SIGCHLD
 //!   5 stdout (or the terminal)   6 stderr (absent with a terminal)
@@ -9,20 +11,23 @@
 //!   11 the full monitor program (O_PATH)
 //!   12 the container's stdin, write end (only held open, for attach)
 //!
+//! and argv `INIT_PID LOG_DIRECTORY RUN_DIR MEMORY_CGROUP LOG_RELATIVE`
+//! (`-` for no log / no memory cgroup; the log file is LOG_RELATIVE below
+//! LOG_DIRECTORY, opened beneath it). It copies output into the CRI log,
+//! answers `start`, `reopen-log`, `attach` and `close-stdin`, and when the
+//! init exits it drains the output and writes `exit.json` (OOMKilled when
+//! the memory cgroup counted an OOM kill) — or, when execve had failed,
+//! execs the program on fd 11 as `nidus-monitor finish RUN_DIR STATUS
+//! FINISHED_AT_NS START_ERROR`, which writes a StartError record.
+//!
 //! `attach` (with one pipe per output stream passed as SCM_RIGHTS) adds an
 //! attacher: every output chunk is also written, without blocking, to its
 //! pipes, and the reply passes back the stdin write end and the terminal
 //! when there are; `close-stdin` closes the stdin write end (stdin_once).
 //! Nobody attached costs nothing but a small fixed table.
 //!
-//! and argv `INIT_PID LOG_PATH RUN_DIR MEMORY_CGROUP` (`-` for no log / no
-//! memory cgroup). It copies output into the CRI log, answers `start` and
-//! `reopen-log`, and when the init exits it drains the output and writes
-//! `exit.json` (OOMKilled when the memory cgroup counted an OOM kill) — or,
-//! when execve had failed, execs the program on fd 11 as `nidus-monitor
-//! finish RUN_DIR STATUS FINISHED_AT_NS START_ERROR`, which writes a
-//! StartError record. No libc, no allocator: a few kilobytes of memory for
-//! the life of the container.
+//! No libc, no allocator: a few kilobytes of memory for the life of the
+//! container.
 #![no_std]
 #![no_main]
 
@@ -30,21 +35,15 @@
 mod log;
 #[path = "sys.rs"]
 mod sys;
+#[path = "../../wire/words.rs"]
+mod words;
 
 use log::{LineSplitter, MAX_RECORD, Stream};
-
-const CONTROL: i32 = 3;
-const SIGNALS: i32 = 4;
-const OUT: i32 = 5;
-const ERR: i32 = 6;
-const LOG: i32 = 7;
-const START: i32 = 8;
-const EXEC_ERROR: i32 = 9;
-const RUN_DIR: i32 = 10;
-const FINISH: i32 = 11;
-const STDIN: i32 = 12;
-/// Most attachers at once.
-const MAX_ATTACHERS: usize = 8;
+use words::{
+    LOOP_CONTROL as CONTROL, LOOP_ERR as ERR, LOOP_EXEC_ERROR as EXEC_ERROR, LOOP_FINISH as FINISH, LOOP_LOG as LOG,
+    LOOP_OUT as OUT, LOOP_RUN_DIR as RUN_DIR, LOOP_SIGNALS as SIGNALS, LOOP_START as START, LOOP_STDIN as STDIN,
+    MAX_ATTACHERS,
+};
 
 const POLLIN: i16 = 1;
 const POLLERR: i16 = 8;
@@ -206,21 +205,23 @@ impl Monitor<'_> {
             for fd in fds.into_iter().filter(|fd| *fd >= 0) {
                 sys::close(fd);
             }
-            sys::write_all(conn, b"error too many attachers\n");
+            refuse(conn, b"too many attachers");
             return;
         };
         *slot = fds;
         let mut passed = [-1i32; 2];
         let mut count = 0;
         let mut reply = Text::<32>::new();
-        reply.push(b"ok");
+        reply.push(words::OK);
         if is_open(STDIN) {
-            reply.push(b" stdin");
+            reply.push(b" ");
+            reply.push(words::PASSED_STDIN);
             passed[count] = STDIN;
             count += 1;
         }
         if self.tty {
-            reply.push(b" tty");
+            reply.push(b" ");
+            reply.push(words::PASSED_TERMINAL);
             passed[count] = OUT;
             count += 1;
         }
@@ -254,19 +255,17 @@ impl Monitor<'_> {
         }
         let line = request.as_bytes().split(|b| *b == b'\n').next().unwrap_or(&[]);
         match line {
-            b"start" => self.start(conn),
-            b"reopen-log" => self.reopen_log(conn),
-            b"attach" if passed[0] >= 0 => {
+            words::START => self.start(conn),
+            words::REOPEN_LOG => self.reopen_log(conn),
+            words::ATTACH if passed[0] >= 0 => {
                 self.attach(conn, passed);
                 passed = [-1; 2];
             }
-            b"close-stdin" => {
+            words::CLOSE_STDIN => {
                 sys::close(STDIN);
-                sys::write_all(conn, b"ok\n");
+                done(conn);
             }
-            _ => {
-                sys::write_all(conn, b"error unknown request\n");
-            }
+            _ => refuse(conn, b"unknown request"),
         }
         for fd in passed.into_iter().filter(|fd| *fd >= 0) {
             sys::close(fd);
@@ -276,14 +275,14 @@ impl Monitor<'_> {
 
     fn start(&mut self, conn: i32) {
         if self.started {
-            sys::write_all(conn, b"error the container was already started\n");
+            refuse(conn, b"the container was already started");
             return;
         }
         self.started = true;
-        let released = sys::write_all(START, b"s");
+        let released = sys::write_all(START, words::START_NOW);
         sys::close(START);
         if !released {
-            sys::write_all(conn, b"error the container's init is gone\n");
+            refuse(conn, b"the container's init is gone");
             return;
         }
         let mut buf = [0u8; 1024];
@@ -299,13 +298,7 @@ impl Monitor<'_> {
         }
         sys::close(EXEC_ERROR);
         if self.start_error.len > 0 {
-            let mut reply = Text::<4200>::new();
-            reply.push(b"error ");
-            for b in self.start_error.as_bytes() {
-                reply.push(if *b == b'\n' { b" " } else { core::slice::from_ref(b) });
-            }
-            reply.push(b"\n");
-            sys::write_all(conn, reply.as_bytes());
+            refuse(conn, self.start_error.as_bytes());
             return;
         }
         let mut record = Text::<64>::new();
@@ -315,27 +308,27 @@ impl Monitor<'_> {
         record.push(sys::decimal(secs * 1_000_000_000 + nanos as u64, &mut digits));
         record.push(b"}");
         if write_atomically(b".tmp-started.json\0", b"started.json\0", record.as_bytes()) {
-            sys::write_all(conn, b"ok\n");
+            done(conn);
         } else {
-            sys::write_all(conn, b"error cannot record the start\n");
+            refuse(conn, b"cannot record the start");
         }
     }
 
     fn reopen_log(&mut self, conn: i32) {
         if self.log_directory.is_empty() || self.log_relative.is_empty() {
-            sys::write_all(conn, b"ok\n");
+            done(conn);
             return;
         }
         let fd = self.open_log_beneath();
         if fd < 0 {
-            sys::write_all(conn, b"error cannot reopen the log file (missing, or behind a symbolic link)\n");
+            refuse(conn, b"cannot reopen the log file (missing, or behind a symbolic link)");
             return;
         }
         // SAFETY: dup3 onto our log descriptor number, then drop the original.
         unsafe { sys::syscall(sys::DUP3, fd as usize, LOG as usize, 0, 0) };
         sys::close(fd as i32);
         self.log_open = true;
-        sys::write_all(conn, b"ok\n");
+        done(conn);
     }
 
     /// Opens the log file as the monitor first did (see linux/log_file.rs):
@@ -390,6 +383,25 @@ impl Monitor<'_> {
     }
 }
 
+/// Replies `ok` to a request done.
+fn done(conn: i32) {
+    let mut reply = Text::<4>::new();
+    reply.push(words::OK);
+    reply.push(b"\n");
+    sys::write_all(conn, reply.as_bytes());
+}
+
+/// Replies `error WHY` on one line (newlines in `why` become spaces).
+fn refuse(conn: i32, why: &[u8]) {
+    let mut reply = Text::<4200>::new();
+    reply.push(words::ERROR);
+    for b in why {
+        reply.push(if *b == b'\n' { b" " } else { core::slice::from_ref(b) });
+    }
+    reply.push(b"\n");
+    sys::write_all(conn, reply.as_bytes());
+}
+
 /// Writes `data` to TMP in the run directory and renames it to NAME (both NUL-terminated).
 fn write_atomically(tmp: &[u8], name: &[u8], data: &[u8]) -> bool {
     // SAFETY: tmp is NUL-terminated; RUN_DIR is a directory descriptor.
@@ -437,16 +449,17 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
     // made it dumpable again).
     // SAFETY: prctl with integer arguments only.
     unsafe { sys::syscall(sys::PRCTL, PR_SET_DUMPABLE, 0, 0, 0) };
-    if argc < 6 {
+    if argc < words::LOOP_ARGC {
         sys::exit(2);
     }
     // SAFETY: argv holds argc NUL-terminated strings.
     let arg = |i: usize| unsafe { sys::cstr(*argv.add(i)) };
-    let Some(init_pid) = sys::parse_decimal(arg(1)) else { sys::exit(2) };
-    let log_directory = if arg(2) == b"-" { &[][..] } else { arg(2) };
-    let log_relative = if arg(5) == b"-" { &[][..] } else { arg(5) };
-    let run_dir = arg(3);
-    let memory_cgroup = if arg(4) == b"-" { &[][..] } else { arg(4) };
+    let optional = |i: usize| if arg(i) == words::NONE { &[][..] } else { arg(i) };
+    let Some(init_pid) = sys::parse_decimal(arg(words::ARG_INIT_PID)) else { sys::exit(2) };
+    let log_directory = optional(words::ARG_LOG_DIRECTORY);
+    let log_relative = optional(words::ARG_LOG_RELATIVE);
+    let run_dir = arg(words::ARG_RUN_DIR);
+    let memory_cgroup = optional(words::ARG_MEMORY_CGROUP);
 
     let mut monitor = Monitor {
         init_pid: init_pid as i32,
@@ -616,10 +629,10 @@ fn finish_start_error(status: i32, finished_at: (u64, u32), run_dir: &[u8], star
     let mut status_word = Text::<32>::new();
     let mut digits = [0u8; 20];
     if status & 0x7f == 0 {
-        status_word.push(b"exited:");
+        status_word.push(words::EXITED);
         status_word.push(sys::decimal(((status >> 8) & 0xff) as u64, &mut digits));
     } else {
-        status_word.push(b"signaled:");
+        status_word.push(words::SIGNALED);
         status_word.push(sys::decimal((status & 0x7f) as u64, &mut digits));
     }
     status_word.push(b"\0");
@@ -635,9 +648,12 @@ fn finish_start_error(status: i32, finished_at: (u64, u32), run_dir: &[u8], star
     for fd in [CONTROL, SIGNALS, OUT, ERR, LOG, START, EXEC_ERROR, RUN_DIR] {
         sys::close(fd);
     }
+    let mut finish = Text::<16>::new();
+    finish.push(words::FINISH_COMMAND);
+    finish.push(b"\0");
     let args: [*const u8; 7] = [
         b"nidus-monitor\0".as_ptr(),
-        b"finish\0".as_ptr(),
+        finish.as_bytes().as_ptr(),
         dir.as_bytes().as_ptr(),
         status_word.as_bytes().as_ptr(),
         finished_ns.as_bytes().as_ptr(),

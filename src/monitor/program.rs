@@ -715,7 +715,7 @@ impl Monitor {
         let mut why = String::new();
         let _ = File::from(exec_error).read_to_string(&mut why);
         if why.is_empty() {
-            let record = StartRecord { started_at_ns: now_ns() };
+            let record = StartRecord { started_at_ns: crate::clock::now_ns() };
             store::write_json_with(&self.files.started(), &record, store::Durability::Volatile)
                 .map_err(|e| e.to_string())?;
             Ok(())
@@ -744,7 +744,7 @@ impl Monitor {
     /// The init is gone: take the rest of its output (briefly: a process it
     /// left behind may hold the pipes open), then write the exit record.
     fn finish(&mut self, status: WaitStatus) {
-        let finished_at_ns = now_ns();
+        let finished_at_ns = crate::clock::now_ns();
         let deadline = Instant::now() + Duration::from_millis(200);
         for i in 0..self.outputs.len() {
             let _ =
@@ -889,11 +889,6 @@ fn record_exit(plan: &MonitorPlan, files: &RunFiles, ended: Ended, finished_at_n
         eprintln!("monitor: cannot write the exit record: {e}");
     }
     let _ = fs::remove_file(files.socket());
-}
-
-fn now_ns() -> i64 {
-    let (secs, nanos) = now();
-    secs as i64 * 1_000_000_000 + i64::from(nanos)
 }
 
 /// The realtime clock as the log formatter takes it.

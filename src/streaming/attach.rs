@@ -118,6 +118,8 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch,
     };
     let Some(outcome) = outcome else {
         tracing::info!(container_id = %container_id, "attach client gone");
+        // The connection's writer ends here whatever still holds a sender.
+        super::remotecommand::finish_connection(conn).await;
         return;
     };
     end_session(conn, &streams, &outcome, &[], &protocol).await;

@@ -101,7 +101,11 @@ pub async fn serve(mut conn: Connection, protocol: String, launch: ExecLaunch, s
             }
             end_session(conn, &streams, &outcome, &argv, &protocol).await;
         }
-        None => tracing::info!(container_id = %container_id, "exec client gone; its command was killed"),
+        None => {
+            tracing::info!(container_id = %container_id, "exec client gone; its command was killed");
+            // The connection's writer ends here whatever still holds a sender.
+            finish_connection(conn).await;
+        }
     }
 }
 

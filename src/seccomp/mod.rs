@@ -1,8 +1,9 @@
 //! Seccomp: OCI seccomp profiles (the runtime-spec `linux.seccomp` JSON) —
 //! parsing, the capability-conditional rules of nidus's RuntimeDefault
 //! resolved per container, translation to stacked BPF filters (seccompiler),
-//! the compiled program's file format, and a content-addressed cache.
-//! Installing a program is `linux::seccomp`'s job.
+//! the compiled program's file format, a content-addressed cache, and
+//! `nidus seccomp check` (what a profile compiles to and what each step
+//! costs). Installing a program is `linux::seccomp`'s job.
 
 pub mod cache;
 pub mod check;

@@ -1,0 +1,69 @@
+//! RemoveContainer: kill if needed, then every trace of the container; tear-down from the record, also for the restart path.
+
+use super::*;
+
+impl Containers {
+    /// Kills the container if needed and removes every trace of it; removing
+    /// an unknown container succeeds.
+    pub async fn remove(&self, id: &str) -> Result<(), ContainerError> {
+        let (id, entry) = match self.entry(id) {
+            Ok(found) => found,
+            Err(ContainerError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let _op = entry.op.lock().await;
+        if entry.live().removed {
+            return Ok(());
+        }
+        self.stop_locked(&id, &entry, Duration::ZERO).await?;
+        let record = entry.live().record.clone();
+        let last = self.events.wanted().then(|| self.view_of(&entry)).flatten();
+        self.tear_down(&record).await?;
+        entry.live().removed = true;
+        {
+            let mut index = self.index();
+            index.by_id.remove(&id);
+            let slot = name_slot(&record.sandbox_id, &record.name_key);
+            if index.names.get(&slot) == Some(&id) {
+                index.names.remove(&slot);
+            }
+        }
+        tracing::info!(container_id = %id, "container removed");
+        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Container(Box::new(v))));
+        Ok(())
+    }
+
+    /// Removes whatever exists of a container: processes, cgroup, image
+    /// lease, directories (the record first, so a crash half-way leaves a
+    /// directory without record, which the next start removes).
+    pub(super) async fn tear_down(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        let paths = self.paths(&record.id);
+        self.kill_all(&record.cgroup).await;
+        let monitor: Option<ProcessIdentity> =
+            store::read_json(&RunFiles::new(&paths.run_dir).monitor()).unwrap_or(None);
+        if let Some(pidfd) = monitor.and_then(|m| m.open_pidfd()) {
+            let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
+        }
+        let owned = self.owned_cgroups.clone();
+        let cgroup = record.cgroup.clone();
+        tokio::task::spawn_blocking(move || {
+            owned.remove(&cgroup);
+            owned.prune_above(&cgroup);
+        })
+        .await
+        .map_err(|e| ContainerError::Build(e.to_string()))?;
+        store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
+        match std::fs::remove_file(paths.record()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_err("cannot remove the container record")(e))
+            }
+            _ => {}
+        }
+        store::remove_tree(&paths.dir).map_err(io_err(format!("cannot remove {}", paths.dir.display())))?;
+        let (images, holder) = (self.images.clone(), record.id.clone());
+        tokio::task::spawn_blocking(move || images.release(&holder))
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))??;
+        Ok(())
+    }
+}

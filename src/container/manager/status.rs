@@ -1,0 +1,71 @@
+//! ContainerStatus and ListContainers: a container's view, from memory and its run directory.
+
+use super::*;
+
+impl Containers {
+    pub fn get(&self, id: &str) -> Result<ContainerView, ContainerError> {
+        let (id, entry) = self.entry(id)?;
+        self.view_of(&entry).ok_or(ContainerError::NotFound(id))
+    }
+
+    pub fn list(&self) -> Vec<ContainerView> {
+        let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
+        let mut views: Vec<ContainerView> = entries.iter().filter_map(|e| self.view_of(e)).collect();
+        views.sort_by_key(|v| v.record.created_at_ns);
+        views
+    }
+
+    /// Ids of the containers of one sandbox.
+    pub fn in_sandbox(&self, sandbox_id: &str) -> Vec<String> {
+        self.list().into_iter().filter(|v| v.record.sandbox_id == sandbox_id).map(|v| v.record.id).collect()
+    }
+
+    pub(super) fn view_of(&self, entry: &Entry) -> Option<ContainerView> {
+        let mut live = entry.live();
+        if live.removed {
+            return None;
+        }
+        let paths = self.paths(&live.record.id);
+        let files = RunFiles::new(&paths.run_dir);
+        let alive = live.init.as_ref().is_some_and(|i| !i.pidfd.has_exited());
+        if !alive && live.exit.is_none() {
+            // Dead: its monitor writes the record within moments of the exit.
+            if let Ok(Some(exit)) = store::read_json::<ExitRecord>(&files.exit()) {
+                live.exit = Some(exit);
+            }
+        }
+        let started_at_ns = live.record.started_at_ns.or_else(|| recorded_start(&files));
+        let state = match (&live.exit, alive, started_at_ns) {
+            (Some(_), _, _) => ContainerState::Exited,
+            (None, true, Some(_)) => ContainerState::Running,
+            (None, true, None) => ContainerState::Created,
+            // Dead without a record yet: still running as far as anyone can tell
+            // for a moment, unless its monitor is gone too (then it is lost).
+            (None, false, _) => {
+                let monitor: Option<ProcessIdentity> = store::read_json(&files.monitor()).unwrap_or(None);
+                if monitor.is_some_and(|m| m.is_running()) {
+                    if started_at_ns.is_some() {
+                        ContainerState::Running
+                    } else {
+                        ContainerState::Created
+                    }
+                } else {
+                    // The monitor writes the record before it ends: read
+                    // again, since it may have done both since the first look.
+                    let recorded = store::read_json::<ExitRecord>(&files.exit()).ok().flatten();
+                    live.exit = Some(recorded.unwrap_or_else(lost_exit));
+                    ContainerState::Exited
+                }
+            }
+        };
+        Some(ContainerView {
+            record: live.record.clone(),
+            state,
+            started_at_ns,
+            exit: live.exit.clone(),
+            init: live.init.as_ref().filter(|_| alive).map(|i| i.identity.clone()),
+            cgroup_join: live.cgroup_join,
+            paths,
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! The daemon's start: pods reloaded from their records, their pause checked, half-made pods undone.
+
+use super::*;
+
+impl Sandboxes {
+    /// Reloads persisted sandboxes and reconciles them with what is alive:
+    /// a live pause (same pid, start time and boot) keeps its sandbox READY;
+    /// otherwise it is NOTREADY. Interrupted creations are undone.
+    pub async fn load(&self) -> Result<(), SandboxError> {
+        let base = self.config.root.join("sandboxes");
+        let run_base = self.config.state.join("sandboxes");
+        for dir in [&base, &run_base] {
+            store::create_dir_all(dir, 0o700).map_err(io_err(format!("cannot create {}", dir.display())))?;
+        }
+        let ids = store::list_records(&base).map_err(io_err(format!("cannot list {}", base.display())))?;
+        for id in &ids {
+            let paths = self.paths(id);
+            store::remove_interrupted_writes(&paths.dir);
+            store::remove_interrupted_writes(&paths.run_dir);
+            let record: SandboxRecord = match store::read_json(&paths.record()) {
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    tracing::warn!(pod_id = %id, "removing the leftovers of an interrupted sandbox operation");
+                    release_mounts(&paths)?;
+                    let _ = store::remove_tree(&paths.run_dir);
+                    let _ = store::remove_tree(&paths.dir);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(pod_id = %id, error = %e, "skipping a sandbox whose record cannot be read");
+                    continue;
+                }
+            };
+            let pause_identity: Option<ProcessIdentity> = store::read_json(&paths.pause()).unwrap_or_else(|e| {
+                tracing::warn!(pod_id = %id, error = %e, "unreadable pause record; treating the pause as gone");
+                None
+            });
+            if record.lifecycle == Lifecycle::Creating {
+                tracing::warn!(pod_id = %id, "undoing a RunPodSandbox interrupted by a crash");
+                self.tear_down(&record, pause_identity.as_ref(), true).await?;
+                continue;
+            }
+            let pause = match (record.lifecycle, pause_identity) {
+                (Lifecycle::Created, Some(identity)) => {
+                    identity.open_pidfd().map(|pidfd| PauseProcess { identity, pidfd })
+                }
+                _ => None,
+            };
+            tracing::info!(pod_id = %id, ready = pause.is_some(), lifecycle = ?record.lifecycle, "sandbox reloaded");
+            if let Some(pause) = &pause {
+                self.network.resume(id, pause.identity.pid).await;
+            }
+            let mut index = self.index();
+            index.names.insert(record.name_key.clone(), id.clone());
+            index.by_id.insert(id.clone(), Entry::new(record, pause));
+        }
+        // Pod networks whose sandbox no longer exists.
+        self.network.sweep(&ids).await;
+        // Volatile directories whose sandbox no longer exists.
+        for id in store::list_records(&run_base).unwrap_or_default() {
+            if !ids.contains(&id) {
+                let paths = self.paths(&id);
+                release_mounts(&paths)?;
+                let _ = store::remove_tree(&paths.run_dir);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,177 @@
+//! RunPodSandbox: the pause process and its namespaces, the pod's files and cgroup, the pod network; undone on failure.
+
+use super::*;
+
+impl Sandboxes {
+    pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
+        let id = ids::new_id();
+        let name_key = spec.name_key.clone();
+        {
+            let mut index = self.index();
+            if let Some(existing) = index.names.get(&name_key) {
+                return Err(SandboxError::NameInUse { name: name_key, id: existing.clone() });
+            }
+            index.names.insert(name_key.clone(), id.clone());
+        }
+        match self.create(&id, spec).await {
+            Ok(entry) => {
+                self.index().by_id.insert(id.clone(), entry.clone());
+                // The sandbox is made and its pause runs: both at once.
+                self.emit(EventKind::Created, &entry);
+                self.emit(EventKind::Started, &entry);
+                Ok(id)
+            }
+            Err(e) => {
+                self.index().names.remove(&name_key);
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) async fn create(&self, id: &str, spec: SandboxSpec) -> Result<Arc<Entry>, SandboxError> {
+        let pod_cgroup = match &spec.cgroup_parent {
+            Some(parent) => parent.clone(),
+            None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,
+        };
+        let mut record = SandboxRecord {
+            id: id.to_string(),
+            name_key: spec.name_key.clone(),
+            config: spec.config.clone(),
+            runtime_handler: spec.runtime_handler.clone(),
+            created_at_ns: now_ns(),
+            lifecycle: Lifecycle::Creating,
+            namespaces: spec.namespaces,
+            userns: spec.userns,
+            hostname: spec.hostname.clone(),
+            pause_cgroup: pod_cgroup.join(id)?,
+            pod_cgroup,
+            own_shm: spec.namespaces.ipc,
+            resources: None,
+        };
+        let paths = self.paths(id);
+        let mut pause = None;
+        let made = self.make(&spec, &mut record, &paths, &mut pause).await;
+        match made {
+            Ok(()) => {
+                tracing::info!(pod_id = %id, name = %spec.name_key, pause_pid = pause.as_ref().map(|p: &PauseProcess| p.identity.pid), "sandbox ready");
+                // The first container's cgroup, made while the caller goes on.
+                if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
+                    self.ahead.start(path);
+                }
+                Ok(Entry::new(record, pause))
+            }
+            Err(e) => {
+                tracing::warn!(pod_id = %id, error = %e, "RunPodSandbox failed; undoing");
+                let identity = pause.map(|p| p.identity);
+                if let Err(undo) = self.tear_down(&record, identity.as_ref(), true).await {
+                    tracing::error!(pod_id = %id, error = %undo, "could not undo a failed RunPodSandbox");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) async fn make(
+        &self,
+        spec: &SandboxSpec,
+        record: &mut SandboxRecord,
+        paths: &SandboxPaths,
+        pause: &mut Option<PauseProcess>,
+    ) -> Result<(), SandboxError> {
+        let args = PauseArgs {
+            hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
+            sysctls: spec.sysctls.iter().map(|s| format!("{}={}", s.proc_path, s.value)).collect(),
+            new_net: spec.namespaces.net,
+            new_ipc: spec.namespaces.ipc,
+            new_uts: spec.namespaces.uts,
+            new_pid: spec.namespaces.pid,
+            cgroup_procs: self.cgroups.procs_files(&record.pause_cgroup),
+            uid_map: spec.userns.map(|m| m.uids),
+            gid_map: spec.userns.map(|m| m.gids),
+        };
+        // Its start overlaps the preparation below; it waits for `go`.
+        let launcher = start_launcher(&self.pause_binary, &args)?;
+        store::create_dir_new(&paths.dir, 0o700).map_err(io_err(format!("cannot create {}", paths.dir.display())))?;
+        store::create_dir_new(&paths.run_dir, 0o700)
+            .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
+        // Not fsynced: lost in a power cut, the directory has no record and is
+        // removed at the next start, which is just as right. The final record is durable.
+        store::write_json_with(&paths.record(), record, store::Durability::Volatile)?;
+
+        let node_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        let hosts = if spec.namespaces.net {
+            files::pod_hosts()
+        } else {
+            std::fs::read_to_string("/etc/hosts").unwrap_or_else(|_| files::pod_hosts())
+        };
+        // A pod with a user namespace: its root owns the files it is given.
+        let owner = spec.userns.map(|m| m.root());
+        for (path, content) in [
+            (paths.hostname(), format!("{}\n", spec.hostname)),
+            (paths.hosts(), hosts),
+            (paths.resolv_conf(), files::resolv_conf(&spec.dns, &node_resolv)),
+        ] {
+            store::write_atomic_with(&path, content.as_bytes(), 0o644, store::Durability::Volatile)?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                    .map_err(io_err(format!("cannot give {} to the pod's root", path.display())))?;
+            }
+        }
+
+        if record.own_shm {
+            let shm = paths.shm();
+            store::create_dir_new(&shm, 0o755).map_err(io_err(format!("cannot create {}", shm.display())))?;
+            let size_k = self.config.sandbox.shm_size_bytes.div_ceil(1024);
+            let owned = owner.map(|(uid, gid)| format!(",uid={uid},gid={gid}")).unwrap_or_default();
+            mount::mount_tmpfs(&shm, &format!("mode=1777,size={size_k}k{owned}"))
+                .map_err(io_err(format!("cannot mount the pod's /dev/shm at {}", shm.display())))?;
+        }
+
+        self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?;
+        self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
+
+        // The durable record is written and fsynced while the pause starts,
+        // and put in place once it has: a crash before that leaves the
+        // CREATING record, which the next start undoes.
+        let mut created = record.clone();
+        created.lifecycle = Lifecycle::Created;
+        let record_path = paths.record();
+        let write = tokio::task::spawn_blocking(move || {
+            store::PreparedWrite::json(&record_path, &created, store::Durability::Durable)
+        });
+        let timeout = Duration::from_secs(self.config.sandbox.pause_start_timeout_secs);
+        let (launched, written) = tokio::join!(launch_pause(launcher, &self.reaper, timeout), write);
+        let identity = launched?;
+        let pidfd = identity
+            .open_pidfd()
+            .ok_or_else(|| SandboxError::Launch(LaunchError::SetUp("the pause process died at start".into())))?;
+        *pause = Some(PauseProcess { identity: identity.clone(), pidfd });
+        store::write_json_with(&paths.pause(), &identity, store::Durability::Volatile)?;
+        if record.namespaces.net {
+            self.network.attach(&pod_network_info(record, identity.pid)).await?;
+        }
+
+        let written = written
+            .map_err(|e| SandboxError::Io { what: "writing the sandbox record".into(), source: io::Error::other(e) })?;
+        written.and_then(store::PreparedWrite::commit)?;
+        record.lifecycle = Lifecycle::Created;
+        Ok(())
+    }
+
+    /// Limits the pod cgroup to the pod's resources plus its overhead;
+    /// `field` names them in errors.
+    pub(super) fn apply_pod_resources(
+        &self,
+        pod_cgroup: &CgroupPath,
+        pod: &PodResources,
+        field: &str,
+    ) -> Result<(), SandboxError> {
+        let total = crate::container::resources::pod_total(&pod.resources, &pod.overhead);
+        let oci = crate::container::resources::to_oci(&total, 0);
+        self.cgroups.check_resources(&oci).map_err(|e| SandboxError::Invalid(format!("{field}.{e}")))?;
+        self.cgroups.apply(pod_cgroup, &oci).map_err(|e| match e {
+            CgroupError::Unenforceable(e) => SandboxError::Invalid(format!("{field}.{e}")),
+            other => SandboxError::Cgroup(other),
+        })
+    }
+}

@@ -1,0 +1,51 @@
+//! PodSandboxStatus and ListPodSandbox: a pod's view, and the events a pod reports.
+
+use super::*;
+
+impl Sandboxes {
+    pub fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
+        let (id, entry) = self.entry(id)?;
+        let live = entry.live();
+        if live.removed {
+            return Err(SandboxError::NotFound(id));
+        }
+        Ok(self.view(&live))
+    }
+
+    pub fn list(&self) -> Vec<SandboxView> {
+        let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
+        let mut views: Vec<SandboxView> = entries
+            .iter()
+            .filter_map(|e| {
+                let live = e.live();
+                (!live.removed).then(|| self.view(&live))
+            })
+            .collect();
+        views.sort_by_key(|v| v.record.created_at_ns);
+        views
+    }
+
+    /// Reports `kind` with the sandbox as it is now.
+    pub(super) fn emit(&self, kind: EventKind, entry: &Entry) {
+        self.events.emit(kind, || {
+            let live = entry.live();
+            (!live.removed).then(|| Subject::Sandbox(Box::new(self.view(&live))))
+        });
+    }
+
+    pub(super) fn view(&self, live: &Live) -> SandboxView {
+        let running = live.pause.as_ref().filter(|p| !p.pidfd.has_exited());
+        let state = if live.record.lifecycle == Lifecycle::Created && running.is_some() {
+            SandboxState::Ready
+        } else {
+            SandboxState::NotReady
+        };
+        SandboxView {
+            record: live.record.clone(),
+            state,
+            pause: running.map(|p| p.identity.clone()),
+            paths: self.paths(&live.record.id),
+            ips: self.network.ips(&live.record.id),
+        }
+    }
+}

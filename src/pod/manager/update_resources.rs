@@ -1,0 +1,25 @@
+//! UpdatePodSandboxResources: new limits on the pod's cgroup.
+
+use super::*;
+
+impl Sandboxes {
+    /// UpdatePodSandboxResources: new limits for a ready pod's cgroup.
+    pub async fn update_resources(&self, id: &str, pod: PodResources) -> Result<(), SandboxError> {
+        let (id, entry) = self.entry(id)?;
+        let _op = entry.op.lock().await;
+        let (pod_cgroup, ready) = {
+            let live = entry.live();
+            if live.removed {
+                return Err(SandboxError::NotFound(id));
+            }
+            (live.record.pod_cgroup.clone(), self.view(&live).state == SandboxState::Ready)
+        };
+        if !ready {
+            return Err(SandboxError::Precondition(format!("sandbox {id} is not ready; its resources cannot change")));
+        }
+        self.apply_pod_resources(&pod_cgroup, &pod, "resources")?;
+        entry.update_record(&self.paths(&id).record(), |r| r.resources = Some(pod))?;
+        tracing::info!(pod_id = %id, "pod resources updated");
+        Ok(())
+    }
+}

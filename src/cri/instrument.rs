@@ -63,7 +63,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let label = crate::metrics::call_label(request.uri().path());
+        // The label is looked up only when metrics are recorded.
+        let label = self.metrics.is_on().then(|| crate::metrics::call_label(request.uri().path()));
         let (api, call) = call_of(request.uri().path());
         let span = tracing::info_span!("cri", call = %call, api = %api, pod_id = Empty, container_id = Empty);
         let started = Instant::now();
@@ -93,7 +94,9 @@ where
                         tonic::Code::Unknown
                     }
                 };
-                metrics.call_answered(label, code, elapsed);
+                if let Some(label) = label {
+                    metrics.call_answered(label, code, elapsed);
+                }
                 answer
             }
             .instrument(span),

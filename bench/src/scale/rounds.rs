@@ -146,3 +146,46 @@ pub fn at_n(n: usize, (nidus, containerd): (Samples, Samples)) -> AtN<Rounds> {
     ]);
     AtN { n, nidus, containerd, ratios }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> std::result::Result<Duration, String> {
+        Ok(Duration::from_millis(v))
+    }
+
+    #[test]
+    fn a_call_one_runtime_fails_is_left_out_of_both() {
+        let nidus = Samples {
+            pods: 2,
+            rounds: vec![vec![("A", ms(1)), ("B", ms(10))], vec![("A", ms(3)), ("B", ms(30))]],
+            ..Default::default()
+        };
+        let containerd = Samples {
+            pods: 2,
+            rounds: vec![vec![("A", ms(20)), ("B", Err("no cgroup".into()))], vec![("A", ms(40)), ("B", ms(5))]],
+            ..Default::default()
+        };
+        let at = at_n(2, (nidus, containerd));
+        // Only A counts in the round times; B's p50 is still shown for each.
+        assert_eq!((at.nidus.p50_ms, at.nidus.p99_ms), (Some(1.0), Some(3.0)));
+        assert_eq!((at.containerd.p50_ms, at.containerd.p99_ms), (Some(20.0), Some(40.0)));
+        assert_eq!(at.ratios["p50"], Some(0.05));
+        assert_eq!(at.nidus.calls_p50_ms["B"], 10.0);
+        assert_eq!(at.containerd.calls_p50_ms["B"], 5.0);
+        assert_eq!(at.containerd.call_errors["B"], (1, "no cgroup".to_string()));
+        assert!(at.nidus.call_errors.is_empty());
+        assert_eq!(at.nidus.calls_left_out["B"], "containerd failed it: no cgroup");
+    }
+
+    #[test]
+    fn every_call_answered_counts_whole() {
+        let answered = |a, b| Samples { pods: 1, rounds: vec![vec![("A", ms(a)), ("B", ms(b))]], ..Default::default() };
+        let at = at_n(1, (answered(1, 2), answered(10, 20)));
+        assert_eq!(at.nidus.p50_ms, Some(3.0));
+        assert_eq!(at.containerd.p50_ms, Some(30.0));
+        assert_eq!(at.ratios["p50"], Some(0.1));
+        assert!(at.nidus.calls_left_out.is_empty());
+    }
+}

@@ -43,8 +43,10 @@ test-v2:
 test-kubelet: build
 	./scripts/kubelet-lane
 
-# BENCH_N (iterations, default 50) and BENCH_DENSITY (pods, default 500) size
-# the run; results go to bench-results/ (latest.json, latest.md).
+# BENCH_N (iterations, default 50), BENCH_DENSITY (pods, default 500) and
+# BENCH_SCALE (the scale step's pod counts, default 10,110) size the run;
+# BENCH_ONLY=scale runs the scale step alone; results go to bench-results/
+# (latest.json, latest.md, the scale step's SVG charts).
 bench:
 	$(CARGO) build --release --bins
 	$(CARGO) build --release -p nidus-bench

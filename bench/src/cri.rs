@@ -146,6 +146,37 @@ impl Cri {
         verbose_info(&status.info)
     }
 
+    /// PodSandboxStatus as kubelet's relist asks it (not verbose).
+    pub async fn pod_status(&self, id: &str) -> Result<PodSandboxStatus> {
+        let mut c = self.runtime.clone();
+        let status = call(
+            "PodSandboxStatus",
+            c.pod_sandbox_status(PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose: false }),
+        )
+        .await?;
+        status.status.ok_or_else(|| anyhow!("PodSandboxStatus of {id} has no status"))
+    }
+
+    /// ListContainerStats of every container.
+    pub async fn list_container_stats(&self) -> Result<Vec<ContainerStats>> {
+        let mut c = self.runtime.clone();
+        Ok(call("ListContainerStats", c.list_container_stats(ListContainerStatsRequest { filter: None })).await?.stats)
+    }
+
+    /// ListPodSandboxStats of every pod.
+    pub async fn list_pod_stats(&self) -> Result<Vec<PodSandboxStats>> {
+        let mut c = self.runtime.clone();
+        Ok(call("ListPodSandboxStats", c.list_pod_sandbox_stats(ListPodSandboxStatsRequest { filter: None }))
+            .await?
+            .stats)
+    }
+
+    /// ImageFsInfo: the image filesystems' usage.
+    pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse> {
+        let mut images = ImageServiceClient::new(self.channel.clone());
+        call("ImageFsInfo", images.image_fs_info(ImageFsInfoRequest {})).await
+    }
+
     pub async fn list_pods(&self) -> Result<Vec<PodSandbox>> {
         let mut c = self.runtime.clone();
         Ok(call("ListPodSandbox", c.list_pod_sandbox(ListPodSandboxRequest { filter: None })).await?.items)

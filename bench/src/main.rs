@@ -1,9 +1,11 @@
 //! nidus-bench: runs nidus and, as the reference, containerd + runc side by
 //! side on this machine, drives both through the same CRI client, and
-//! reports latency, memory and density with nidus/containerd ratios
-//! (`bench-results/latest.json`, `latest.md`, tables on stdout).
-//! `BENCH_N` (iterations, default 50) and `BENCH_DENSITY` (pods, default 500)
-//! size the run. See the README's "Benchmark" section.
+//! reports latency, memory, density and how costs grow with the number of
+//! pods (the scale step) with nidus/containerd ratios
+//! (`bench-results/latest.json`, `latest.md`, SVG charts, tables on stdout).
+//! `BENCH_N` (iterations, default 50), `BENCH_DENSITY` (pods, default 500)
+//! and `BENCH_SCALE` (pod counts, default `10,110`) size the run (see
+//! `options`, and docs/benchmarks.md).
 
 mod cgroups;
 mod cri;
@@ -25,6 +27,7 @@ mod profile;
 mod pull;
 mod report;
 mod runtime;
+mod scale;
 mod stats;
 mod table;
 
@@ -113,6 +116,41 @@ async fn run() -> Result<bool> {
         errors.iter().for_each(|e| eprintln!("error: {e}"));
         return Ok(errors.is_empty());
     }
+    if options.only == Some(OnlyStep::Scale) {
+        let outcome = scale::run(
+            &mut nidus,
+            &mut containerd,
+            busybox.reference,
+            &options.scale,
+            options.concurrency,
+            &lab.places.cgroup,
+        )
+        .await;
+        let dir = Path::new(&options.results_dir);
+        let mut errors = Vec::new();
+        match outcome {
+            Ok(figures) => {
+                print!("{}", figures.to_text(true));
+                errors.extend(figures.errors.iter().cloned());
+                match scale::write_alone(&figures, dir) {
+                    Ok(json) => eprintln!("results: {} (scale-latest.md and scale-*.svg beside it)", json.display()),
+                    Err(e) => errors.push(format!("writing the scale results: {e:#}")),
+                }
+            }
+            Err(e) => errors.push(format!("scale step: {e:#}")),
+        }
+        nidus.shut_down();
+        containerd.shut_down();
+        for rt in [&nidus, &containerd] {
+            if let Err(e) = rt.save_log(&dir.join("logs")) {
+                eprintln!("warning: cannot keep the log of {}: {e:#}", rt.name());
+            }
+        }
+        drop((nidus, containerd));
+        errors.extend(lab.final_check());
+        errors.iter().for_each(|e| eprintln!("error: {e}"));
+        return Ok(errors.is_empty());
+    }
     // The networked variants (bridge CNI for both runtimes, nidus's built-in
     // network) and the second reference, containerd + crun.
     eprintln!(
@@ -142,7 +180,7 @@ async fn run() -> Result<bool> {
         image: busybox.reference,
         cgroup_prefix: rt.cgroup_prefix(),
     };
-    let (nidus_target, containerd_target) = (target(&nidus), target(&containerd));
+    let (mut nidus_target, mut containerd_target) = (target(&nidus), target(&containerd));
     let other_targets: Vec<Target> = others.iter().map(target).collect();
     for (rt, t) in [(&nidus, &nidus_target), (&containerd, &containerd_target)] {
         check_nesting(rt, t).await?;
@@ -240,6 +278,41 @@ async fn run() -> Result<bool> {
         figures.density = density::run(rt, t, options.density, options.concurrency).await;
     }
 
+    let mut scale_figures = None;
+    if !options.scale.counts.is_empty() {
+        eprintln!("scale: {:?} pods per runtime, {} at a time", options.scale.counts, options.concurrency);
+        match scale::run(
+            &mut nidus,
+            &mut containerd,
+            busybox.reference,
+            &options.scale,
+            options.concurrency,
+            &lab.places.cgroup,
+        )
+        .await
+        {
+            Ok(figures) => {
+                errors.extend(figures.errors.iter().cloned());
+                scale_figures = Some(figures);
+            }
+            Err(e) => errors.push(format!("scale step: {e:#}")),
+        }
+        if !(nidus.is_up() && containerd.is_up()) {
+            errors.push(
+                "a daemon did not come back from the scale step's restarts; the steps after it are skipped".into(),
+            );
+            drop((nidus_target, containerd_target, variants));
+            nidus.shut_down();
+            containerd.shut_down();
+            drop((nidus, containerd, others));
+            errors.extend(lab.final_check());
+            errors.iter().for_each(|e| eprintln!("error: {e}"));
+            return Ok(false);
+        }
+        // The restarts gave both daemons new clients.
+        (nidus_target, containerd_target) = (target(&nidus), target(&containerd));
+    }
+
     let mut pull_figures = None;
     if options.pull_iterations > 0 {
         eprintln!("pull: {} cold pulls per runtime from a local registry", options.pull_iterations);
@@ -308,11 +381,16 @@ async fn run() -> Result<bool> {
         errors: errors.clone(),
         pull: pull_figures,
         checkpoint: checkpoint_figures,
+        scale: scale_figures,
     };
     print!("{}", results.to_text());
     print!("\n{exec_text}");
     let written = results.write(Path::new(&options.results_dir))?;
     eprintln!("results: {} (and latest.md beside it)", written.display());
+    if let Some(figures) = &results.scale {
+        let charts = scale::charts(figures, Path::new(&options.results_dir))?;
+        eprintln!("charts: {}", charts.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
     Ok(errors.is_empty())
 }
 

@@ -153,11 +153,18 @@ pub async fn measure(rt: &Runtime, target: &Target, concurrency: usize, figures:
     Ok(())
 }
 
-type ByProgram = BTreeMap<String, (usize, Memory)>;
+pub type ByProgram = BTreeMap<String, (usize, Memory)>;
 
 /// Sum of the memory of the runtime-owned processes, their count, and the
 /// same by program name.
 async fn per_pod_figures(rt: &Runtime, target: &Target, pods: &[SleepingPod]) -> Result<(Memory, usize, ByProgram)> {
+    let container_pids = container_pids(rt, target, pods).await?;
+    Ok(runtime_memory(rt, &container_pids, true))
+}
+
+/// The pids of the pods' containers (from their verbose status), each
+/// checked to be inside the runtime's harness cgroup.
+pub async fn container_pids(rt: &Runtime, target: &Target, pods: &[SleepingPod]) -> Result<Vec<i32>> {
     let mut container_pids = Vec::with_capacity(pods.len());
     for pod in pods {
         let info = target.cri.container_info(&pod.container_id).await?;
@@ -165,14 +172,24 @@ async fn per_pod_figures(rt: &Runtime, target: &Target, pods: &[SleepingPod]) ->
             info["pid"].as_i64().with_context(|| format!("no pid in the verbose status of {}", pod.container_id))?;
         container_pids.push(pid as i32);
     }
-    let mut owned = rt.processes();
+    let owned = rt.processes();
     for pid in &container_pids {
         if !owned.contains(pid) {
             bail!("container process {pid} of {} is outside the harness cgroup {}", rt.name(), rt.cgroup_label());
         }
     }
-    // The daemon's spare monitors count too: runtime memory, shared by all pods.
-    owned.extend(rt.helpers());
+    Ok(container_pids)
+}
+
+/// The memory of every process the runtime runs besides the daemon and the
+/// containers (`container_pids`), their count, and the same by program name;
+/// `with_helpers`: the daemon's own helpers too (nidus's spare monitors).
+pub fn runtime_memory(rt: &Runtime, container_pids: &[i32], with_helpers: bool) -> (Memory, usize, ByProgram) {
+    let mut owned = rt.processes();
+    // The daemon's spare monitors are runtime memory, shared by all pods.
+    if with_helpers {
+        owned.extend(rt.helpers());
+    }
     let mut total = Memory::default();
     let mut count = 0;
     let mut by_program = ByProgram::new();
@@ -184,5 +201,5 @@ async fn per_pod_figures(rt: &Runtime, target: &Target, pods: &[SleepingPod]) ->
         entry.0 += 1;
         entry.1 = entry.1 + memory;
     }
-    Ok((total, count, by_program))
+    (total, count, by_program)
 }

@@ -3,10 +3,16 @@
 //! (default 8), `BENCH_WARMUP` (untimed lifecycles first, default 2) and
 //! `BENCH_RESULTS` (output directory, default `bench-results`), `BENCH_PULL_N`
 //! (pulls per runtime in the pull step, default 5), `BENCH_CHECKPOINT_N` (pod
-//! checkpoints and restores in the checkpoint step, nidus alone, default 5); `BENCH_ONLY=pull` or
-//! `BENCH_ONLY=exec` runs that step alone (the pull step, or the streaming
-//! exec round trip of `exec_stream`); `BENCH_PROFILE=1` runs nidus alone
-//! (see `profile`). nidus's log
+//! checkpoints and restores in the checkpoint step, nidus alone, default 5);
+//! the scale step's `BENCH_SCALE` (pod counts, default `10,110`; `0` skips
+//! the step), `BENCH_SCALE_ROUNDS` (relist and stats rounds per count,
+//! default 50), `BENCH_SCALE_IDLE` (seconds of the idle window, default 30),
+//! `BENCH_SCALE_BUSY_N` (lifecycles per runtime with and without hogs,
+//! default 20; 0 skips them) and `BENCH_SCALE_FLOOR_MIB` (no pod is added
+//! while MemAvailable is below it, default 3072); `BENCH_ONLY=pull`,
+//! `BENCH_ONLY=exec` or `BENCH_ONLY=scale` runs that step alone (the pull
+//! step, the streaming exec round trip of `exec_stream`, or the scale step);
+//! `BENCH_PROFILE=1` runs nidus alone (see `profile`). nidus's log
 //! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
 //! timings of each create).
 
@@ -25,6 +31,22 @@ pub struct Options {
     pub pull_iterations: usize,
     /// `BENCH_ONLY`: one step alone, for both runtimes.
     pub only: Option<OnlyStep>,
+    pub scale: ScaleOptions,
+}
+
+/// The scale step's settings.
+#[derive(Debug, Clone)]
+pub struct ScaleOptions {
+    /// Pod counts, ascending (`BENCH_SCALE`); empty skips the step.
+    pub counts: Vec<usize>,
+    /// Relist and stats rounds per runtime at each count.
+    pub rounds: usize,
+    /// The idle window, in seconds.
+    pub idle_secs: u64,
+    /// Lifecycles per runtime without hogs and with them (0 skips both).
+    pub busy_iterations: usize,
+    /// No pod is started while the machine's MemAvailable is below this (MiB).
+    pub floor_mib: u64,
 }
 
 /// The steps that can run alone.
@@ -34,6 +56,8 @@ pub enum OnlyStep {
     Pull,
     /// The streaming exec round trip.
     Exec,
+    /// The scale step.
+    Scale,
 }
 
 impl Options {
@@ -50,14 +74,51 @@ impl Options {
                 "" => None,
                 "pull" => Some(OnlyStep::Pull),
                 "exec" => Some(OnlyStep::Exec),
-                other => bail!("BENCH_ONLY={other:?}: the steps that run alone are `pull` and `exec`"),
+                "scale" => Some(OnlyStep::Scale),
+                other => bail!("BENCH_ONLY={other:?}: the steps that run alone are `pull`, `exec` and `scale`"),
+            },
+            scale: ScaleOptions {
+                counts: pod_counts(&std::env::var("BENCH_SCALE").unwrap_or_default())?,
+                rounds: number("BENCH_SCALE_ROUNDS", 50)?,
+                idle_secs: number("BENCH_SCALE_IDLE", 30)? as u64,
+                busy_iterations: number("BENCH_SCALE_BUSY_N", 20)?,
+                floor_mib: number("BENCH_SCALE_FLOOR_MIB", 3072)? as u64,
             },
         };
         if options.iterations == 0 || options.concurrency == 0 {
             bail!("BENCH_N and BENCH_CONCURRENCY must be at least 1");
         }
+        if options.scale.rounds == 0 || options.scale.idle_secs == 0 {
+            bail!("BENCH_SCALE_ROUNDS and BENCH_SCALE_IDLE must be at least 1");
+        }
+        if options.only == Some(OnlyStep::Scale) && options.scale.counts.is_empty() {
+            bail!("BENCH_ONLY=scale with BENCH_SCALE=0: no pod count to run");
+        }
         Ok(options)
     }
+}
+
+/// The pod counts of `BENCH_SCALE`: comma-separated, sorted and deduplicated;
+/// unset or empty is the default (`10,110`, a run of a few minutes on two
+/// cores), `0` none.
+fn pod_counts(text: &str) -> Result<Vec<usize>> {
+    let text = match text.trim() {
+        "" => "10,110",
+        "0" => return Ok(Vec::new()),
+        other => other,
+    };
+    let mut counts = Vec::new();
+    for part in text.split(',') {
+        let count: usize =
+            part.trim().parse().with_context(|| format!("BENCH_SCALE={text:?}: {part:?} is not a whole number"))?;
+        if count == 0 {
+            bail!("BENCH_SCALE={text:?}: a pod count must be at least 1 (`0` alone skips the step)");
+        }
+        counts.push(count);
+    }
+    counts.sort_unstable();
+    counts.dedup();
+    Ok(counts)
 }
 
 fn number(name: &str, default: usize) -> Result<usize> {
@@ -66,5 +127,19 @@ fn number(name: &str, default: usize) -> Result<usize> {
             text.trim().parse().with_context(|| format!("{name}={text:?} is not a whole number"))
         }
         _ => Ok(default),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_pod_counts() {
+        assert_eq!(pod_counts("").unwrap(), vec![10, 110]);
+        assert_eq!(pod_counts(" 1000, 10,110,500,10 ").unwrap(), vec![10, 110, 500, 1000]);
+        assert_eq!(pod_counts("0").unwrap(), Vec::<usize>::new());
+        assert!(pod_counts("10,x").is_err());
+        assert!(pod_counts("10,0").is_err());
     }
 }

@@ -88,6 +88,8 @@ pub struct Results {
     pub pull: Option<crate::pull::PullFigures>,
     /// The checkpoint step (nidus alone), when it ran.
     pub checkpoint: Option<crate::pod_checkpoint::CheckpointFigures>,
+    /// The scale step, when it ran.
+    pub scale: Option<crate::scale::ScaleFigures>,
 }
 
 /// One target of the issue and whether this run met it.
@@ -221,6 +223,7 @@ impl Results {
             measured: format!("{} started, {} failed, {} leaked", d.started, d.failed, d.leaked),
             met: d.started == d.requested && d.failed == 0 && d.leaked == 0,
         });
+        checks.extend(self.scale.iter().flat_map(|s| s.targets.iter().cloned()));
         checks
     }
 
@@ -262,6 +265,7 @@ impl Results {
             "meta": self.meta,
             "errors": self.errors,
             "pull": self.pull,
+            "scale": self.scale,
         })
     }
 
@@ -387,6 +391,7 @@ impl Results {
             density.row(vec![key.into(), a, b]);
         }
         tables.push(density);
+        tables.extend(self.scale.iter().flat_map(|s| s.tables(false)));
 
         let mut targets = Table::new("targets", &["target", "measured", "met"]);
         for t in self.targets() {

@@ -1,14 +1,26 @@
-//! A titled table rendered as aligned text (stdout) or Markdown.
+//! A titled table rendered as aligned text (stdout) or Markdown, with notes
+//! below it.
 
 pub struct Table {
     pub title: String,
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
 }
 
 impl Table {
     pub fn new(title: impl Into<String>, header: &[&str]) -> Self {
-        Self { title: title.into(), header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Self {
+            title: title.into(),
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn note(&mut self, line: impl Into<String>) {
+        self.notes.push(line.into());
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -48,6 +60,9 @@ impl Table {
             out.push_str(&line(row));
             out.push('\n');
         }
+        for note in &self.notes {
+            out.push_str(&format!("  {note}\n"));
+        }
         out
     }
 
@@ -57,6 +72,12 @@ impl Table {
         out.push_str(&format!("| {} |\n", align.join(" | ")));
         for row in &self.rows {
             out.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+            for note in &self.notes {
+                out.push_str(&format!("- {note}\n"));
+            }
         }
         out
     }
@@ -72,5 +93,8 @@ mod tests {
         t.row(vec!["run".into(), "1.5".into()]);
         assert_eq!(t.to_text(), "T\nstep  p50\n---------\nrun   1.5\n");
         assert_eq!(t.to_markdown(), "### T\n\n| step | p50 |\n| --- | ---: |\n| run | 1.5 |\n");
+        t.note("n");
+        assert_eq!(t.to_text(), "T\nstep  p50\n---------\nrun   1.5\n  n\n");
+        assert!(t.to_markdown().ends_with("| run | 1.5 |\n\n- n\n"));
     }
 }

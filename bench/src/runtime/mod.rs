@@ -1,7 +1,8 @@
 //! One runtime under test (nidus, or containerd + runc): its directories, its
 //! network namespace, the harness-made cgroup its daemon is placed in, the
 //! daemon process and the CRI client to it; what it has left behind (for the
-//! leak check), and stopping everything it started.
+//! leak check), restarting the daemon alone (its pods left running, its
+//! state kept), and stopping everything it started.
 
 mod containerd;
 mod network;
@@ -9,6 +10,7 @@ mod nidus;
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -87,6 +89,12 @@ pub struct Runtime {
     pub version: String,
     daemon: Option<Child>,
     daemon_log: PathBuf,
+    /// The daemon's command line and whether it has a private `/run`, for a restart.
+    command: (String, Vec<String>, bool),
+    /// The daemon's private mount namespace (held open while the runtime
+    /// lives), for a restart to join: its `/run` holds containerd's shim
+    /// sockets and the mounts of its pods.
+    mount_ns: Option<fs::File>,
     cri: Option<Cri>,
     /// State entries present before any pod ran (image snapshots and such).
     baseline: BTreeSet<PathBuf>,
@@ -115,37 +123,56 @@ impl Runtime {
             netns,
             version: String::new(),
             daemon: None,
+            command: (String::new(), Vec::new(), false),
+            mount_ns: None,
             cri: None,
             baseline: BTreeSet::new(),
         };
         fs::create_dir_all(&runtime.logs)?;
-        let (program, args, private_run) = match kind.is_nidus() {
+        runtime.command = match kind.is_nidus() {
             true => nidus::prepare(&runtime)?,
             false => containerd::prepare(&runtime)?,
         };
-        runtime.spawn(&program, &args, private_run)?;
+        runtime.spawn(false)?;
         runtime.wait_ready().await?;
+        if runtime.command.2 {
+            let pid = runtime.daemon_pid().context("the daemon is not running")?;
+            let path = format!("/proc/{pid}/ns/mnt");
+            runtime.mount_ns = Some(fs::File::open(&path).with_context(|| format!("opening {path}"))?);
+        }
         Ok(runtime)
     }
 
-    fn spawn(&mut self, program: &str, args: &[String], private_run: bool) -> Result<()> {
+    /// Starts the daemon: the first time (`again` false) in a new private
+    /// mount namespace if it has one, with a new log; again in the one it
+    /// had, the log appended to.
+    fn spawn(&mut self, again: bool) -> Result<()> {
         let procs: Vec<String> = self.cgroup.procs_files().iter().map(|p| p.display().to_string()).collect();
         if procs.iter().any(|p| p.contains(':') || p.contains(char::is_whitespace)) {
             bail!("cgroup paths with ':' or spaces are not supported: {procs:?}");
         }
+        let (program, args, private_run) = &self.command;
         let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net={}", self.netns.path().display())).arg("--");
-        if private_run {
-            // Own mount namespace: the daemon's mounts (and its shims') are
-            // its own, and vanish with its last process.
-            cmd.args(["unshare", "--mount", "--propagation", "private", "--"]);
+        cmd.arg(format!("--net={}", self.netns.path().display()));
+        match (private_run, again) {
+            (false, _) => {}
+            (true, false) => {
+                // Own mount namespace: the daemon's mounts (and its shims') are
+                // its own, and vanish with its last process.
+                cmd.args(["--", "unshare", "--mount", "--propagation", "private"]);
+                cmd.env("BENCH_PRIVATE_RUN", "1");
+            }
+            (true, true) => {
+                let held = self.mount_ns.as_ref().context("the daemon's mount namespace was not kept")?;
+                cmd.arg(format!("--mount=/proc/{}/fd/{}", std::process::id(), held.as_raw_fd()));
+            }
         }
-        cmd.args(["sh", "-c", LAUNCH_SCRIPT, "sh", program]).args(args);
+        cmd.arg("--").args(["sh", "-c", LAUNCH_SCRIPT, "sh", program]).args(args);
         cmd.env("BENCH_CGROUP_PROCS", procs.join(":"));
-        if private_run {
-            cmd.env("BENCH_PRIVATE_RUN", "1");
-        }
-        let log = fs::File::create(&self.daemon_log)?;
+        let log = match again {
+            false => fs::File::create(&self.daemon_log)?,
+            true => fs::OpenOptions::new().append(true).open(&self.daemon_log)?,
+        };
         let child = cmd
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -181,6 +208,81 @@ impl Runtime {
 
     pub fn name(&self) -> &'static str {
         self.kind.name()
+    }
+
+    /// Stops the daemon alone (`Stop::Clean`: SIGTERM, waited for up to 10 s;
+    /// `Stop::Kill`: SIGKILL), leaving its pods, monitors or shims running
+    /// and its state where it is, then starts it again the same way (in the
+    /// same namespaces and cgroup) and times it back: to a Status that
+    /// answers RuntimeReady, and to a ListContainers that lists
+    /// `containers` running containers, polled every 2 ms.
+    pub async fn restart(&mut self, stop: Stop, containers: usize) -> Result<Restarted> {
+        let mut child = self.daemon.take().context("the daemon is not running")?;
+        self.cri = None;
+        let pid = child.id() as i32;
+        let began = Instant::now();
+        match stop {
+            Stop::Clean => {
+                host::signal(pid, Signal::SIGTERM);
+                let deadline = began + Duration::from_secs(10);
+                while child.try_wait()?.is_none() {
+                    if Instant::now() > deadline {
+                        host::signal(pid, Signal::SIGKILL);
+                        let _ = child.wait();
+                        bail!("{} did not exit within 10 s of SIGTERM; killed", self.name());
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            Stop::Kill => {
+                host::signal(pid, Signal::SIGKILL);
+                child.wait()?;
+            }
+        }
+        let stopped = began.elapsed();
+        let began = Instant::now();
+        self.spawn(true)?;
+        let deadline = began + Duration::from_secs(120);
+        let mut ready = None;
+        loop {
+            if let Some(status) = self.daemon.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.daemon = None;
+                bail!("{} exited at its restart ({status}); its log:\n{}", self.name(), self.log_tail());
+            }
+            if self.cri.is_none() {
+                if let Ok(cri) = Cri::connect(&self.socket).await {
+                    self.cri = Some(cri);
+                }
+            }
+            if let Some(cri) = &self.cri {
+                if ready.is_none() && cri.runtime_ready().await.unwrap_or(false) {
+                    ready = Some(began.elapsed());
+                }
+                if ready.is_some() {
+                    let listed = cri.list_containers().await.unwrap_or_default();
+                    let running =
+                        listed.iter().filter(|c| c.state() == ::nidus::api::ContainerState::ContainerRunning).count();
+                    if running >= containers {
+                        let listed = began.elapsed();
+                        self.version = cri.version().await?.runtime_version;
+                        return Ok(Restarted { stopped, ready: ready.unwrap_or(listed), listed });
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{} restarted did not list {containers} running containers within 120 s; its log:\n{}",
+                    self.name(),
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// The daemon runs and has a client (false after a restart that failed).
+    pub fn is_up(&self) -> bool {
+        self.daemon.is_some() && self.cri.is_some()
     }
 
     pub fn cri(&self) -> &Cri {
@@ -347,6 +449,8 @@ impl Runtime {
         if !left.is_empty() {
             eprintln!("warning: processes of {} survive SIGKILL: {left:?}", self.name());
         }
+        // With its last process gone, the namespace and its mounts go too.
+        self.mount_ns = None;
     }
 
     /// The cgroup `path` of this runtime's tree in one line, for messages.
@@ -367,6 +471,35 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// How `Runtime::restart` stops the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM, and its exit waited for.
+    Clean,
+    /// SIGKILL.
+    Kill,
+}
+
+impl Stop {
+    pub fn key(self) -> &'static str {
+        match self {
+            Stop::Clean => "clean",
+            Stop::Kill => "kill_9",
+        }
+    }
+}
+
+/// What a restart took.
+#[derive(Debug, Clone, Copy)]
+pub struct Restarted {
+    /// From the signal to the daemon's exit.
+    pub stopped: Duration,
+    /// From the new daemon's start to a Status that answers RuntimeReady.
+    pub ready: Duration,
+    /// From the new daemon's start to a ListContainers listing every container running.
+    pub listed: Duration,
 }
 
 impl Drop for Runtime {

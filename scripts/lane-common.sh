@@ -1,14 +1,14 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154,SC2034 # the lane script sets lane_name, lane_env, tests and started, and uses vmlinuz, test_limit…
-# What a VM lane needs beside its VM, sourced by scripts/vm-lane (the
-# cgroup v2 lane): its paths, the kernel and busybox it downloads from apt,
-# the initramfs, the test binaries and the plan, the time limits, and the
-# report of each plan line.
+# What the two VM lanes share, sourced by scripts/vm-lane (the cgroup v2
+# lane) and scripts/node-lane (the production-node lane): their paths, the
+# kernel and busybox they download from apt, the initramfs, the test
+# binaries and the plan, the time limits, and the report of each plan line.
 #
 # The sourcing script sets, before it sources this file:
 #   lane_name  its name in messages and its directory under the target dir
-#              (vm-lane)
-#   lane_env   the prefix of its environment variables (VM_LANE):
+#              (vm-lane, node-lane)
+#   lane_env   the prefix of its environment variables (VM_LANE, NODE_LANE):
 #              ${lane_env}_DIR, _TESTS, _THREADS, _ARGS, _KEEP, _SCALE,
 #              _TEST_TIMEOUT, _TIMEOUT, _MAX_SECONDS
 # and runs from the checkout's top directory.

@@ -1,6 +1,7 @@
 # shellcheck shell=sh
-# The plan runner of a VM lane, sourced inside the VM by scripts/vm-runner
-# (the cgroup v2 lane's PID 1): runs each test binary of the plan (see
+# The plan runner both VM lanes share, sourced inside the VM by
+# scripts/vm-runner (the cgroup v2 lane's PID 1) and scripts/node-runner
+# (the node lane's systemd unit): runs each test binary of the plan (see
 # scripts/lane-common.sh) in a cgroup of its own, under its time limit, and
 # writes `<name>.log` and `<name>.rc` beside the plan, then `done`.
 

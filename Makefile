@@ -1,7 +1,9 @@
 # nidus: `make run` builds and starts the runtime with embedded defaults;
 # `make test` installs what the tests need and runs the whole suite (as root),
 # on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone);
-# `make test-kubelet` runs a small cluster on nidus (not part of `make test`);
+# `make test-node` runs tests in a Debian VM with systemd, AppArmor and
+# cgroup v2 only, and `make test-kubelet` a small cluster on nidus (neither
+# is part of `make test`);
 # `make bench` compares nidus with containerd + runc (bench/, as root);
 # `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
 
@@ -11,7 +13,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-v2 test-kubelet test-deps bench lint fuzz clean
+.PHONY: all build run test test-v2 test-node test-kubelet test-deps bench lint fuzz clean
 
 all: build
 
@@ -35,6 +37,13 @@ test: test-deps
 # throwaway qemu VM with a pure cgroup v2 kernel (see scripts/vm-lane).
 test-v2:
 	./scripts/vm-lane
+
+# The production-node lane: Debian's kernel booting a Debian 12 image made
+# with mmdebstrap (cached in target/node-lane) with systemd as PID 1,
+# AppArmor enabled and cgroup v2 only, the tests run from a systemd unit
+# (see scripts/node-lane). Not part of `make test` yet.
+test-node:
+	./scripts/node-lane
 
 # The kubelet lane: Kubernetes 1.20.2 built from Debian's source (cached in
 # target/kubelet-lane), a control plane and two kubelet nodes on nidus in a

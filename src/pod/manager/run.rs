@@ -190,10 +190,9 @@ impl Sandboxes {
         // In the run dir: it goes with it.
         store::write_json_with(&paths.pause(), &identity, store::Durability::Volatile)?;
         if record.namespaces.net {
-            self.network.attach(&pod_network_info(record, identity.pid)).await?;
-            // The pause is alive (undone after this): its namespace is the one DEL is given.
-            let (network, sandbox_id, pause_pid) = (&self.network, record.id.clone(), identity.pid);
-            undo.push_async("pod network", move || async move { network.detach(&sandbox_id, Some(pause_pid)).await });
+            // Its steps register their undos here, after the pause's: they
+            // run while the pause still holds the namespace.
+            self.network.attach(&pod_network_info(record, identity.pid), undo).await?;
         }
 
         let written = written

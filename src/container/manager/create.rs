@@ -340,8 +340,9 @@ impl Containers {
         let EarlyWork { cgroup, go_ahead, layers, devices, cdi } = early;
         // A spare monitor and a spare directory are taken: a failed create
         // has them replaced at once (no `go` is said then, which is when the
-        // replacements come otherwise), once its monitor has ended.
-        undo.push("spares taken", || {
+        // replacements come otherwise), once its monitor has ended. Async:
+        // the replacements are made on the runtime.
+        undo.push_async("spares taken", || async {
             self.refill_spares();
             Ok::<_, Infallible>(())
         });

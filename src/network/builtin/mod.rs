@@ -156,7 +156,7 @@ impl Builtin {
         lock(&self.masquerade_state).clone()
     }
 
-    /// Attaches a pod; the caller undoes a failure with `detach`.
+    /// Attaches a pod, each step registering its undo in `undo` (the pod's).
     pub async fn attach<'a>(
         &'a self,
         pod: &PodInfo,

@@ -47,4 +47,5 @@ pub mod socket_client;
 pub mod stats;
 pub mod store;
 pub mod streaming;
+pub mod undo;
 pub mod wire;

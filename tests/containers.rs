@@ -632,6 +632,63 @@ async fn create_container_refuses_bad_input_and_leaves_nothing() {
     env.assert_no_leftovers();
 }
 
+/// A CreateContainer that fails late — after its directory, lease, record,
+/// cgroup and monitor exist: in its spec (an unknown user), or in its init
+/// after `go` (a working directory that is a file) — answers the error and
+/// leaves nothing of it: no container, directory, record, lease, cgroup,
+/// mount or process, and its name is free again.
+#[tokio::test]
+async fn a_create_failing_late_leaves_no_directory_record_lease_cgroup_mount_or_process() {
+    let mut env = TestEnv::new("ctrlate");
+    let mut cri = env.start().await;
+    let image = env.import_busybox(&mut cri).await;
+    let pod = env.pod("late");
+    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let pause_only = env.cgroup_processes();
+    let mounts_before = env.leftover_mounts();
+    let container_dirs = |env: &TestEnv| -> Vec<std::path::PathBuf> {
+        env.leftover_sandbox_dirs().into_iter().filter(|d| !d.to_string_lossy().contains("/sandboxes/")).collect()
+    };
+
+    type Edit = fn(&mut ContainerConfig);
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        ("in its spec", |c| security(c).run_as_username = "ghost".into(), "ghost"),
+        ("in its init after go", |c| c.working_dir = "/bin/sh".into(), "working directory /bin/sh"),
+    ];
+    for (when, edit, named) in cases {
+        let mut config = container_config("late", &image, &["sleep", "1000"]);
+        edit(&mut config);
+        let err = cri.create_container(&pod_id, &pod, config).await.unwrap_err();
+        assert!(err.message().contains(named), "failing {when}: {err:?}");
+        assert!(cri.list_containers(None).await.is_empty(), "failing {when}: no container is listed");
+        assert_eq!(
+            container_dirs(&env),
+            Vec::<std::path::PathBuf>::new(),
+            "failing {when}: directories or records left"
+        );
+        assert_eq!(
+            host::names_in(&env.root.join("images/leases")),
+            Vec::<String>::new(),
+            "failing {when}: a lease left"
+        );
+        assert_only_the_sandbox_cgroup(&env, &mut cri, &pod_id).await;
+        assert_eq!(env.leftover_mounts(), mounts_before, "failing {when}: a mount left");
+        // The undo waits for the monitor's end (5 s at most) before it answers.
+        let began = Instant::now();
+        while env.cgroup_processes() != pause_only && began.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(env.cgroup_processes(), pause_only, "failing {when}: only the pause is left");
+    }
+    // The name is free: the same name and attempt is created and runs.
+    let id = cri.run_container(&pod_id, &pod, container_config("late", &image, &["sleep", "1000"])).await;
+    assert_eq!(cri.status_of(&id).await.state(), ContainerState::ContainerRunning);
+    cri.remove_container(&id).await.unwrap();
+    cri.stop_pod(&pod_id).await.unwrap();
+    cri.remove_pod(&pod_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
 /// In every hierarchy, the pod's cgroup holds the sandbox's and nothing else
 /// (but the one made ahead for its first container, on v1, if no container
 /// took it).

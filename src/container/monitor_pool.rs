@@ -22,7 +22,6 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use crate::helper;
 use crate::ids;
@@ -70,20 +69,13 @@ impl PendingMonitor {
         let _ = store::remove_tree(&dir);
     }
 
-    /// Ends a monitor that will not get `go` (its input closes) and waits
-    /// (a few seconds at most) until it has, so nothing of it writes in a
-    /// run dir being removed.
-    pub async fn dismiss(self) {
-        let PendingMonitor { go, reply, handle, .. } = self;
-        drop((go, reply));
-        if let Some(handle) = handle {
-            let _ = tokio::time::timeout(DISMISS_WAIT, handle.exited()).await;
-        }
+    /// A handle to wait for this monitor's end on (None when it has none):
+    /// a failed create's undo waits on it, once the input has closed, so
+    /// that nothing of the monitor writes in a run dir being removed.
+    pub fn exit_watch(&self) -> Option<Pidfd> {
+        self.handle.as_ref().and_then(|h| h.try_clone().ok())
     }
 }
-
-/// How long `dismiss` waits for a monitor to end.
-const DISMISS_WAIT: Duration = Duration::from_secs(5);
 
 pub struct MonitorPool {
     binary: PathBuf,
@@ -174,8 +166,8 @@ impl MonitorPool {
     /// A monitor assigned to a container: a spare when one waits, else a new
     /// one (which settles first). Its directory becomes the run dir; it
     /// then waits for `go`, and dropped without `go`, it ends. The caller
-    /// has spares refilled later once it has said `go`, and `refill` once it
-    /// has dismissed it.
+    /// has spares refilled later once it has said `go`, and `refill` when
+    /// its create failed (an undo of the create).
     pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = assignment.try_encode().map_err(io::Error::other)?.into_bytes();
         line.push(b'\n');

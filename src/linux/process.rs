@@ -112,6 +112,11 @@ impl Pidfd {
         Ok(Self(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
     }
 
+    /// Another handle on the same process.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        self.0.try_clone().map(Self)
+    }
+
     /// Sends `signal` to the process; a process that already exited is not an error.
     pub fn send_signal(&self, signal: i32) -> io::Result<()> {
         // SAFETY: pidfd_send_signal with a null siginfo and zero flags reads no

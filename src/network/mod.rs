@@ -13,6 +13,7 @@ pub mod pod_cidr;
 pub mod runtime_config;
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::linux::reaper::Reaper;
 use crate::store::{Durability, StoreError};
+use crate::undo::Undo;
 
 pub use cache::{Attachment, AttachmentCache, Backend};
 pub use config::{BuiltinMode, NetworkSettings};
@@ -272,9 +274,10 @@ impl PodNetworks {
         lock(&self.ips).get(sandbox_id).cloned().unwrap_or_default()
     }
 
-    /// Attaches a pod (RunPodSandbox). On failure everything made is undone
-    /// and the cache entry removed; the error is returned.
-    pub async fn attach(&self, pod: &PodInfo) -> Result<Vec<IpAddr>, NetworkError> {
+    /// Attaches a pod (RunPodSandbox). Each step registers its undo in
+    /// `undo`, the pod's: a failure here, or later in RunPodSandbox, undoes
+    /// the attachment with the rest of the pod.
+    pub async fn attach<'a>(&'a self, pod: &PodInfo, undo: &Undo<'a>) -> Result<Vec<IpAddr>, NetworkError> {
         let started = std::time::Instant::now();
         let netns = format!("/proc/{}/ns/net", pod.pause_pid);
         let attached = match self.choose() {
@@ -283,8 +286,8 @@ impl PodNetworks {
                 return Ok(Vec::new());
             }
             Chosen::Broken(why) => return Err(NetworkError::NotReady(why)),
-            Chosen::Cni(list) => (self.attach_cni(pod, list, &netns).await, "cni"),
-            Chosen::Builtin => (self.attach_builtin(pod).await, "builtin"),
+            Chosen::Cni(list) => (self.attach_cni(pod, list, &netns, undo).await, "cni"),
+            Chosen::Builtin => (self.attach_builtin(pod, undo).await, "builtin"),
         };
         let (attached, network) = attached;
         self.metrics.network_set_up(network, attached.is_ok(), started.elapsed());
@@ -292,23 +295,26 @@ impl PodNetworks {
             Ok(ips) => {
                 tracing::info!(pod_id = %pod.sandbox_id, ips = ?ips, elapsed_us = started.elapsed().as_micros() as u64, "pod network attached");
                 lock(&self.ips).insert(pod.sandbox_id.clone(), ips.clone());
+                let sandbox_id = pod.sandbox_id.clone();
+                undo.push("pod addresses", move || {
+                    lock(&self.ips).remove(&sandbox_id);
+                    Ok::<_, Infallible>(())
+                });
                 Ok(ips)
             }
             Err(e) => {
-                tracing::warn!(pod_id = %pod.sandbox_id, error = %e, "pod network ADD failed; undoing it");
-                if let Err(undo) = self.detach(&pod.sandbox_id, Some(pod.pause_pid)).await {
-                    tracing::error!(pod_id = %pod.sandbox_id, error = %undo, "cannot undo a failed pod network ADD");
-                }
+                tracing::warn!(pod_id = %pod.sandbox_id, error = %e, "pod network set-up failed; it is undone with the pod");
                 Err(e)
             }
         }
     }
 
-    async fn attach_cni(
-        &self,
+    async fn attach_cni<'a>(
+        &'a self,
         pod: &PodInfo,
         list: cni::NetworkList,
         netns: &str,
+        undo: &Undo<'a>,
     ) -> Result<Vec<IpAddr>, NetworkError> {
         let args = runtime_config::cni_args(pod).map_err(NetworkError::Invalid)?;
         let runtime_config = runtime_config::for_cni(pod, &self.pod_cidrs_set());
@@ -333,6 +339,16 @@ impl PodNetworks {
             args,
             runtime_config,
         };
+        // The record and the ADD it announces are undone together: DEL
+        // through the list (an ADD that failed half-way, or never ran, is
+        // DEL's to clean up, as the CNI spec has it), then the record. A DEL
+        // that fails keeps the record, for the next start's sweep to DEL again.
+        let (sandbox_id, del_list, del_args) = (pod.sandbox_id.clone(), list.clone(), pod_args.clone());
+        undo.push_async("CNI attachment (record, ADD)", move || async move {
+            self.cni.del(&del_list, &del_args, None).await?;
+            self.cache.remove(&sandbox_id, Durability::Durable)?;
+            Ok::<_, NetworkError>(())
+        });
         let result = self.cni.add(&list, &pod_args).await?;
         let ips = cni::result::pod_ips(&result, POD_IFNAME);
         if let Backend::Cni { result: cached, .. } = &mut attachment.backend {
@@ -343,7 +359,7 @@ impl PodNetworks {
         Ok(ips)
     }
 
-    async fn attach_builtin(&self, pod: &PodInfo) -> Result<Vec<IpAddr>, NetworkError> {
+    async fn attach_builtin<'a>(&'a self, pod: &PodInfo, undo: &Undo<'a>) -> Result<Vec<IpAddr>, NetworkError> {
         let cidrs = self.pod_cidrs();
         let mut attachment = Attachment {
             sandbox_id: pod.sandbox_id.clone(),
@@ -356,7 +372,9 @@ impl PodNetworks {
             ips: Vec::new(),
         };
         self.cache.write(&attachment, Durability::Volatile)?;
-        let ips = self.builtin.attach(pod, &cidrs).await?;
+        let sandbox_id = pod.sandbox_id.clone();
+        undo.push("built-in attachment record", move || self.cache.remove(&sandbox_id, Durability::Volatile));
+        let ips = self.builtin.attach(pod, &cidrs, undo).await?;
         attachment.ips = ips.clone();
         self.cache.write(&attachment, Durability::Volatile)?;
         Ok(ips)

@@ -1,18 +1,21 @@
 //! CreateContainer: the leased layers and the cgroup (started first, on the
 //! blocking pool), the records and directories, the spec (from the config,
 //! the image and the pod) and the seccomp program, made at once; then the
-//! monitor builds the container and leaves its init blocked. A failed create
-//! undoes everything it made.
+//! monitor builds the container and leaves its init blocked. Each step that
+//! makes something registers its undo right there (`crate::undo`): a failed
+//! create runs them, newest first, and so undoes everything it made.
 
 use crate::container::spec::ImageVolume;
 use crate::container::ImageSourceError;
+use std::convert::Infallible;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::api;
@@ -34,6 +37,7 @@ use crate::linux::process::{boot_id, ProcessIdentity};
 use crate::monitor::plan::{CgroupJoin, CgroupMount, MonitorAssignment, MonitorPlan, RootfsPlan, RunFiles};
 use crate::pod::{SandboxState, SandboxView};
 use crate::store;
+use crate::undo::Undo;
 use crate::wire::{BuildStep, CreateTimings, Created, Message};
 
 use super::{
@@ -51,6 +55,9 @@ struct Prepared {
 /// The layers a container leased, with the image's /etc/passwd and /etc/group.
 type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
 
+/// A built container: its durable record, its init, how the init joined its cgroup.
+type Built = (ContainerRecord, InitProcess, Option<CgroupJoin>);
+
 /// What CreateContainer hands to the blocking pool as soon as the
 /// container's directory is there: the layers leased (before the first
 /// record, too, with the mount points fitted) and the container cgroup with its device
@@ -58,8 +65,8 @@ type LeasedLayers = (Vec<PathBuf>, Option<String>, Option<String>);
 /// waits for the plan (`go_ahead`), applies the resources and says `go` to
 /// the monitor itself: the last of the two to finish says it, with no trip
 /// back to the async threads in between; a plan never sent ends it without
-/// `go`. Each task is awaited on every path, so nothing of it outlives a
-/// failed create's undo.
+/// `go`. The undo of each task waits for its end (`Ended`), so nothing of
+/// it outlives a failed create's undo.
 struct EarlyWork {
     cgroup: JoinHandle<Result<(), ContainerError>>,
     go_ahead: mpsc::SyncSender<GoAhead>,
@@ -81,78 +88,127 @@ async fn joined<T>(task: JoinHandle<Result<T, ContainerError>>) -> Result<T, Con
     task.await.map_err(|e| ContainerError::Build(e.to_string()))?
 }
 
+/// The end of a task on the blocking pool, whoever awaits its result: what
+/// an undo waits for before it takes away what the task made.
+struct Ended(oneshot::Receiver<()>);
+
+impl Ended {
+    async fn wait(self) {
+        // The sender goes with the task's closure: returned, panicked or never run.
+        let _ = self.0.await;
+    }
+}
+
+/// `work` on the blocking pool: its result, and its end for an undo.
+fn spawn_watched<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> (JoinHandle<T>, Ended) {
+    let (ending, ended) = oneshot::channel::<()>();
+    let task = tokio::task::spawn_blocking(move || {
+        let _ending = ending;
+        work()
+    });
+    (task, Ended(ended))
+}
+
+/// The undo of a lease: `holder`'s leases released, on the blocking pool.
+pub(super) async fn release_lease(
+    images: Arc<dyn crate::container::ImageSource>,
+    holder: String,
+) -> Result<(), String> {
+    match tokio::task::spawn_blocking(move || images.release(&holder)).await {
+        Ok(released) => released.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Removes a file; one already gone is no error.
+fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 impl Containers {
     /// CreateContainer in a ready sandbox: returns the new container's id
-    /// once its init is built and blocked, waiting for StartContainer.
+    /// once its init is built and blocked, waiting for StartContainer. A
+    /// failure undoes every step made so far, newest first (`Undo`).
     pub async fn create(&self, request: ContainerCreate) -> Result<String, ContainerError> {
         if request.sandbox.state != SandboxState::Ready || request.sandbox.pause.is_none() {
             return Err(ContainerError::Precondition(format!("sandbox {} is not ready", request.sandbox.record.id)));
         }
         let id = ids::new_id();
-        let (request, restore) = match self.restore_request(&request, &id).await {
-            Ok(Some((restored, source))) => (restored, Some(source)),
-            Ok(None) => (request, None),
-            Err(e) => {
-                let _ = self.images.release(&id);
-                return Err(e);
-            }
-        };
-        let slot = name_slot(&request.sandbox.record.id, &request.name_key);
-        {
-            let mut index = self.index();
-            if let Some(existing) = index.names.get(&slot) {
-                if restore.is_some() {
-                    let _ = self.images.release(&id);
-                }
-                return Err(ContainerError::NameInUse {
-                    name: request.name_key.clone(),
-                    sandbox: request.sandbox.record.id.clone(),
-                    id: existing.clone(),
-                });
-            }
-            index.names.insert(slot.clone(), id.clone());
-        }
-        let result = self.build(&id, &request, restore.as_ref()).await;
-        match result {
+        let undo = Undo::new("CreateContainer").pod(&request.sandbox.record.id).container(&id);
+        match self.admit_and_build(&id, request, &undo).await {
             Ok((record, init, cgroup_join)) => {
+                undo.commit();
                 let entry = Entry::new(record, Some(init), cgroup_join);
                 self.index().by_id.insert(id.clone(), entry.clone());
                 self.emit(EventKind::Created, &entry);
                 self.watch(id.clone(), entry);
                 Ok(id)
             }
-            Err((e, record)) => {
+            Err(e) => {
                 tracing::warn!(container_id = %id, error = %e, "CreateContainer failed; undoing");
-                if let Some(record) = record {
-                    // Hooks that ran (prestart, say) get their poststop to undo their work.
-                    super::hooks::poststop_if_pending(&record, &self.paths(&id)).await;
-                    if let Err(undo) = self.tear_down(&record).await {
-                        tracing::error!(container_id = %id, error = %undo, "could not undo a failed CreateContainer");
-                    }
-                } else {
-                    let paths = self.paths(&id);
-                    let _ = store::remove_tree(&paths.run_dir);
-                    let _ = store::remove_tree(&paths.dir);
-                    let _ = self.images.release(&id);
-                }
-                self.index().names.remove(&slot);
+                undo.rollback().await;
                 Err(e)
             }
         }
     }
 
-    async fn build(
-        &self,
+    /// The request as a restore turns it (a checkpoint's image leased), the
+    /// name reserved, then the container built.
+    async fn admit_and_build<'s>(
+        &'s self,
+        id: &str,
+        request: ContainerCreate,
+        undo: &Undo<'s>,
+    ) -> Result<Built, ContainerError> {
+        let (request, restore) = match self.restore_request(&request, id, undo).await? {
+            Some((restored, source)) => (restored, Some(source)),
+            None => (request, None),
+        };
+        self.reserve_name(id, &request, undo)?;
+        self.build(id, &request, restore.as_ref(), undo).await
+    }
+
+    /// Reserves the container's name slot (sandbox, name, attempt) for `id`.
+    fn reserve_name<'s>(&'s self, id: &str, request: &ContainerCreate, undo: &Undo<'s>) -> Result<(), ContainerError> {
+        let slot = name_slot(&request.sandbox.record.id, &request.name_key);
+        {
+            let mut index = self.index();
+            if let Some(existing) = index.names.get(&slot) {
+                return Err(ContainerError::NameInUse {
+                    name: request.name_key.clone(),
+                    sandbox: request.sandbox.record.id.clone(),
+                    id: existing.clone(),
+                });
+            }
+            index.names.insert(slot.clone(), id.to_string());
+        }
+        let owner = id.to_string();
+        undo.push("name reserved", move || {
+            let mut index = self.index();
+            if index.names.get(&slot) == Some(&owner) {
+                index.names.remove(&slot);
+            }
+            Ok::<_, Infallible>(())
+        });
+        Ok(())
+    }
+
+    async fn build<'s>(
+        &'s self,
         id: &str,
         request: &ContainerCreate,
         restore: Option<&restore::RestoreSource>,
-    ) -> Result<(ContainerRecord, InitProcess, Option<CgroupJoin>), (ContainerError, Option<ContainerRecord>)> {
+        undo: &Undo<'s>,
+    ) -> Result<Built, ContainerError> {
         let config = &request.config;
         let sandbox = &request.sandbox;
         let paths = self.paths(id);
         let requested = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
-        let image = self.images.resolve(&requested).map_err(|e| (e.into(), None))?;
-        let cgroup = sandbox.record.pod_cgroup.join(id).map_err(|e| (e.into(), None))?;
+        let image = self.images.resolve(&requested)?;
+        let cgroup = sandbox.record.pod_cgroup.join(id)?;
         let stop_signal = signal::from_cri(config.stop_signal)
             .or_else(|| (!image.stop_signal.is_empty()).then(|| signal::parse(&image.stop_signal)).flatten())
             .unwrap_or(libc::SIGTERM);
@@ -187,35 +243,32 @@ impl Containers {
             resources: None,
             image_volumes: Vec::new(),
         };
-        let fail = |e: ContainerError, r: &ContainerRecord| (e, Some(r.clone()));
         let privileged = config.linux.as_ref().and_then(|l| l.security_context.as_ref()).is_some_and(|s| s.privileged);
-        let mut devices = if privileged {
-            host_devices(Path::new("/dev"))
-        } else {
-            config_devices(&config.devices).map_err(|e| (e, None))?
-        };
-        let cdi = self.resolve_cdi(id, config).await.map_err(|e| (e, None))?;
+        let mut devices = if privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
+        let cdi = self.resolve_cdi(id, config).await?;
         if let Some(cdi) = &cdi {
             crate::cdi::apply::merge_devices(&mut devices, cdi);
         }
         // The container's directory with its upper and work directories (a
         // spare renamed: see `spare_dirs`). Not fsynced: lost in a power cut,
         // the directory has no record and is removed at the next start, which
-        // is just as right. The final record is durable.
-        self.dirs.take(&paths.dir).map_err(|e| (io_err(format!("cannot create {}", paths.dir.display()))(e), None))?;
+        // is just as right. The final record is durable. Its undo is
+        // registered first: a directory half made in place goes too.
+        let dir = paths.dir.clone();
+        undo.push("container directory", move || store::remove_tree(&dir));
+        self.dirs.take(&paths.dir).map_err(io_err(format!("cannot create {}", paths.dir.display())))?;
         // A lease whose container never got a record is released at the next start.
-        let layers = self.start_lease(id, &image.id, paths.upper(), restore.is_some(), sandbox.record.userns);
+        let (layers, leased) = self.start_lease(id, &image.id, paths.upper(), restore.is_some(), sandbox.record.userns);
+        let (images, holder) = (self.images.clone(), id.to_string());
+        undo.push_async("image lease", move || async move {
+            // The task may still be fitting the mount points in the directory.
+            leased.wait().await;
+            release_lease(images, holder).await
+        });
         let first = paths.dir.join(spare_dirs::FIRST_RECORD);
-        let recorded = store::write_json_into_spare(&paths.record(), &first, &record, store::Durability::Volatile)
-            .map_err(|e| {
-                let _ = store::remove_tree(&paths.dir);
-                e.into()
-            });
-        if let Err(e) = recorded {
-            // Without a record, the caller releases the lease once it is taken.
-            let _ = layers.await;
-            return Err((e, None));
-        }
+        store::write_json_into_spare(&paths.record(), &first, &record, store::Durability::Volatile)?;
+        let record_path = paths.record();
+        undo.push("container record", move || remove_if_present(&record_path));
         // Made only once the record names it: a daemon killed from here on
         // leaves a create the next start undoes, cgroup and all.
         // The cgroup made ahead for the pod's first container serves one
@@ -223,13 +276,25 @@ impl Containers {
         let ahead = (!privileged && devices.is_empty())
             .then(|| ahead::path(&request.sandbox.record.pod_cgroup, &request.sandbox.record.id).ok())
             .flatten();
-        let (cgroup, go_ahead) = self.start_cgroup(&record.cgroup, ahead, privileged, &devices);
+        let (cgroup, go_ahead, made) = self.start_cgroup(&record.cgroup, ahead, privileged, &devices);
+        let container_cgroup = record.cgroup.clone();
+        undo.push_async("container cgroup", move || async move {
+            // The task ends once it has made the cgroup and the plan is sent or dropped.
+            made.wait().await;
+            self.kill_all(&container_cgroup).await;
+            let owned = self.owned_cgroups.clone();
+            tokio::task::spawn_blocking(move || {
+                owned.remove(&container_cgroup);
+                owned.prune_above(&container_cgroup);
+            })
+            .await
+        });
         let early = EarlyWork { cgroup, go_ahead, layers, devices, cdi };
-        let Prepared { monitor, files } =
-            self.make(&mut record, &image, request, &paths, restore, early).await.map_err(|e| fail(e, &record))?;
+        let Prepared { monitor, files } = self.make(&mut record, &image, request, &paths, restore, early, undo).await?;
         // The durable record is written while the monitor builds the init.
         // Until the monitor has recorded the init in the run dir, a crash
         // leaves a create the next start undoes (see `interrupted_create`).
+        // Its undo is the first record's: the same file.
         let mut created = record.clone();
         created.lifecycle = Lifecycle::Created;
         let (record_path, final_record) = (paths.record(), created.clone());
@@ -242,23 +307,23 @@ impl Containers {
             written.map_err(ContainerError::from)
         });
         let (spawned, written) = tokio::join!(self.spawn_monitor(monitor, &files), joined(write));
-        if let Err(e) = written {
-            // Built or not, the container goes: its record is not safe.
-            return Err(fail(e, &record));
-        }
-        let (init, cgroup_join) = spawned.map_err(|e| fail(e, &record))?;
+        // Built or not, the container goes when its record is not safe.
+        written?;
+        let (init, cgroup_join) = spawned?;
         tracing::info!(container_id = %id, pod_id = %created.sandbox_id, pid = init.identity.pid, "container created");
         Ok((created, init, cgroup_join))
     }
 
-    async fn make(
-        &self,
+    #[allow(clippy::too_many_arguments)]
+    async fn make<'s>(
+        &'s self,
         record: &mut ContainerRecord,
         image: &crate::container::SourceImage,
         request: &ContainerCreate,
         paths: &ContainerPaths,
         restore: Option<&restore::RestoreSource>,
         early: EarlyWork,
+        undo: &Undo<'s>,
     ) -> Result<Prepared, ContainerError> {
         let id = record.id.clone();
         let sandbox = &request.sandbox;
@@ -273,19 +338,35 @@ impl Containers {
         // being made; the cgroup's task says `go` once both the plan and the
         // cgroup are done.
         let EarlyWork { cgroup, go_ahead, layers, devices, cdi } = early;
+        // A spare monitor and a spare directory are taken: a failed create
+        // has them replaced at once (no `go` is said then, which is when the
+        // replacements come otherwise), once its monitor has ended. Async:
+        // the replacements are made on the runtime.
+        undo.push_async("spares taken", || async {
+            self.refill_spares();
+            Ok::<_, Infallible>(())
+        });
         let planned = async {
             // Owned by this future: dropped unsent when the plan fails, which
             // ends the cgroup's task without `go`.
             let go_ahead = go_ahead;
             let (monitor, spec) = tokio::join!(
-                self.launch_monitor(&files, paths, &sandbox.record.pause_cgroup),
-                self.container_spec(record, image, request, paths, (&devices, cdi.as_ref()), joined(layers)),
+                self.launch_monitor(&files, paths, &sandbox.record.pause_cgroup, undo),
+                self.container_spec(record, image, request, paths, (&devices, cdi.as_ref()), joined(layers), undo),
             );
             let planned = match (&monitor, spec) {
                 (Ok(monitor), Ok(spec)) => {
                     self.write_plan(record, request, paths, &files, restore, spec).await.and_then(|resources| {
                         monitor.plan_written();
                         let go = monitor.go_copy().map_err(io_err("cannot copy the monitor's input"))?;
+                        // From `go` on the init (and a restore's processes)
+                        // are in the container's cgroup: they are killed
+                        // before the monitor is waited for.
+                        let container_cgroup = record.cgroup.clone();
+                        undo.push_async("init in the container cgroup", move || async move {
+                            self.kill_all(&container_cgroup).await;
+                            Ok::<_, Infallible>(())
+                        });
                         // The task is waiting, or ended (its error is awaited below).
                         let _ = go_ahead.send(GoAhead { resources, go });
                         Ok(())
@@ -300,26 +381,15 @@ impl Containers {
         let ((monitor, planned), cgroup_made) = tokio::join!(planned, joined(cgroup));
         // The spec's or the plan's error first, then the cgroup's, then the
         // monitor's. With both monitor and plan there, the plan was sent: a
-        // cgroup task that ended well has said `go`.
-        let finished = planned.and(cgroup_made);
-        let failed = match (finished, monitor) {
-            (Ok(()), Ok(monitor)) => {
-                tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
-                // `go` is said: the replacement spares come once this
-                // container is built and, usually, started.
-                self.refill_spares_later();
-                return Ok(Prepared { monitor, files });
-            }
-            (Err(e), Ok(monitor)) => {
-                // It may be writing in the run dir still: let it end first.
-                monitor.dismiss().await;
-                e
-            }
-            (Err(e), Err(_)) | (Ok(()), Err(e)) => e,
-        };
-        // No `go` is said here, which is when the replacement spares come.
-        self.refill_spares();
-        Err(failed)
+        // cgroup task that ended well has said `go`. A monitor dropped here
+        // unsent ends (its input closes); its undo waits for that.
+        planned.and(cgroup_made)?;
+        let monitor = monitor?;
+        tracing::debug!(container_id = %id, elapsed_us = started.elapsed().as_micros() as u64, "container prepared");
+        // `go` is said: the replacement spares come once this
+        // container is built and, usually, started.
+        self.refill_spares_later();
+        Ok(Prepared { monitor, files })
     }
 
     /// Writes plan.json (and makes the log's directory) once the spec is
@@ -375,14 +445,16 @@ impl Containers {
     /// The container's OCI spec (written to the bundle) from its config,
     /// its image and its pod, with the leased layers and the cgroup
     /// resources to apply; fills in the record's user, security and resources.
-    async fn container_spec(
-        &self,
+    #[allow(clippy::too_many_arguments)]
+    async fn container_spec<'s>(
+        &'s self,
         record: &mut ContainerRecord,
         image: &crate::container::SourceImage,
         request: &ContainerCreate,
         paths: &ContainerPaths,
         (devices, cdi): (&[HostDevice], Option<&crate::cdi::Resolved>),
         leased: impl std::future::Future<Output = Result<LeasedLayers, ContainerError>>,
+        undo: &Undo<'s>,
     ) -> Result<(Vec<PathBuf>, oci_spec::runtime::Spec, oci_spec::runtime::LinuxResources), ContainerError> {
         let id = record.id.clone();
         let config = &request.config;
@@ -391,14 +463,9 @@ impl Containers {
         let started = std::time::Instant::now();
         let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
         let c = sc.capabilities.clone().unwrap_or_default();
-        let wanted = match caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities) {
-            Ok(wanted) => wanted,
-            Err(e) => {
-                // The lease is under way: it ends before the create is undone.
-                let _ = leased.await;
-                return Err(ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")));
-            }
-        };
+        // The lease under way ends before its undo releases it (see `build`).
+        let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
+            .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
         let capabilities = {
             // Nobody can hand out a capability it lacks (this node's root may
             // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
@@ -413,7 +480,7 @@ impl Containers {
         let (leased, seccomp) = tokio::join!(leased, self.seccomp_program(&id, &sc, sandbox, &capabilities));
         let (layers, passwd, group) = leased?;
         lap("layers leased");
-        let image_volumes = self.image_volumes(&id, config, paths).await?;
+        let image_volumes = self.image_volumes(&id, config, paths, undo).await?;
         record.image_volumes = image_volumes.iter().map(|v| (v.container_path.clone(), v.image_id.clone())).collect();
 
         // Who the process runs as, from the image's /etc/passwd and /etc/group.
@@ -506,6 +573,15 @@ impl Containers {
         });
         // The OCI hooks that apply (with no hooks directory: a stat each).
         record.hooks = self.apply_hooks(&mut oci, config, paths)?;
+        if record.hooks.as_ref().is_some_and(|h| h.has(crate::hooks::Stage::Poststop)) {
+            // Marked pending: whatever the create's hooks did gets its
+            // poststop to undo it, once the container's processes are gone.
+            let (pending, paths) = (record.clone(), paths.clone());
+            undo.push_async("poststop hooks pending", move || async move {
+                super::hooks::poststop_if_pending(&pending, &paths).await;
+                Ok::<_, Infallible>(())
+            });
+        }
         let spec_json = serde_json::to_vec_pretty(&oci).map_err(|e| ContainerError::Build(e.to_string()))?;
         // Not fsynced: the bundle serves the container's processes, which a
         // reboot ends (containerd keeps it on tmpfs); readers after a power
@@ -530,7 +606,7 @@ impl Containers {
         ahead: Option<CgroupPath>,
         privileged: bool,
         devices: &[HostDevice],
-    ) -> (JoinHandle<Result<(), ContainerError>>, mpsc::SyncSender<GoAhead>) {
+    ) -> (JoinHandle<Result<(), ContainerError>>, mpsc::SyncSender<GoAhead>, Ended) {
         use crate::cgroups::devices::{self, GrantedDevice};
         // A device with no access (a CDI node's `none`) is made but gets no rule.
         let granted: Vec<GrantedDevice> = devices
@@ -547,7 +623,7 @@ impl Containers {
         let (owned, cgroups, cgroup) = (self.owned_cgroups.clone(), self.cgroups.clone(), cgroup.clone());
         let aheads = self.ahead.clone();
         let (go_ahead, plan_written) = mpsc::sync_channel::<GoAhead>(1);
-        let task = tokio::task::spawn_blocking(move || {
+        let (task, ended) = spawn_watched(move || {
             if !ahead.is_some_and(|ahead| aheads.take(&ahead, &cgroup)) {
                 owned.create(&cgroup, cgroup.parent().as_ref())?;
                 if let Some(rules) = rules {
@@ -560,7 +636,7 @@ impl Containers {
             let _ = std::fs::File::from(go).write_all(format!("{}\n", BuildStep::Go.encode()).as_bytes());
             Ok(())
         });
-        (task, go_ahead)
+        (task, go_ahead, ended)
     }
 
     /// The CDI devices a container asks for, resolved against the spec
@@ -603,9 +679,9 @@ impl Containers {
         upper: PathBuf,
         restoring: bool,
         userns: Option<crate::linux::userns::IdMaps>,
-    ) -> JoinHandle<Result<LeasedLayers, ContainerError>> {
+    ) -> (JoinHandle<Result<LeasedLayers, ContainerError>>, Ended) {
         let (images, holder, image_id) = (self.images.clone(), holder.to_string(), image_id.to_string());
-        tokio::task::spawn_blocking(move || {
+        spawn_watched(move || {
             let layers = images.lease_layers(&holder, &image_id)?;
             let fitted = if restoring {
                 spare_dirs::remove_mount_points(&upper)
@@ -626,11 +702,12 @@ impl Containers {
     /// The config's image volumes: each image resolved, its layers leased
     /// for the container (and so kept, and unremovable, while it lives), its
     /// sub path looked up in them; on the blocking pool.
-    async fn image_volumes(
-        &self,
+    async fn image_volumes<'s>(
+        &'s self,
         id: &str,
         config: &api::ContainerConfig,
         paths: &ContainerPaths,
+        undo: &Undo<'s>,
     ) -> Result<Vec<ImageVolume>, ContainerError> {
         let wanted: Vec<(usize, api::Mount)> = config
             .mounts
@@ -642,6 +719,10 @@ impl Containers {
         if wanted.is_empty() {
             return Ok(Vec::new());
         }
+        // Leased one image at a time (a later one may fail): what was leased
+        // is released.
+        let (images, holder) = (self.images.clone(), id.to_string());
+        undo.push_async("image volume leases", move || release_lease(images, holder));
         let (images, holder, run_dir) = (self.images.clone(), id.to_string(), paths.run_dir.clone());
         tokio::task::spawn_blocking(move || {
             wanted
@@ -743,11 +824,12 @@ impl Containers {
     /// renamed to the run dir: it waits for `go` while the daemon prepares
     /// the container (it joins the pod's cgroup later, while the init
     /// builds). Dropping the result without `go` ends it.
-    async fn launch_monitor(
-        &self,
+    async fn launch_monitor<'s>(
+        &'s self,
         files: &RunFiles,
         paths: &ContainerPaths,
         pod_cgroup: &CgroupPath,
+        undo: &Undo<'s>,
     ) -> Result<PendingMonitor, ContainerError> {
         let assignment = MonitorAssignment {
             run_dir: files.dir.clone(),
@@ -759,13 +841,20 @@ impl Containers {
             .take(&assignment)
             .await
             .map_err(io_err(format!("cannot start the monitor {}", self.monitors.binary().display())))?;
+        // Its input closes when the create drops it (which ends a monitor
+        // not yet told `go`, and its prepared init); its run dir goes once
+        // it has ended, so nothing of it writes there any more.
+        let (watch, run_dir) = (monitor.exit_watch(), files.dir.clone());
+        undo.push_async("monitor and run dir", move || async move {
+            if let Some(watch) = watch {
+                let _ = tokio::time::timeout(MONITOR_EXIT_WAIT, watch.exited()).await;
+            }
+            store::remove_tree(&run_dir)
+        });
         // The run dir is the monitor's directory, renamed: the mount point
         // of the root filesystem goes in it now.
         let rootfs = files.rootfs();
-        if let Err(e) = store::create_dir_new(&rootfs, 0o755) {
-            monitor.dismiss().await;
-            return Err(io_err(format!("cannot create {}", rootfs.display()))(e));
-        }
+        store::create_dir_new(&rootfs, 0o755).map_err(io_err(format!("cannot create {}", rootfs.display())))?;
         Ok(monitor)
     }
 

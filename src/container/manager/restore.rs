@@ -16,6 +16,7 @@ use crate::checkpoint::{rootfs_diff, CheckpointError, Criu};
 use crate::monitor::plan::RestorePlan;
 use crate::pod::SandboxView;
 use crate::store;
+use crate::undo::Undo;
 
 use super::{io_err, ContainerCreate, ContainerError, Containers, PidMode};
 use crate::container::record::ContainerPaths;
@@ -48,11 +49,12 @@ impl Containers {
     /// checkpointed container's (its command, env, mounts, security) with
     /// this request's name, labels, annotations and log path, and the source.
     /// A checkpoint image's layer is leased for container `id` (released
-    /// with the container's other leases).
-    pub(super) async fn restore_request(
-        &self,
+    /// with the container's other leases, or by `undo`).
+    pub(super) async fn restore_request<'s>(
+        &'s self,
         request: &ContainerCreate,
         id: &str,
+        undo: &Undo<'s>,
     ) -> Result<Option<(ContainerCreate, RestoreSource)>, ContainerError> {
         let image = request.config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
         let contents = if image.starts_with('/') {
@@ -72,6 +74,8 @@ impl Containers {
             }
             let (images, holder, reference) = (self.images.clone(), id.to_string(), image.clone());
             let checkpoint_image = self.images.resolve(&image)?;
+            let (releasing, leaseholder) = (self.images.clone(), id.to_string());
+            undo.push_async("checkpoint image lease", move || super::create::release_lease(releasing, leaseholder));
             let layers = tokio::task::spawn_blocking(move || images.lease_layers(&holder, &checkpoint_image.id))
                 .await
                 .map_err(|e| ContainerError::Build(e.to_string()))??;

@@ -44,6 +44,7 @@ use self::stop::{Stop, StopSignal};
 use super::content::MAX_JSON_BYTES;
 use super::import::{Candidate, StoredLayer};
 use super::{Digest, Image, ImageError, ImageStore, Reference};
+use crate::undo::Undo;
 
 /// Tries of one layer download whose connection fails.
 const DOWNLOAD_ATTEMPTS: u32 = 3;
@@ -194,7 +195,8 @@ impl Puller {
                 stop.stop(Stop::Deadline);
             }))
         });
-        let result = self.fetch_and_store(&reference, credentials, &listed.progress, &stop).await;
+        let undo = Undo::new("PullImage").image(&image);
+        let result = self.fetch_and_store(&reference, credentials, &listed.progress, &stop, &undo).await;
         drop((logging, deadline));
         let snapshot = listed.progress.snapshot();
         drop(listed);
@@ -209,11 +211,12 @@ impl Puller {
                 } else {
                     tracing::warn!(image = %image, error = %e, "image pull failed");
                 }
-                // What the failed pull stored goes: its lease is gone, and
-                // only what other pulls and containers hold stays.
-                let store = self.store.clone();
-                let _ = tokio::task::spawn_blocking(move || store.collect_garbage_logged()).await;
             }
+        }
+        if result.is_ok() {
+            undo.commit();
+        } else {
+            undo.rollback().await;
         }
         result
     }
@@ -239,6 +242,7 @@ impl Puller {
         credentials: Credentials,
         progress: &progress::PullProgress,
         stop: &StopSignal,
+        undo: &Undo<'_>,
     ) -> Result<Image, PullError> {
         let image = reference.to_string();
         let Resolved { sources, top: top_digest, digest: manifest_digest, bytes: manifest_bytes, manifest } = stop
@@ -271,6 +275,14 @@ impl Puller {
             [&manifest_digest, &config_digest].into_iter().cloned().chain(layers.iter().map(|l| l.digest.clone()));
         let (blobs, held_layers) = (blobs.collect(), diff_ids.clone());
         let lease = self.blocking(&image, move |store| store.hold_for_pull(blobs, held_layers)).await?;
+        // What this pull stores from here on goes if it fails: the
+        // collection runs once the lease is gone (at the end of this
+        // function, success or not), and keeps what images, containers and
+        // other pulls hold.
+        let store = self.store.clone();
+        undo.push_async("blobs and layers stored", move || async move {
+            tokio::task::spawn_blocking(move || store.collect_garbage_logged()).await
+        });
         let parts = Parts { manifest_digest, manifest_bytes, config_digest, config, layers, diff_ids, top_digest };
         let stored = self.store_image(reference, parts, sources, progress, stop).await;
         // Released off the async threads (it takes the store lock).

@@ -13,6 +13,7 @@ pub mod links;
 pub mod masquerade;
 pub mod nft;
 
+use std::convert::Infallible;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,7 @@ use ipnet::IpNet;
 use super::{Attachment, Backend, NetworkSettings, PodInfo, POD_IFNAME};
 use crate::linux::reaper::Reaper;
 use crate::network::lock;
+use crate::undo::Undo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuiltinError {
@@ -154,9 +156,21 @@ impl Builtin {
         lock(&self.masquerade_state).clone()
     }
 
-    /// Attaches a pod; the caller undoes a failure with `detach`.
-    pub async fn attach(&self, pod: &PodInfo, nets: &[IpNet]) -> Result<Vec<IpAddr>, BuiltinError> {
+    /// Attaches a pod, each step registering its undo in `undo` (the pod's).
+    pub async fn attach<'a>(
+        &'a self,
+        pod: &PodInfo,
+        nets: &[IpNet],
+        undo: &Undo<'a>,
+    ) -> Result<Vec<IpAddr>, BuiltinError> {
         let started = std::time::Instant::now();
+        // Each undo is registered before its step, and finds nothing to do
+        // where the step made nothing: a lease of one family may be taken
+        // before the other's fails, a veth may exist on one end only.
+        let (leases, owner) = (self.leases.clone(), pod.sandbox_id.clone());
+        undo.push_async("built-in addresses leased", move || async move {
+            tokio::task::spawn_blocking(move || leases.release(&owner)).await.map_err(std::io::Error::other)?
+        });
         let leases = self.leases.clone();
         let (owner, wanted) = (pod.sandbox_id.clone(), nets.to_vec());
         let ips = tokio::task::spawn_blocking(move || leases.lease(&owner, &wanted))
@@ -166,7 +180,14 @@ impl Builtin {
         let handle = self.handle().await?;
         let bridge = self.bridge(handle, nets).await?;
         let netns = PathBuf::from(format!("/proc/{}/ns/net", pod.pause_pid));
-        links::add_veth(handle, &host_veth_name(&pod.sandbox_id), POD_IFNAME, &netns, bridge).await?;
+        let host_veth = host_veth_name(&pod.sandbox_id);
+        let veth = host_veth.clone();
+        undo.push_async("built-in veth", move || async move {
+            let handle = self.handle().await?;
+            links::delete_link(handle, &veth).await?;
+            Ok::<_, BuiltinError>(())
+        });
+        links::add_veth(handle, &host_veth, POD_IFNAME, &netns, bridge).await?;
         let veth = started.elapsed();
         let in_pod = links::connect_in(&netns).await.map_err(BuiltinError::Connect)?;
         let connected = started.elapsed();
@@ -177,6 +198,11 @@ impl Builtin {
         let mut ips = ips;
         ips.sort_by_key(|ip| ip.is_ipv6());
         if !pod.host_ports.is_empty() {
+            let owner = pod.sandbox_id.clone();
+            undo.push_async("built-in host ports", move || async move {
+                self.host_ports.close(&owner).await;
+                Ok::<_, Infallible>(())
+            });
             self.host_ports.open(&pod.sandbox_id, &pod.host_ports, &ips).await?;
         }
         tracing::debug!(

@@ -1,20 +1,20 @@
-//! RunPodSandbox: the pause process and its namespaces, the pod's files and cgroup, the pod network; undone on failure.
+//! RunPodSandbox: the pause process and its namespaces, the pod's files and
+//! cgroup, the pod network; each step registers its undo where it is made
+//! (`crate::undo`), and a failure runs them, newest first.
+
+use std::convert::Infallible;
+
+use crate::undo::Undo;
 
 use super::*;
 
 impl Sandboxes {
     pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
         let id = ids::new_id();
-        let name_key = spec.name_key.clone();
-        {
-            let mut index = self.index();
-            if let Some(existing) = index.names.get(&name_key) {
-                return Err(SandboxError::NameInUse { name: name_key, id: existing.clone() });
-            }
-            index.names.insert(name_key.clone(), id.clone());
-        }
-        match self.create(&id, spec).await {
+        let undo = Undo::new("RunPodSandbox").pod(&id);
+        match self.create(&id, spec, &undo).await {
             Ok(entry) => {
+                undo.commit();
                 self.index().by_id.insert(id.clone(), entry.clone());
                 // The sandbox is made and its pause runs: both at once.
                 self.emit(EventKind::Created, &entry);
@@ -22,13 +22,40 @@ impl Sandboxes {
                 Ok(id)
             }
             Err(e) => {
-                self.index().names.remove(&name_key);
+                tracing::warn!(pod_id = %id, error = %e, "RunPodSandbox failed; undoing");
+                undo.rollback().await;
                 Err(e)
             }
         }
     }
 
-    pub(super) async fn create(&self, id: &str, spec: SandboxSpec) -> Result<Arc<Entry>, SandboxError> {
+    /// Reserves the pod's name key for `id`.
+    fn reserve_name<'s>(&'s self, id: &str, name_key: &str, undo: &Undo<'s>) -> Result<(), SandboxError> {
+        {
+            let mut index = self.index();
+            if let Some(existing) = index.names.get(name_key) {
+                return Err(SandboxError::NameInUse { name: name_key.to_string(), id: existing.clone() });
+            }
+            index.names.insert(name_key.to_string(), id.to_string());
+        }
+        let (name_key, owner) = (name_key.to_string(), id.to_string());
+        undo.push("name reserved", move || {
+            let mut index = self.index();
+            if index.names.get(&name_key) == Some(&owner) {
+                index.names.remove(&name_key);
+            }
+            Ok::<_, Infallible>(())
+        });
+        Ok(())
+    }
+
+    pub(super) async fn create<'s>(
+        &'s self,
+        id: &str,
+        spec: SandboxSpec,
+        undo: &Undo<'s>,
+    ) -> Result<Arc<Entry>, SandboxError> {
+        self.reserve_name(id, &spec.name_key, undo)?;
         let pod_cgroup = match &spec.cgroup_parent {
             Some(parent) => parent.clone(),
             None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,
@@ -49,35 +76,22 @@ impl Sandboxes {
             resources: None,
         };
         let paths = self.paths(id);
-        let mut pause = None;
-        let made = self.make(&spec, &mut record, &paths, &mut pause).await;
-        match made {
-            Ok(()) => {
-                tracing::info!(pod_id = %id, name = %spec.name_key, pause_pid = pause.as_ref().map(|p: &PauseProcess| p.identity.pid), "sandbox ready");
-                // The first container's cgroup, made while the caller goes on.
-                if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
-                    self.ahead.start(path);
-                }
-                Ok(Entry::new(record, pause))
-            }
-            Err(e) => {
-                tracing::warn!(pod_id = %id, error = %e, "RunPodSandbox failed; undoing");
-                let identity = pause.map(|p| p.identity);
-                if let Err(undo) = self.tear_down(&record, identity.as_ref(), true).await {
-                    tracing::error!(pod_id = %id, error = %undo, "could not undo a failed RunPodSandbox");
-                }
-                Err(e)
-            }
+        let pause = self.make(&spec, &mut record, &paths, undo).await?;
+        tracing::info!(pod_id = %id, name = %spec.name_key, pause_pid = pause.identity.pid, "sandbox ready");
+        // The first container's cgroup, made while the caller goes on.
+        if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
+            self.ahead.start(path);
         }
+        Ok(Entry::new(record, Some(pause)))
     }
 
-    pub(super) async fn make(
-        &self,
+    pub(super) async fn make<'s>(
+        &'s self,
         spec: &SandboxSpec,
         record: &mut SandboxRecord,
         paths: &SandboxPaths,
-        pause: &mut Option<PauseProcess>,
-    ) -> Result<(), SandboxError> {
+        undo: &Undo<'s>,
+    ) -> Result<PauseProcess, SandboxError> {
         let args = PauseArgs {
             hostname: spec.namespaces.uts.then(|| spec.hostname.clone()),
             sysctls: spec.sysctls.iter().map(|s| format!("{}={}", s.proc_path, s.value)).collect(),
@@ -90,13 +104,21 @@ impl Sandboxes {
             gid_map: spec.userns.map(|m| m.gids),
         };
         // Its start overlaps the preparation below; it waits for `go`.
+        // Dropped without `go` (a failure before it), its input closes and
+        // it ends: it has made nothing yet.
         let launcher = start_launcher(&self.pause_binary, &args)?;
         store::create_dir_new(&paths.dir, 0o700).map_err(io_err(format!("cannot create {}", paths.dir.display())))?;
+        let dir = paths.dir.clone();
+        undo.push("pod directory", move || store::remove_tree(&dir));
         store::create_dir_new(&paths.run_dir, 0o700)
             .map_err(io_err(format!("cannot create {}", paths.run_dir.display())))?;
+        let run_dir = paths.run_dir.clone();
+        undo.push("pod run directory", move || store::remove_tree(&run_dir));
         // Not fsynced: lost in a power cut, the directory has no record and is
         // removed at the next start, which is just as right. The final record is durable.
         store::write_json_with(&paths.record(), record, store::Durability::Volatile)?;
+        let record_path = paths.record();
+        undo.push("pod record", move || remove_file_if_present(&record_path));
 
         let node_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
         let hosts = if spec.namespaces.net {
@@ -105,6 +127,7 @@ impl Sandboxes {
             std::fs::read_to_string("/etc/hosts").unwrap_or_else(|_| files::pod_hosts())
         };
         // A pod with a user namespace: its root owns the files it is given.
+        // They go with the pod's directory.
         let owner = spec.userns.map(|m| m.root());
         for (path, content) in [
             (paths.hostname(), format!("{}\n", spec.hostname)),
@@ -125,14 +148,25 @@ impl Sandboxes {
             let owned = owner.map(|(uid, gid)| format!(",uid={uid},gid={gid}")).unwrap_or_default();
             mount::mount_tmpfs(&shm, &format!("mode=1777,size={size_k}k{owned}"))
                 .map_err(io_err(format!("cannot mount the pod's /dev/shm at {}", shm.display())))?;
+            let mounted = paths.clone();
+            undo.push("pod /dev/shm mount", move || release_mounts(&mounted));
         }
 
+        // Registered first: parents made before a failure go too.
+        let made = record.clone();
+        undo.push_async("pod cgroups", move || async move {
+            self.remove_cgroups(&made).await?;
+            self.owned_cgroups.prune_above(&made.pause_cgroup);
+            self.owned_cgroups.prune_above(&made.pod_cgroup);
+            Ok::<_, SandboxError>(())
+        });
         self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?;
         self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
 
         // The durable record is written and fsynced while the pause starts,
         // and put in place once it has: a crash before that leaves the
-        // CREATING record, which the next start undoes.
+        // CREATING record, which the next start undoes. Its undo is the
+        // first record's: the same file.
         let mut created = record.clone();
         created.lifecycle = Lifecycle::Created;
         let record_path = paths.record();
@@ -142,20 +176,30 @@ impl Sandboxes {
         let timeout = Duration::from_secs(self.config.sandbox.pause_start_timeout_secs);
         let (launched, written) = tokio::join!(launch_pause(launcher, &self.reaper, timeout), write);
         let identity = launched?;
+        let pause = identity.clone();
+        undo.push_async("pause", move || async move {
+            if let Some(pidfd) = pause.open_pidfd() {
+                let _ = pidfd.send_signal(libc::SIGKILL);
+                let _ = tokio::time::timeout(PAUSE_EXIT_TIMEOUT, pidfd.exited()).await;
+            }
+            Ok::<_, Infallible>(())
+        });
         let pidfd = identity
             .open_pidfd()
             .ok_or_else(|| SandboxError::Launch(LaunchError::SetUp("the pause process died at start".into())))?;
-        *pause = Some(PauseProcess { identity: identity.clone(), pidfd });
+        // In the run dir: it goes with it.
         store::write_json_with(&paths.pause(), &identity, store::Durability::Volatile)?;
         if record.namespaces.net {
-            self.network.attach(&pod_network_info(record, identity.pid)).await?;
+            // Its steps register their undos here, after the pause's: they
+            // run while the pause still holds the namespace.
+            self.network.attach(&pod_network_info(record, identity.pid), undo).await?;
         }
 
         let written = written
             .map_err(|e| SandboxError::Io { what: "writing the sandbox record".into(), source: io::Error::other(e) })?;
         written.and_then(store::PreparedWrite::commit)?;
         record.lifecycle = Lifecycle::Created;
-        Ok(())
+        Ok(PauseProcess { identity, pidfd })
     }
 
     /// Limits the pod cgroup to the pod's resources plus its overhead;

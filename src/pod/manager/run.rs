@@ -6,29 +6,19 @@ impl Sandboxes {
     pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
         let id = ids::new_id();
         let name_key = spec.name_key.clone();
-        {
-            let mut index = self.index();
-            if let Some(existing) = index.names.get(&name_key) {
-                return Err(SandboxError::NameInUse { name: name_key, id: existing.clone() });
-            }
-            index.names.insert(name_key.clone(), id.clone());
-        }
-        match self.create(&id, spec).await {
-            Ok(entry) => {
-                self.index().by_id.insert(id.clone(), entry.clone());
-                // The sandbox is made and its pause runs: both at once.
-                self.emit(EventKind::Created, &entry);
-                self.emit(EventKind::Started, &entry);
-                Ok(id)
-            }
-            Err(e) => {
-                self.index().names.remove(&name_key);
-                Err(e)
-            }
-        }
+        // Held until the sandbox is made; a failed run drops it, which frees the name.
+        let reservation = self
+            .index
+            .reserve(&name_key, &id)
+            .map_err(|taken| SandboxError::NameInUse { name: name_key, id: taken.id })?;
+        let entry = reservation.commit(self.create(&id, spec).await?);
+        // The sandbox is made and its pause runs: both at once.
+        self.emit(EventKind::Created, &entry);
+        self.emit(EventKind::Started, &entry);
+        Ok(id)
     }
 
-    pub(super) async fn create(&self, id: &str, spec: SandboxSpec) -> Result<Arc<Entry>, SandboxError> {
+    pub(super) async fn create(&self, id: &str, spec: SandboxSpec) -> Result<Live, SandboxError> {
         let pod_cgroup = match &spec.cgroup_parent {
             Some(parent) => parent.clone(),
             None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,
@@ -58,7 +48,7 @@ impl Sandboxes {
                 if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
                     self.ahead.start(path);
                 }
-                Ok(Entry::new(record, pause))
+                Ok(Live::new(record, pause))
             }
             Err(e) => {
                 tracing::warn!(pod_id = %id, error = %e, "RunPodSandbox failed; undoing");

@@ -38,7 +38,7 @@ use crate::wire::{BuildStep, CreateTimings, Created, Message};
 
 use super::{
     apply_error, io_err, name_slot, resources_invalid, restore, ContainerCreate, ContainerError, ContainerState,
-    Containers, Entry, InitProcess, PidMode, CREATE_TIMEOUT,
+    Containers, InitProcess, Live, PidMode, CREATE_TIMEOUT,
 };
 
 /// A container whose monitor waits for `go`: everything is on disk but
@@ -97,26 +97,25 @@ impl Containers {
                 return Err(e);
             }
         };
+        // Held until the container is built; a failed create drops it, which frees the name.
         let slot = name_slot(&request.sandbox.record.id, &request.name_key);
-        {
-            let mut index = self.index();
-            if let Some(existing) = index.names.get(&slot) {
+        let reservation = match self.index.reserve(&slot, &id) {
+            Ok(reservation) => reservation,
+            Err(taken) => {
                 if restore.is_some() {
                     let _ = self.images.release(&id);
                 }
                 return Err(ContainerError::NameInUse {
                     name: request.name_key.clone(),
                     sandbox: request.sandbox.record.id.clone(),
-                    id: existing.clone(),
+                    id: taken.id,
                 });
             }
-            index.names.insert(slot.clone(), id.clone());
-        }
+        };
         let result = self.build(&id, &request, restore.as_ref()).await;
         match result {
             Ok((record, init, cgroup_join)) => {
-                let entry = Entry::new(record, Some(init), cgroup_join);
-                self.index().by_id.insert(id.clone(), entry.clone());
+                let entry = reservation.commit(Live::new(record, Some(init), cgroup_join));
                 self.emit(EventKind::Created, &entry);
                 self.watch(id.clone(), entry);
                 Ok(id)
@@ -135,7 +134,7 @@ impl Containers {
                     let _ = store::remove_tree(&paths.dir);
                     let _ = self.images.release(&id);
                 }
-                self.index().names.remove(&slot);
+                drop(reservation);
                 Err(e)
             }
         }

@@ -41,6 +41,7 @@ pub mod monitor;
 pub mod network;
 pub mod pod;
 pub mod quote;
+pub mod registry;
 pub mod runtime;
 pub mod seccomp;
 pub mod socket_client;

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::client::{container_config, security};
-use common::{host, up, TestEnv, Up};
+use common::{host, TestEnv, Up};
 use nidus::api::*;
 
 const PATH_ENV: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
@@ -119,7 +119,7 @@ async fn refused(
 
 #[tokio::test]
 async fn a_fake_vendor_device_gives_its_node_environment_mount_group_and_hook() {
-    let (mut env, dirs) = cdi_env("cdidevice");
+    let (env, dirs) = cdi_env("cdidevice");
     let records = env.base.join("records");
     let library = env.base.join("vendor-lib");
     fs::create_dir_all(&records).unwrap();
@@ -171,7 +171,7 @@ async fn a_fake_vendor_device_gives_its_node_environment_mount_group_and_hook() 
             ],
         }),
     );
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "cdi").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("cdi").await;
 
     // Device 0 by the field, device 1 by a device plugin's annotation.
     let mut config = with_devices(container_config("gpu", &image, &["sleep", "1000"]), &["fake.example/dev=0"]);
@@ -260,14 +260,14 @@ async fn a_fake_vendor_device_gives_its_node_environment_mount_group_and_hook() 
 
 #[tokio::test]
 async fn unknown_ambiguous_and_unusable_devices_are_refused_and_broken_specs_spoil_nothing() {
-    let (mut env, dirs) = cdi_env("cdirefuse");
+    let (env, dirs) = cdi_env("cdirefuse");
     write_spec(&dirs.first, "good.json", &env_spec("fake.example/dev", "0", "FAKE", "good"));
     fs::write(dirs.first.join("broken.yaml"), "cdiVersion: [0.3.0\nkind: {{\n").unwrap();
     let mut invalid = env_spec("fake.example/bad", "x", "A", "1");
     invalid["cdiVersion"] = "9.9.9".into();
     write_spec(&dirs.first, "invalid.json", &invalid);
     fs::write(dirs.first.join("README.txt"), "not a spec: only .json and .yaml count").unwrap();
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "refuse").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("refuse").await;
     let log = env.daemon_log();
     for file in ["broken.yaml", "invalid.json"] {
         assert!(log.lines().any(|l| l.contains("skipping") && l.contains(file)), "{file} is logged at start:\n{log}");
@@ -404,11 +404,11 @@ fn daemon_peak_rss_kib(env: &TestEnv) -> u64 {
 
 #[tokio::test]
 async fn hostile_spec_files_are_refused_with_a_clear_error_and_leave_nothing() {
-    let (mut env, dirs) = cdi_env("cdihostile");
+    let (env, dirs) = cdi_env("cdihostile");
     write_spec(&dirs.first, "good.json", &env_spec("fake.example/dev", "0", "FAKE", "good"));
     let outside = env.base.join("outside");
     fs::create_dir_all(&outside).unwrap();
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "hostile").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("hostile").await;
     let kept = cri.run_container(&pod_id, &pod, container_config("kept", &image, &["sleep", "1000"])).await;
     let was = before(&mut cri, &env, &pod_id).await;
     let config = |names: &[&str]| with_devices(container_config("app", &image, &["sleep", "1000"]), names);

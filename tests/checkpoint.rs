@@ -15,24 +15,23 @@ use std::time::{Duration, Instant};
 
 use common::client::container_config;
 use common::counter::{counts, first_count, tar_list, wait_for_count, COUNTER, MANY};
-use common::{host, Cri, TestEnv};
+use common::{host, Cri, TestEnv, Up};
 use nidus::api::*;
 
 /// A pod running MANY, ready: what the tests of slow CRIU runs start from.
+/// The environment comes first, to drop last (see `Up`).
 struct ManyRunning {
+    env: TestEnv,
     cri: Cri,
     pod_id: String,
     id: String,
 }
 
-async fn many_running(env: &mut TestEnv, pod_name: &str) -> ManyRunning {
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod(pod_name);
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+async fn many_running(env: TestEnv, pod_name: &str) -> ManyRunning {
+    let Up { env, mut cri, image, pod, pod_id } = env.up(pod_name).await;
     let id = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
     cri.wait_for_line(&id, "ready", 60).await;
-    ManyRunning { cri, pod_id, id }
+    ManyRunning { env, cri, pod_id, id }
 }
 
 async fn checkpoint(cri: &mut Cri, id: &str, location: &Path, timeout: i64) -> Result<(), tonic::Status> {
@@ -88,11 +87,7 @@ fn write_checkpoint_image(dir: &Path, archive: &Path, name: &str) {
 
 #[tokio::test]
 async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox() {
-    let mut env = TestEnv::new("ckpt");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("counter");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ckpt").up("counter").await;
     let id = cri.run_container(&pod_id, &pod, container_config("counter", &image, &["sh", "-c", COUNTER])).await;
     cri.exec_ok(&id, &["sh", "-c", "echo kept > /data.txt && rm /etc/nidus-image"]).await;
     let before = wait_for_count(&mut cri, &id, 3).await;
@@ -220,11 +215,7 @@ async fn a_counter_is_checkpointed_while_running_and_restored_in_a_new_sandbox()
 
 #[tokio::test]
 async fn checkpoints_are_refused_for_stopped_containers_and_bad_locations() {
-    let mut env = TestEnv::new("ckptno");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("refusals");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ckptno").up("refusals").await;
     let id = cri.run_container(&pod_id, &pod, container_config("sleeper", &image, &["sleep", "1000"])).await;
 
     let relative = checkpoint(&mut cri, &id, Path::new("relative/ckpt.tar"), 0).await.unwrap_err();
@@ -282,8 +273,7 @@ async fn checkpoints_are_refused_for_stopped_containers_and_bad_locations() {
 
 #[tokio::test]
 async fn a_checkpoint_past_its_timeout_is_abandoned_and_the_container_keeps_running() {
-    let mut env = TestEnv::new("ckptslow");
-    let ManyRunning { mut cri, pod_id, id } = many_running(&mut env, "slow").await;
+    let ManyRunning { env, mut cri, pod_id, id } = many_running(TestEnv::new("ckptslow"), "slow").await;
     let processes = |text: String| text.split_whitespace().count();
     let before = processes(cri.exec_ok(&id, &["sh", "-c", "echo /proc/[0-9]*"]).await);
     assert!(before > 1000, "{before} processes");
@@ -330,11 +320,8 @@ async fn a_criu_too_old_for_the_kernel_is_named_with_the_version_needed() {
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
     let config = dir.join("config.toml");
     fs::write(&config, format!("[checkpoint]\ncriu_binary = {:?}\n", fake.display().to_string())).unwrap();
-    let mut env = TestEnv::new("ckptold").with_args(&["--config", config.to_str().unwrap()]);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("old");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } =
+        TestEnv::new("ckptold").with_args(&["--config", config.to_str().unwrap()]).up("old").await;
     let id = cri.run_container(&pod_id, &pod, container_config("sleeper", &image, &["sleep", "1000"])).await;
     let err = checkpoint(&mut cri, &id, &env.base.join("old.tar"), 0).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
@@ -455,11 +442,7 @@ async fn assert_running_free(init: i32, at_least: usize, what: &str) {
 // Two threads: the test watches the archive's directory while the request runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no_partial_archive() {
-    let mut env = TestEnv::new("ckptkill");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("killed");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("ckptkill").up("killed").await;
     let id = cri.run_container(&pod_id, &pod, container_config("counter", &image, &["sh", "-c", COUNTER])).await;
     wait_for_count(&mut cri, &id, 1).await;
     // Two checkpoints undisturbed, to learn how long one takes here (the
@@ -543,8 +526,7 @@ async fn a_daemon_killed_while_checkpointing_leaves_the_container_running_and_no
 
 #[tokio::test]
 async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() {
-    let mut env = TestEnv::new("ckptorphan");
-    let ManyRunning { pod_id, id, .. } = many_running(&mut env, "orphan").await;
+    let ManyRunning { mut env, pod_id, id, .. } = many_running(TestEnv::new("ckptorphan"), "orphan").await;
 
     let (socket, target, location) = (env.socket.clone(), id.clone(), env.base.join("first/ckpt.tar"));
     let request = tokio::spawn(async move {
@@ -593,8 +575,7 @@ async fn a_checkpoint_still_under_way_after_a_daemon_restart_is_not_run_twice() 
 // Two threads: the test watches CRIU while the request runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_while_criu_dumps_leaves_nothing_seized_or_half_written_and_the_checkpoint_is_retried() {
-    let mut env = TestEnv::new("ckptcriu");
-    let ManyRunning { mut cri, pod_id, id } = many_running(&mut env, "dumped").await;
+    let ManyRunning { mut env, mut cri, pod_id, id } = many_running(TestEnv::new("ckptcriu"), "dumped").await;
     let init = cri.container_pid(&id).await;
     let before = container_processes(init).len();
     assert!(before > 1000, "{before} processes");
@@ -686,8 +667,7 @@ fn sleepers(env: &TestEnv) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_while_criu_restores_leaves_nothing_behind_and_the_restore_is_retried() {
-    let mut env = TestEnv::new("rstcriu");
-    let ManyRunning { mut cri, pod_id, id } = many_running(&mut env, "original").await;
+    let ManyRunning { mut env, mut cri, pod_id, id } = many_running(TestEnv::new("rstcriu"), "original").await;
     let archive = env.base.join("checkpoints/many.tar");
     checkpoint(&mut cri, &id, &archive, 0).await.expect("CheckpointContainer");
     let checkpointed_at = counts(&mut cri, &id).await.last().copied().unwrap_or(0);
@@ -836,11 +816,7 @@ fn stand_in_criu(fake: &Path) -> (Stray, Stray) {
 #[tokio::test]
 async fn what_a_crash_left_of_a_checkpoint_is_cleaned_up_at_restart() {
     use std::os::unix::process::ExitStatusExt;
-    let mut env = TestEnv::new("ckptdebris");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("debris");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("ckptdebris").up("debris").await;
     let mut ids = Vec::new();
     for name in ["past-deadline", "criu-gone"] {
         ids.push(cri.run_container(&pod_id, &pod, container_config(name, &image, &["sleep", "1000"])).await);
@@ -917,11 +893,8 @@ async fn a_checkpoint_deadline_outlives_a_daemon_crash() {
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
     let config = env.base.join("config.toml");
     fs::write(&config, format!("[checkpoint]\ncriu_binary = {:?}\n", fake.display().to_string())).unwrap();
-    let mut env = env.with_args(&["--config", config.to_str().unwrap()]);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("deadline");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } =
+        env.with_args(&["--config", config.to_str().unwrap()]).up("deadline").await;
     let id = cri.run_container(&pod_id, &pod, container_config("sleeper", &image, &["sleep", "1000"])).await;
     let container_dir = env.root.join("containers").join(&id);
 

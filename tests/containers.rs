@@ -9,7 +9,7 @@ use std::fs;
 use std::time::{Duration, Instant};
 
 use common::client::{container_config, log_lines, security};
-use common::{host, images, TestEnv};
+use common::{host, images, TestEnv, Up};
 use nidus::api::*;
 
 /// The capabilities a default container has (the Docker/containerd set).
@@ -22,11 +22,7 @@ fn cap_eff(status: &str) -> u64 {
 
 #[tokio::test]
 async fn a_container_lives_in_the_pods_namespaces_with_its_own_mounts_and_cgroup() {
-    let mut env = TestEnv::new("ctrns");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("web");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrns").up("web").await;
     let pause = cri.pause_pid(&pod_id).await;
 
     let id = cri.create_container(&pod_id, &pod, container_config("app", &image, &["sleep", "1000"])).await.unwrap();
@@ -173,11 +169,7 @@ async fn command_env_workdir_and_user_follow_kubernetes_rules() {
 
 #[tokio::test]
 async fn capabilities_read_only_rootfs_and_masked_paths() {
-    let mut env = TestEnv::new("ctrcaps");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("caps");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrcaps").up("caps").await;
     let sleeper = |name: &str| container_config(name, &image, &["sleep", "1000"]);
 
     let default = cri.run_container(&pod_id, &pod, sleeper("default")).await;
@@ -260,11 +252,7 @@ async fn capabilities_read_only_rootfs_and_masked_paths() {
 
 #[tokio::test]
 async fn logs_split_long_lines_and_survive_rotation() {
-    let mut env = TestEnv::new("ctrlogs");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("logs");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrlogs").up("logs").await;
 
     let script = r#"echo to-stdout; echo to-stderr >&2; printf "%40960s\n" x; printf no-newline"#;
     let id = cri.run_container(&pod_id, &pod, container_config("long", &image, &["sh", "-c", script])).await;
@@ -315,11 +303,7 @@ async fn a_non_root_container_works_whatever_umask_nidus_was_started_with() {
     // hardened root shell: the layers, the upper dir and the pod's files must
     // still have the modes a container expects, and the container the usual
     // umask (022, as runc gives).
-    let mut env = TestEnv::new("ctrumask").with_umask(0o077);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("umask");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrumask").with_umask(0o077).up("umask").await;
     let mut c = container_config("app", &image, &["sleep", "1000"]);
     security(&mut c).run_as_user = Some(Int64Value { value: 1000 });
     let id = cri.run_container(&pod_id, &pod, c).await;
@@ -336,12 +320,8 @@ async fn a_non_root_container_works_whatever_umask_nidus_was_started_with() {
 
 #[tokio::test]
 async fn exit_codes_reasons_stop_signals_and_timeouts() {
-    let mut env = TestEnv::new("ctrexit");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrexit").up("exit").await;
     let app = env.import_image(&mut cri, images::busybox_app()).await;
-    let pod = env.pod("exit");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
 
     let ok = cri.run_container(&pod_id, &pod, container_config("ok", &image, &["true"])).await;
     let s = cri.wait_exited(&ok, 20).await;
@@ -423,11 +403,7 @@ async fn exit_codes_reasons_stop_signals_and_timeouts() {
 
 #[tokio::test]
 async fn exec_sync_output_exit_codes_cap_and_timeout() {
-    let mut env = TestEnv::new("ctrexec");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("exec");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrexec").up("exec").await;
     let mut c = container_config("target", &image, &["sleep", "1000"]);
     c.working_dir = "/tmp".into();
     c.envs = vec![KeyValue { key: "FROM_CONFIG".into(), value: b"yes".to_vec() }];
@@ -488,11 +464,7 @@ async fn exec_sync_output_exit_codes_cap_and_timeout() {
 
 #[tokio::test]
 async fn a_daemon_crash_leaves_containers_running_logging_and_recording_exits() {
-    let mut env = TestEnv::new("ctrcrash");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("crash");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("ctrcrash").up("crash").await;
     let ticker = cri
         .run_container(
             &pod_id,
@@ -551,11 +523,7 @@ async fn a_daemon_crash_leaves_containers_running_logging_and_recording_exits() 
 
 #[tokio::test]
 async fn create_container_refuses_bad_input_and_leaves_nothing() {
-    let mut env = TestEnv::new("ctrbad");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("bad");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrbad").up("bad").await;
 
     type Edit = fn(&mut ContainerConfig);
     let cases: Vec<(&str, Edit, tonic::Code)> = vec![
@@ -703,11 +671,7 @@ async fn assert_only_the_sandbox_cgroup(env: &TestEnv, cri: &mut common::client:
 
 #[tokio::test]
 async fn churn_of_200_containers_leaves_nothing_behind() {
-    let mut env = TestEnv::new("ctrchurn");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("churn");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("ctrchurn").up("churn").await;
     let (fds_before, procs_before) = env.settled_fds_and_processes().await;
     // Mounts of this test (other tests mount and unmount beside it).
     let mounts_before = env.leftover_mounts();
@@ -743,12 +707,9 @@ async fn churn_of_200_containers_leaves_nothing_behind() {
 async fn rlimits_oom_score_adj_tty_and_stdin() {
     let config = std::env::temp_dir().join(format!("nidus-rlimits-{}.toml", std::process::id()));
     fs::write(&config, "[container]\nrlimits = [{ type = \"RLIMIT_NOFILE\", soft = 512, hard = 1024 }]\n").unwrap();
-    let mut env = TestEnv::new("ctropts").with_args(&["--config", config.to_str().unwrap()]);
-    let mut cri = env.start().await;
+    let Up { env, mut cri, image, pod, pod_id } =
+        TestEnv::new("ctropts").with_args(&["--config", config.to_str().unwrap()]).up("opts").await;
     let _ = fs::remove_file(&config);
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("opts");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let daemon = env.daemon_pid().unwrap();
 
     // rlimits from the runtime's config.
@@ -1017,15 +978,11 @@ async fn calls_whose_callers_gave_up_finish_and_leave_nothing_half_made() {
 
 #[tokio::test]
 async fn bind_mount_options_apply_and_the_features_are_advertised() {
-    let mut env = TestEnv::new("mountopts");
-    let mut cri = env.start().await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("mountopts").up("opts").await;
     let status = cri.runtime.status(StatusRequest { verbose: false }).await.unwrap().into_inner();
     let features = status.features.unwrap();
     assert!(features.supplemental_groups_policy && features.mount_options);
     assert!(status.runtime_handlers[0].features.unwrap().recursive_read_only_mounts);
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("opts");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let dir = env.base.join("vol");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy("/bin/true", dir.join("true")).unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{client::pod_config, host, TestEnv};
+use common::{client::pod_config, host, TestEnv, Up};
 use nidus::api::*;
 
 #[tokio::test]
@@ -462,12 +462,8 @@ async fn a_taken_spare_monitor_is_replaced_whether_its_create_succeeds_or_fails(
 #[tokio::test]
 async fn a_container_the_prepared_init_does_not_fit_or_missed_gets_an_init_of_its_own() {
     use common::client::security;
-    let mut env = TestEnv::new("unfit");
-    let mut cri = env.start().await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("unfit").up("unfit").await;
     let daemon = env.daemon_pid().unwrap();
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("unfit");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let pause = cri.pause_pid(&pod_id).await;
 
     // With a terminal, or in the pod's PID namespace, the init forked ahead

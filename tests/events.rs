@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::client::container_config;
-use common::{Cri, TestEnv};
+use common::{Cri, TestEnv, Up};
 use nidus::api::*;
 use tonic::Streaming;
 
@@ -199,11 +199,7 @@ async fn a_subscriber_that_never_reads_is_cut_off_and_nobody_waits_for_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exit_while_the_daemon_was_down_is_sent_once_after_it_starts() {
-    let mut env = TestEnv::new("eventsdown");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("down");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("eventsdown").up("down").await;
     let dies = cri.run_container(&pod_id, &pod, container_config("dies", &image, &["sleep", "1000"])).await;
     let lives = cri.run_container(&pod_id, &pod, container_config("lives", &image, &["sleep", "1000"])).await;
     let pid = cri.container_pid(&dies).await;

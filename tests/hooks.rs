@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::client::container_config;
-use common::{host, up, TestEnv, Up};
+use common::{host, TestEnv, Up};
 use nidus::api::*;
 
 const PATH_ENV: &str = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
@@ -100,7 +100,7 @@ async fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
-    let (mut env, hooks, _, records) = hooks_env("hookstages");
+    let (env, hooks, _, records) = hooks_env("hookstages");
     let always = serde_json::json!({ "always": true });
     for stage in ["prestart", "createRuntime", "createContainer", "poststart", "poststop"] {
         write_definition(&hooks, &format!("10-{stage}.json"), &recording(&records, stage, always.clone()));
@@ -113,7 +113,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
         "20-start.json",
         &definition(Path::new("/bin/sh"), &["sh", "-c", in_container], always.clone(), &["startContainer"]),
     );
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "hooks").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("hooks").await;
     let pause = cri.pause_pid(&pod_id).await;
     let daemon = env.daemon_pid().unwrap();
 
@@ -189,7 +189,7 @@ async fn every_stage_runs_once_at_its_point_in_its_namespaces_with_the_state() {
 
 #[tokio::test]
 async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_directories() {
-    let (mut env, first, second, records) = hooks_env("hookmatch");
+    let (env, first, second, records) = hooks_env("hookmatch");
     let by_annotation = records.join("annotation");
     let by_command = records.join("command");
     let by_mounts = records.join("mounts");
@@ -228,7 +228,7 @@ async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_direct
         r#"{"version":"1.0.0","hook":{"path":"relative/hook"},"stages":["prestart"]}"#,
     )
     .unwrap();
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "matching").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("matching").await;
 
     let plain =
         cri.create_container(&pod_id, &pod, container_config("plain", &image, &["sleep", "1000"])).await.unwrap();
@@ -281,7 +281,7 @@ async fn hooks_match_by_annotation_command_and_bind_mounts_and_follow_the_direct
 
 #[tokio::test]
 async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
-    let (mut env, hooks, _, records) = hooks_env("hookfail");
+    let (env, hooks, _, records) = hooks_env("hookfail");
     // Shell hooks for the containers annotated `fail: VALUE`.
     let shell = |script: &str, value: &str, stage: &str| {
         let when = serde_json::json!({ "annotations": { "^fail$": value } });
@@ -302,7 +302,7 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
         "40-poststop.json",
         &recording(&records, "poststop", serde_json::json!({ "annotations": { "^fail$": "." } })),
     );
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "failing").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("failing").await;
     // A container first: the pod's cgroup made ahead is taken.
     let kept = cri.run_container(&pod_id, &pod, container_config("kept", &image, &["sleep", "1000"])).await;
     let pod_cgroup = cri.pod_info(&pod_id).await["cgroups"]["pod"].as_str().unwrap().to_string();
@@ -365,13 +365,13 @@ async fn a_failing_or_slow_hook_fails_the_create_and_leaves_nothing() {
 
 #[tokio::test]
 async fn poststop_runs_at_the_next_start_for_a_container_that_exited_while_the_daemon_was_down() {
-    let (mut env, hooks, _, records) = hooks_env("hookdown");
+    let (env, hooks, _, records) = hooks_env("hookdown");
     write_definition(
         &hooks,
         "10-poststop.json",
         &recording(&records, "poststop", serde_json::json!({ "always": true })),
     );
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "down").await;
+    let Up { mut env, mut cri, image, pod, pod_id } = env.up("down").await;
     let id = cri.run_container(&pod_id, &pod, container_config("app", &image, &["sleep", "1000"])).await;
     let init = cri.container_pid(&id).await;
 
@@ -397,12 +397,12 @@ async fn poststop_runs_at_the_next_start_for_a_container_that_exited_while_the_d
 
 #[tokio::test]
 async fn a_restored_container_runs_the_runtime_hooks_before_it_resumes_and_poststart_and_poststop() {
-    let (mut env, hooks, _, records) = hooks_env("hookrestore");
+    let (env, hooks, _, records) = hooks_env("hookrestore");
     let always = serde_json::json!({ "always": true });
     for stage in ["prestart", "createContainer", "poststart", "poststop"] {
         write_definition(&hooks, &format!("10-{stage}.json"), &recording(&records, stage, always.clone()));
     }
-    let Up { mut cri, image, pod, pod_id } = up(&mut env, "restore").await;
+    let Up { env, mut cri, image, pod, pod_id } = env.up("restore").await;
     let loop_forever = "while true; do sleep 0.2; done";
     let id = cri.run_container(&pod_id, &pod, container_config("loop", &image, &["sh", "-c", loop_forever])).await;
     let archive = env.base.join("loop.tar");

@@ -6,7 +6,7 @@
 mod common;
 
 use common::client::container_config;
-use common::{images, TestEnv};
+use common::{images, TestEnv, Up};
 use nidus::api::*;
 
 fn image_volume(path: &str, image: &str, sub_path: &str) -> Mount {
@@ -88,12 +88,8 @@ async fn an_image_volume_shows_the_image_read_only_and_keeps_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_an_image_volume_cannot_be_is_refused_and_leaves_nothing() {
-    let mut env = TestEnv::new("imagevolbad");
-    let mut cri = env.start().await;
-    let busybox = env.import_busybox(&mut cri).await;
+    let Up { env, mut cri, image: busybox, pod, pod_id } = TestEnv::new("imagevolbad").up("bad").await;
     let data = env.import_image(&mut cri, images::volume_data()).await;
-    let pod = env.pod("bad");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let cases: Vec<(&str, Mount, tonic::Code, &str)> = vec![
         ("missing sub path", image_volume("/v", &data, "not-existing"), tonic::Code::InvalidArgument, "does not exist"),
         ("whited out", image_volume("/v", &data, "data/gone"), tonic::Code::InvalidArgument, "does not exist"),
@@ -138,15 +134,13 @@ async fn what_an_image_volume_cannot_be_is_refused_and_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_volume_in_a_user_namespaced_pod_is_its_roots() {
-    let mut env = TestEnv::new("imagevoluserns");
-    let mut cri = env.start().await;
-    let busybox = env.import_busybox(&mut cri).await;
-    let data = env.import_image(&mut cri, images::volume_data()).await;
+    let env = TestEnv::new("imagevoluserns");
     let mut pod = env.pod("mapped");
     let ids = vec![IdMapping { host_id: 1_500_000, container_id: 0, length: 65536 }];
     pod.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options.as_mut().unwrap().userns_options =
         Some(UserNamespace { mode: NamespaceMode::Pod as i32, uids: ids.clone(), gids: ids });
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image: busybox, pod, pod_id } = env.up_with(pod).await;
+    let data = env.import_image(&mut cri, images::volume_data()).await;
     let mut config = container_config("app", &busybox, &["sleep", "1000"]);
     config.mounts = vec![image_volume("/whole", &data, ""), image_volume("/sub", &data, "data")];
     let app = cri.run_container(&pod_id, &pod, config).await;

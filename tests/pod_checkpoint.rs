@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::client::container_config;
 use common::counter::{first_count, tar_list, wait_for_count, COUNTER, MANY};
-use common::{Cri, TestEnv};
+use common::{Cri, TestEnv, Up};
 use nidus::api::*;
 
 /// A test environment with the built-in pod network on `cidr`.
@@ -90,11 +90,7 @@ fn restored(response: &RestorePodResponse) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_moves_through_one_archive_here_and_to_another_node() {
-    let mut env = networked("podckpt", "10.94.0.0/24");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("mover");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = networked("podckpt", "10.94.0.0/24").up("mover").await;
     let counter = cri.run_container(&pod_id, &pod, container_config("counter", &image, &["sh", "-c", COUNTER])).await;
     cri.run_container(&pod_id, &pod, container_config("web", &image, &["sh", "-c", WEB])).await;
     let first_ip = pod_ip(&mut cri, &pod_id).await;
@@ -177,11 +173,7 @@ fn tar_of(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_cannot_be_checkpointed_or_restored_is_refused_and_nothing_is_made() {
-    let mut env = TestEnv::new("podckptbad");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("some");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("podckptbad").up("some").await;
     let counter = cri.run_container(&pod_id, &pod, container_config("counter", &image, &["sh", "-c", COUNTER])).await;
     let out = env.base.join("out/pod.tar");
     let code = |r: Result<(), tonic::Status>| r.map_err(|s| (s.code(), s.message().to_string())).unwrap_err();
@@ -287,11 +279,7 @@ async fn until(what: &str, mut ready: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_during_either_call_leaves_no_archive_and_no_pod() {
-    let mut env = TestEnv::new("podckptkill");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("slow");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("podckptkill").up("slow").await;
     let many = cri.run_container(&pod_id, &pod, container_config("many", &image, &["sh", "-c", MANY])).await;
     cri.wait_for_line(&many, "ready", 60).await;
     let archive = env.base.join("out/pod.tar");

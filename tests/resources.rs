@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::client::{container_config, resources};
-use common::{host, TestEnv};
+use common::{host, TestEnv, Up};
 use nidus::api::*;
 
 fn mib(n: i64) -> i64 {
@@ -51,11 +51,7 @@ fn assert_invalid(status: tonic::Status, field: &str) {
 #[tokio::test]
 async fn limits_are_in_the_container_cgroup_files() {
     let v2 = host::unified();
-    let mut env = env_with_pids_limit("reslimits", 32);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("limits");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = env_with_pids_limit("reslimits", 32).up("limits").await;
 
     let mut config = container_config("limited", &image, &["sleep", "1000"]);
     let asked = LinuxContainerResources {
@@ -224,11 +220,7 @@ fn limited(config: &mut ContainerConfig, memory: i64) {
 
 #[tokio::test]
 async fn a_container_over_its_memory_limit_is_oom_killed_even_while_the_daemon_is_down() {
-    let mut env = TestEnv::new("resoom");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("oom");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("resoom").up("oom").await;
 
     let mut hog = container_config("hog", &image, HOG);
     limited(&mut hog, mib(64));
@@ -265,11 +257,7 @@ async fn a_container_over_its_memory_limit_is_oom_killed_even_while_the_daemon_i
 
 #[tokio::test]
 async fn a_pids_limit_stops_forks_and_a_cpu_quota_throttles() {
-    let mut env = env_with_pids_limit("respids", 6);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("pids");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = env_with_pids_limit("respids", 6).up("pids").await;
 
     let id = cri.run_container(&pod_id, &pod, container_config("forker", &image, &["sleep", "1000"])).await;
     let init = cri.container_pid(&id).await;
@@ -308,11 +296,7 @@ async fn a_pids_limit_stops_forks_and_a_cpu_quota_throttles() {
 #[tokio::test]
 async fn update_container_resources_changes_a_running_container() {
     let v2 = host::unified();
-    let mut env = TestEnv::new("resupdate");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("update");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("resupdate").up("update").await;
     let mut config = container_config("app", &image, &["sleep", "1000"]);
     *resources(&mut config) = LinuxContainerResources {
         cpu_period: 100_000,
@@ -399,11 +383,7 @@ fn process_cpu_ns(pid: i32) -> u64 {
 
 #[tokio::test]
 async fn container_stats_follow_cpu_memory_and_disk_use() {
-    let mut env = TestEnv::new("resstats");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("stats");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("resstats").up("stats").await;
 
     let mut spin = container_config("spin", &image, &["sh", "-c", "while :; do :; done"]);
     spin.labels.insert("role".into(), "spinner".into());
@@ -511,11 +491,7 @@ async fn container_stats_follow_cpu_memory_and_disk_use() {
 
 #[tokio::test]
 async fn pod_stats_sum_their_containers_and_count_loopback_traffic_and_metrics_agree() {
-    let mut env = TestEnv::new("respod");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("podstats");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("respod").up("podstats").await;
     let spin =
         cri.run_container(&pod_id, &pod, container_config("spin", &image, &["sh", "-c", "while :; do :; done"])).await;
     let idle = cri.run_container(&pod_id, &pod, container_config("idle", &image, &["sleep", "1000"])).await;
@@ -671,11 +647,7 @@ fn reap(mut child: std::process::Child) {
 #[tokio::test]
 async fn a_cgroup_that_cannot_be_removed_is_retried_and_reported() {
     let v2 = host::unified();
-    let mut env = TestEnv::new("resstale");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("stale");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("resstale").up("stale").await;
     let id = cri.run_container(&pod_id, &pod, container_config("app", &image, &["sleep", "1000"])).await;
     let init = cri.container_pid(&id).await;
 

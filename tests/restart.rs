@@ -8,7 +8,7 @@
 mod common;
 
 use common::client::{container_config, pod_config};
-use common::{host, TestEnv};
+use common::{host, TestEnv, Up};
 use nidus::api::PodSandboxState;
 
 #[tokio::test]
@@ -105,11 +105,7 @@ async fn a_crash_in_the_middle_of_run_pod_sandbox_is_undone_at_restart() {
 
 #[tokio::test]
 async fn a_crash_while_the_monitor_builds_a_container_is_undone_at_restart() {
-    let mut env = TestEnv::new("midcreate");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("midcreate");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("midcreate").up("midcreate").await;
     let id = cri.create_container(&pod_id, &pod, container_config("c", &image, &["sleep", "60"])).await.unwrap();
     let pid = cri.container_pid(&id).await;
     env.kill_daemon();
@@ -142,11 +138,7 @@ fn lease_files(env: &TestEnv) -> Vec<String> {
 
 #[tokio::test]
 async fn an_image_lease_whose_container_is_gone_is_released_at_restart() {
-    let mut env = TestEnv::new("orphanlease");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("orphanlease");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { mut env, mut cri, image, pod, pod_id } = TestEnv::new("orphanlease").up("orphanlease").await;
     let id = cri.create_container(&pod_id, &pod, container_config("c", &image, &["sleep", "60"])).await.unwrap();
     env.kill_daemon();
 

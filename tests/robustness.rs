@@ -14,19 +14,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::client::{container_config, resources, security};
-use common::{host, Cri, TestEnv};
+use common::{host, Cri, TestEnv, Up};
 use nidus::api::*;
 use tonic::Code;
 
 const SLEEPER: &[&str] = &["sleep", "1000"];
-
-async fn pod_with_busybox(env: &mut TestEnv, name: &str) -> (Cri, String, PodSandboxConfig, String) {
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod(name);
-    let pod_id = cri.run_pod(pod.clone()).await.expect("RunPodSandbox");
-    (cri, image, pod, pod_id)
-}
 
 async fn tear_down(env: &TestEnv, cri: &mut Cri, pod_id: &str) {
     cri.stop_pod(pod_id).await.expect("StopPodSandbox");
@@ -44,8 +36,7 @@ fn assert_refused(result: Result<String, tonic::Status>, code: Code, names: &[&s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bidirectional_mounts_propagate_from_the_container_to_the_node() {
-    let mut env = TestEnv::new("bidir");
-    let (mut cri, image, pod, pod_id) = pod_with_busybox(&mut env, "bidir").await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("bidir").up("bidir").await;
     let shared = env.base.join("shared");
     fs::create_dir_all(&shared).unwrap();
     host::run("mount", &["-t", "tmpfs", "-o", "size=1m", "nidus-bidir-test", &shared.to_string_lossy()]);
@@ -106,8 +97,7 @@ async fn bidirectional_mounts_propagate_from_the_container_to_the_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_as_group_needs_run_as_user() {
-    let mut env = TestEnv::new("rungroup");
-    let (mut cri, image, pod, pod_id) = pod_with_busybox(&mut env, "rungroup").await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("rungroup").up("rungroup").await;
     let mut config = container_config("group-only", &image, SLEEPER);
     security(&mut config).run_as_group = Some(Int64Value { value: 1000 });
     assert_refused(
@@ -128,8 +118,7 @@ async fn run_as_group_needs_run_as_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_localhost_profile_that_is_no_bounded_regular_file_is_refused_at_once() {
-    let mut env = TestEnv::new("seccompfile");
-    let (mut cri, image, pod, pod_id) = pod_with_busybox(&mut env, "seccompfile").await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("seccompfile").up("seccompfile").await;
     let fifo = env.base.join("profile.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let large = env.base.join("large.json");
@@ -232,8 +221,7 @@ async fn container_logs_never_go_through_a_symbolic_link() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_inputs_get_the_right_status_codes() {
-    let mut env = TestEnv::new("codes");
-    let (mut cri, image, pod, pod_id) = pod_with_busybox(&mut env, "codes").await;
+    let Up { env, mut cri, image, pod, pod_id } = TestEnv::new("codes").up("codes").await;
     // A cpuset beyond the node's CPUs.
     let mut config = container_config("cpuset", &image, SLEEPER);
     resources(&mut config).cpuset_cpus = "0-1000".into();

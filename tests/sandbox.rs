@@ -9,7 +9,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use common::client::{container_config, pod_config, with_namespaces};
-use common::{host, TestEnv};
+use common::{host, TestEnv, Up};
 use nidus::api::*;
 
 #[tokio::test]
@@ -610,4 +610,52 @@ async fn a_given_cgroup_parent_stays_and_nothing_of_nidus_is_left_below_it() {
     assert!(exists("kubepods/burstable/podb"));
     env.remove_kubelet_cgroups();
     env.assert_no_leftovers();
+}
+
+/// The harness's leftover check (`TestEnv::up`, `checking_leftovers`) is
+/// real: what a test leaves — a pod it did not remove, a mount, a cgroup, a
+/// network namespace — fails it, each named, and is cleaned up all the same;
+/// a test that cleaned up after itself passes.
+#[tokio::test]
+async fn the_harness_fails_a_test_that_leaves_anything_and_names_it() {
+    // Cleaned up: the drop passes (spare monitors and their inits end with
+    // the daemon, and are no leftovers).
+    let Up { env, mut cri, pod_id, .. } = TestEnv::new("leftnone").up("clean").await;
+    cri.remove_pod(&pod_id).await.unwrap();
+    drop(cri);
+    drop(env);
+
+    // Left: the pod, a mount, a cgroup and a network namespace.
+    let Up { env, mut cri, pod_id, .. } = TestEnv::new("leftall").up("left").await;
+    let pause = cri.pause_pid(&pod_id).await;
+    let mount = env.root.join("left-mount");
+    fs::create_dir_all(&mount).unwrap();
+    host::run("mount", &["-t", "tmpfs", "-o", "size=1m", "nidus-left-test", &mount.to_string_lossy()]);
+    let cgroup = env.cgroup_dirs()[0].join("left-cgroup");
+    fs::create_dir(&cgroup).unwrap();
+    let netns = format!("{}-left", env.name);
+    host::run("ip", &["netns", "add", &netns]);
+    let (base, name, sandbox_dir) = (env.base.clone(), env.name.clone(), env.root.join("sandboxes").join(&pod_id));
+    drop(cri);
+    let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(env)))
+        .expect_err("dropping an environment with leftovers fails the test");
+    let message = failure.downcast_ref::<String>().cloned().unwrap_or_default();
+    let lines: Vec<&str> = message.lines().map(str::trim).collect();
+    assert!(lines.iter().any(|l| l.starts_with(&format!("process {pause}: "))), "the pause is named in:\n{message}");
+    for named in [
+        format!("mount {}", mount.display()),
+        format!("cgroup {}", cgroup.display()),
+        format!("network namespace {netns}"),
+        format!("file {}", sandbox_dir.display()),
+    ] {
+        assert!(lines.contains(&named.as_str()), "{named:?} is named in:\n{message}");
+    }
+    let pod_cgroup = |l: &&str| l.starts_with("cgroup ") && l.ends_with(&format!("/{pod_id}"));
+    assert!(lines.iter().any(pod_cgroup), "the pod's cgroup is named in:\n{message}");
+    // And all of it is gone.
+    assert!(host::wait_gone(pause), "the pause was ended");
+    assert_eq!(host::mounts_under(&base), Vec::<PathBuf>::new());
+    assert!(!cgroup.exists(), "the cgroup was removed");
+    assert_eq!(host::named_netns(&name), Vec::<String>::new());
+    assert!(!base.exists(), "the test's directory was removed");
 }

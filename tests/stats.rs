@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::client::{container_config, resources};
-use common::{host, Cri, TestEnv};
+use common::{host, Cri, TestEnv, Up};
 use nidus::api::*;
 
 /// Cpu time (user + system, all threads) a process has used, in nanoseconds.
@@ -224,11 +224,7 @@ const PRESSURE: &[&str] = &[
 #[tokio::test]
 async fn metrics_are_described_labelled_and_follow_the_cgroup() {
     let v2 = host::unified();
-    let mut env = env_with_pids_limit("statsmetrics", 40);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("metrics");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = env_with_pids_limit("statsmetrics", 40).up("metrics").await;
 
     // critest's metrics container: its resources, and a process holding
     // stdio, two more files and a listening socket.
@@ -479,12 +475,9 @@ fn some_total(psi: &Option<PsiStats>) -> u64 {
 #[tokio::test]
 async fn pressure_and_io_show_under_a_cpu_hog_and_a_written_file() {
     let v2 = host::unified();
-    let mut env = TestEnv::new("statspsi");
+    let env = TestEnv::new("statspsi");
     let disk = LoopDisk::new(&env);
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod("pressure");
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = env.up("pressure").await;
 
     // Three busy loops for the VM's two cpus (and this host's).
     let hog = container_config("hog", &image, &["sh", "-c", "for i in 1 2 3; do (while :; do :; done) & done; wait"]);

@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use common::client::{container_config, security};
-use common::{host, TestEnv};
+use common::{host, TestEnv, Up};
 use nidus::api::*;
 
 /// One mapping of `length` IDs from container ID 0 to `host`.
@@ -42,15 +42,13 @@ fn host_uids(pid: i32) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_user_namespace_maps_its_containers_root_to_unprivileged_ids() {
-    let mut env = TestEnv::new("userns");
-    let mut cri = env.start().await;
+    let env = TestEnv::new("userns");
+    let (uids, gids) = (200_000, 300_000);
+    let pod = userns_pod(&env, "mapped", uids, gids);
+    let Up { mut env, mut cri, image, pod, pod_id } = env.up_with(pod).await;
     let status = cri.runtime.status(StatusRequest { verbose: false }).await.unwrap().into_inner();
     let features = status.runtime_handlers[0].features.unwrap();
     assert!(features.user_namespaces, "Status advertises user namespaces");
-    let image = env.import_busybox(&mut cri).await;
-    let (uids, gids) = (200_000, 300_000);
-    let pod = userns_pod(&env, "mapped", uids, gids);
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
     let status = cri.pod_status(&pod_id).await.unwrap().status.unwrap();
     let userns = status.linux.unwrap().namespaces.unwrap().options.unwrap().userns_options.unwrap();
     assert_eq!(userns.mode(), NamespaceMode::Pod);
@@ -245,11 +243,9 @@ async fn what_a_user_namespace_cannot_be_is_refused_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proc_mount_unmasked_leaves_proc_unmasked_in_a_user_namespace_only() {
-    let mut env = TestEnv::new("usernsproc");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
+    let env = TestEnv::new("usernsproc");
     let pod = userns_pod(&env, "unmasked", 600_000, 600_000);
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = env.up_with(pod).await;
     // kubelet's procMount Unmasked: both lists empty.
     let unmasked = in_pod_userns(container_config("unmasked", &image, &["sleep", "1000"]), 600_000, 600_000);
     let unmasked = cri.run_container(&pod_id, &pod, unmasked).await;
@@ -277,9 +273,7 @@ async fn proc_mount_unmasked_leaves_proc_unmasked_in_a_user_namespace_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rpc_serves_a_user_namespaced_pod() {
-    let mut env = TestEnv::new("usernsrpc");
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
+    let env = TestEnv::new("usernsrpc");
     let (uids, gids) = (900_000, 900_000);
     let mut pod = userns_pod(&env, "rpc", uids, gids);
     // Namespaced sysctls are the pod's root's to set.
@@ -287,7 +281,7 @@ async fn every_rpc_serves_a_user_namespaced_pod() {
         ("net.ipv4.ip_local_port_range".into(), "40000 50000".into()),
         ("kernel.shmmni".into(), "1234".into()),
     ]);
-    let pod_id = cri.run_pod(pod.clone()).await.unwrap();
+    let Up { env, mut cri, image, pod, pod_id } = env.up_with(pod).await;
     let script = "echo hello; exec sleep 1000";
     let mut config = in_pod_userns(container_config("app", &image, &["sh", "-c", script]), uids, gids);
     config.stdin = true;

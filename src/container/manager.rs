@@ -4,10 +4,9 @@
 //! containers with what is alive when the daemon starts. CreateContainer is
 //! `create`, checkpoints `checkpoint`, restores from them `restore`.
 
-use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::{self, ContainerConfig};
@@ -16,12 +15,12 @@ use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::clock::now_ns;
 use crate::config::Config;
 use crate::events::{EventHub, EventKind, Subject};
-use crate::ids::{self, Resolved};
 use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::monitor::control::{self, ControlError, Request};
 use crate::monitor::plan::{CgroupJoin, ExecRequest, ExitRecord, RunFiles, StartRecord, OOM_KILLED_REASON};
 use crate::pod::SandboxView;
+use crate::registry::{self, LookupError, Registry, Tracked};
 use crate::store::{self, StoreError};
 
 use super::confinement::{ConfinementError, SeccompPrograms};
@@ -114,6 +113,15 @@ pub enum ContainerError {
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
+impl From<LookupError> for ContainerError {
+    fn from(e: LookupError) -> Self {
+        match e {
+            LookupError::NotFound(id) => Self::NotFound(id),
+            LookupError::Ambiguous(id) => Self::Ambiguous(id),
+        }
+    }
+}
+
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
     let what = what.into();
     move |source| ContainerError::Io { what, source }
@@ -144,42 +152,31 @@ struct InitProcess {
     pidfd: Pidfd,
 }
 
+/// A container in the index: its record, its init and its exit.
 struct Live {
     record: ContainerRecord,
     init: Option<InitProcess>,
     /// Exit seen but perhaps not persisted yet.
     exit: Option<ExitRecord>,
-    removed: bool,
     /// How the init joined its cgroup (a fact of this boot: kept in the run dir).
     cgroup_join: Option<CgroupJoin>,
 }
 
-struct Entry {
-    /// Serialises lifecycle operations (and so record writes) on this container.
-    op: tokio::sync::Mutex<()>,
-    live: Mutex<Live>,
-}
-
-impl Entry {
-    fn new(record: ContainerRecord, init: Option<InitProcess>, cgroup_join: Option<CgroupJoin>) -> Arc<Self> {
+impl Live {
+    fn new(record: ContainerRecord, init: Option<InitProcess>, cgroup_join: Option<CgroupJoin>) -> Self {
         let exit = record.exit.clone();
-        Arc::new(Self {
-            op: tokio::sync::Mutex::new(()),
-            live: Mutex::new(Live { record, init, exit, removed: false, cgroup_join }),
-        })
-    }
-
-    fn live(&self) -> MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+        Self { record, init, exit, cgroup_join }
     }
 }
 
-#[derive(Default)]
-struct Index {
-    by_id: HashMap<String, Arc<Entry>>,
-    /// sandbox id + name key → container id (including containers being created).
-    names: HashMap<String, String>,
+impl Tracked for Live {
+    type Record = ContainerRecord;
+    fn record_mut(&mut self) -> &mut ContainerRecord {
+        &mut self.record
+    }
 }
+
+type Entry = registry::Entry<Live>;
 
 pub struct Containers {
     config: Arc<Config>,
@@ -193,7 +190,8 @@ pub struct Containers {
     /// Spare container directories (as many as spare monitors).
     dirs: Arc<SpareDirs>,
     images: Arc<dyn ImageSource>,
-    index: Mutex<Index>,
+    /// The containers by id and by name slot (also those being created).
+    index: Registry<Live>,
     /// The RuntimeDefault profile and compiled seccomp programs, by content.
     seccomp: Arc<SeccompPrograms>,
     /// The OCI hook definitions of the `[hooks] dirs`.
@@ -240,7 +238,7 @@ impl Containers {
             monitors: MonitorPool::new(monitor_binary, spare_monitors, spare_root),
             dirs,
             images,
-            index: Mutex::default(),
+            index: Registry::default(),
             seccomp,
             hooks,
             cdi,
@@ -292,27 +290,16 @@ impl Containers {
         self.seccomp.cache_stats()
     }
 
-    fn index(&self) -> MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn paths(&self, id: &str) -> ContainerPaths {
         ContainerPaths::new(&self.config.root, &self.config.state, id)
     }
 
     pub fn resolve(&self, id: &str) -> Result<String, ContainerError> {
-        let index = self.index();
-        match ids::resolve(id, index.by_id.keys().map(String::as_str)) {
-            Resolved::One(found) => Ok(found.to_string()),
-            Resolved::None => Err(ContainerError::NotFound(id.to_string())),
-            Resolved::Ambiguous => Err(ContainerError::Ambiguous(id.to_string())),
-        }
+        Ok(self.index.resolve(id)?)
     }
 
     fn entry(&self, id: &str) -> Result<(String, Arc<Entry>), ContainerError> {
-        let id = self.resolve(id)?;
-        let entry = self.index().by_id.get(&id).cloned().ok_or_else(|| ContainerError::NotFound(id.clone()))?;
-        Ok((id, entry))
+        Ok(self.index.get(id)?)
     }
 }
 

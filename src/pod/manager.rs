@@ -2,10 +2,9 @@
 //! status and listing, and reconciling persisted sandboxes with what is alive
 //! when the daemon starts. A failed run undoes everything it made.
 
-use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::PodSandboxConfig;
@@ -14,12 +13,13 @@ use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::clock::now_ns;
 use crate::config::Config;
 use crate::events::{EventHub, EventKind, Subject};
-use crate::ids::{self, Resolved};
+use crate::ids;
 use crate::linux::mount;
 use crate::linux::namespaces::{self, NewNamespaces};
 use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::network::{HostPort, PodInfo, PodNetworks};
+use crate::registry::{self, LookupError, Registry, Tracked};
 use crate::store::{self, StoreError};
 
 use super::files::{self, DnsSpec};
@@ -77,6 +77,15 @@ pub enum SandboxError {
     Network(#[from] crate::network::NetworkError),
 }
 
+impl From<LookupError> for SandboxError {
+    fn from(e: LookupError) -> Self {
+        match e {
+            LookupError::NotFound(id) => Self::NotFound(id),
+            LookupError::Ambiguous(id) => Self::Ambiguous(id),
+        }
+    }
+}
+
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
     let what = what.into();
     move |source| SandboxError::Io { what, source }
@@ -104,44 +113,26 @@ struct PauseProcess {
     pidfd: Pidfd,
 }
 
+/// A sandbox in the index: its record and its pause.
 struct Live {
     record: SandboxRecord,
     pause: Option<PauseProcess>,
-    removed: bool,
 }
 
-struct Entry {
-    /// Serialises lifecycle operations (and so record writes) on this sandbox.
-    op: tokio::sync::Mutex<()>,
-    live: Mutex<Live>,
-}
-
-impl Entry {
-    fn new(record: SandboxRecord, pause: Option<PauseProcess>) -> Arc<Self> {
-        Arc::new(Self { op: tokio::sync::Mutex::new(()), live: Mutex::new(Live { record, pause, removed: false }) })
-    }
-
-    fn live(&self) -> MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Changes the record in memory and on disk; callers hold `op`.
-    fn update_record(&self, path: &std::path::Path, change: impl FnOnce(&mut SandboxRecord)) -> Result<(), StoreError> {
-        let record = {
-            let mut live = self.live();
-            change(&mut live.record);
-            live.record.clone()
-        };
-        store::write_json(path, &record)
+impl Live {
+    fn new(record: SandboxRecord, pause: Option<PauseProcess>) -> Self {
+        Self { record, pause }
     }
 }
 
-#[derive(Default)]
-struct Index {
-    by_id: HashMap<String, Arc<Entry>>,
-    /// name key → id, including sandboxes still being created.
-    names: HashMap<String, String>,
+impl Tracked for Live {
+    type Record = SandboxRecord;
+    fn record_mut(&mut self) -> &mut SandboxRecord {
+        &mut self.record
+    }
 }
+
+type Entry = registry::Entry<Live>;
 
 pub struct Sandboxes {
     config: Arc<Config>,
@@ -152,7 +143,8 @@ pub struct Sandboxes {
     reaper: Reaper,
     pause_binary: PathBuf,
     network: Arc<PodNetworks>,
-    index: Mutex<Index>,
+    /// The sandboxes by id and by name key (also those being created).
+    index: Registry<Live>,
     /// Where lifecycle events go (GetContainerEvents).
     events: EventHub,
 }
@@ -177,7 +169,7 @@ impl Sandboxes {
             reaper,
             pause_binary,
             network,
-            index: Mutex::default(),
+            index: Registry::default(),
             events: EventHub::default(),
         }
     }
@@ -188,28 +180,17 @@ impl Sandboxes {
         self
     }
 
-    fn index(&self) -> MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn paths(&self, id: &str) -> SandboxPaths {
         SandboxPaths::new(&self.config.root, &self.config.state, id)
     }
 
     /// Resolves an id or unique id prefix.
     pub fn resolve(&self, id: &str) -> Result<String, SandboxError> {
-        let index = self.index();
-        match ids::resolve(id, index.by_id.keys().map(String::as_str)) {
-            Resolved::One(found) => Ok(found.to_string()),
-            Resolved::None => Err(SandboxError::NotFound(id.to_string())),
-            Resolved::Ambiguous => Err(SandboxError::Ambiguous(id.to_string())),
-        }
+        Ok(self.index.resolve(id)?)
     }
 
     fn entry(&self, id: &str) -> Result<(String, Arc<Entry>), SandboxError> {
-        let id = self.resolve(id)?;
-        let entry = self.index().by_id.get(&id).cloned().ok_or_else(|| SandboxError::NotFound(id.clone()))?;
-        Ok((id, entry))
+        Ok(self.index.get(id)?)
     }
 }
 

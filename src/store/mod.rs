@@ -24,6 +24,8 @@ pub enum StoreError {
     Read { path: PathBuf, source: io::Error },
     #[error("corrupt record {path}: {source}")]
     Corrupt { path: PathBuf, source: serde_json::Error },
+    #[error("cannot {action} {}: {source}", .path.display())]
+    Directory { action: &'static str, path: PathBuf, source: io::Error },
 }
 
 /// Whether a write must survive a power loss, or only a process crash.
@@ -230,6 +232,50 @@ pub fn list_records(dir: &Path) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
+/// Where one kind of object keeps its records: a durable directory per id
+/// below `base`, with the record in it, and a volatile one below `run_base`.
+#[derive(Debug, Clone)]
+pub struct RecordDirs {
+    pub base: PathBuf,
+    pub run_base: PathBuf,
+}
+
+impl RecordDirs {
+    /// `<root>/<kind>` and `<state>/<kind>`.
+    pub fn new(root: &Path, state: &Path, kind: &str) -> Self {
+        Self { base: root.join(kind), run_base: state.join(kind) }
+    }
+
+    /// Makes both directories (0700) where missing and lists the ids with a
+    /// durable directory, sorted, once the leftovers of interrupted writes
+    /// in each id's two directories are gone: what a start reloads.
+    pub fn open(&self) -> Result<Vec<String>, StoreError> {
+        for dir in [&self.base, &self.run_base] {
+            create_dir_all(dir, 0o700).map_err(|source| StoreError::Directory {
+                action: "create",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let ids = list_records(&self.base).map_err(|source| StoreError::Directory {
+            action: "list",
+            path: self.base.clone(),
+            source,
+        })?;
+        for id in &ids {
+            remove_interrupted_writes(&self.base.join(id));
+            remove_interrupted_writes(&self.run_base.join(id));
+        }
+        Ok(ids)
+    }
+
+    /// The ids with a volatile directory but none in `ids` (those `open`
+    /// listed): what an object left behind that is no longer there.
+    pub fn orphaned_run_dirs(&self, ids: &[String]) -> Vec<String> {
+        list_records(&self.run_base).unwrap_or_default().into_iter().filter(|id| !ids.contains(id)).collect()
+    }
+}
+
 /// Removes the temp files an interrupted `write_atomic` left in `dir`.
 pub fn remove_interrupted_writes(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else { return };
@@ -356,5 +402,41 @@ mod tests {
         let whole: serde_json::Value = read_existing_json(&dir.join("whole")).unwrap();
         assert_eq!(whole, serde_json::json!({"a": [1, 2]}));
         remove_tree(dir).unwrap();
+    }
+
+    #[test]
+    fn record_dirs_open_as_a_start_reloads_them() {
+        let scratch = tempdir();
+        let dirs = RecordDirs::new(&scratch.path().join("root"), &scratch.path().join("state"), "things");
+        assert_eq!(dirs.open().unwrap(), Vec::<String>::new(), "both made, empty");
+        for dir in [&dirs.base, &dirs.run_base] {
+            assert_eq!(fs::metadata(dir).unwrap().permissions().mode() & 0o777, 0o700);
+        }
+        for id in ["b", "a"] {
+            create_dir_all(&dirs.base.join(id), 0o700).unwrap();
+            create_dir_all(&dirs.run_base.join(id), 0o700).unwrap();
+            fs::write(dirs.base.join(id).join(".tmp-record.json-1"), b"torn").unwrap();
+            fs::write(dirs.run_base.join(id).join(".tmp-pid.json-1"), b"torn").unwrap();
+            fs::write(dirs.base.join(id).join("record.json"), b"{}").unwrap();
+        }
+        create_dir_all(&dirs.run_base.join("gone"), 0o700).unwrap();
+        let ids = dirs.open().unwrap();
+        assert_eq!(ids, vec!["a".to_string(), "b".to_string()]);
+        for id in &ids {
+            let left: Vec<_> = fs::read_dir(dirs.base.join(id)).unwrap().flatten().map(|e| e.file_name()).collect();
+            assert_eq!(left, vec![std::ffi::OsString::from("record.json")], "interrupted writes removed");
+            assert_eq!(fs::read_dir(dirs.run_base.join(id)).unwrap().count(), 0);
+        }
+        assert_eq!(dirs.orphaned_run_dirs(&ids), vec!["gone".to_string()]);
+
+        // A base that cannot be made names itself.
+        let blocked = RecordDirs::new(
+            &scratch.path().join("root").join("things").join("a").join("record.json"),
+            &scratch.path().join("state"),
+            "x",
+        );
+        let e = blocked.open().unwrap_err();
+        assert!(matches!(e, StoreError::Directory { action: "create", .. }), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("cannot create {}", blocked.base.display())), "{e}");
     }
 }

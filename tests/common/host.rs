@@ -316,6 +316,32 @@ pub fn processes() -> Vec<i32> {
     entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect()
 }
 
+/// Every process below `pid` (children, their children, …) with its start
+/// time (`/proc/PID/stat` field 22), which tells it from a later process
+/// given the same pid.
+pub fn descendants(pid: i32) -> Vec<(i32, String)> {
+    let parents: Vec<(i32, i32)> =
+        processes().into_iter().filter_map(|p| Some((p, stat_field(p, 4)?.parse().ok()?))).collect();
+    let mut found: Vec<i32> = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.into_iter().skip(1).filter_map(|p| Some((p, stat_field(p, 22)?))).collect()
+}
+
+/// Whether the process `pid` that started at `start` (see `descendants`) still runs.
+pub fn still_running(pid: i32, start: &str) -> bool {
+    process_running(pid) && stat_field(pid, 22).as_deref() == Some(start)
+}
+
+/// The named network namespaces (`ip netns`, /run/netns) whose name starts with `prefix`.
+pub fn named_netns(prefix: &str) -> Vec<String> {
+    names_in(Path::new("/run/netns")).into_iter().filter(|n| n.starts_with(prefix)).collect()
+}
+
 /// The children of `pid` running `comm`.
 pub fn children_named(pid: i32, comm: &str) -> Vec<i32> {
     processes()

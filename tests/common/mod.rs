@@ -3,6 +3,11 @@
 //! process's own cgroup), running inside a network namespace the test creates,
 //! and talks to it only through a tonic CRI client. Everything is cleaned up
 //! when the environment drops, also when a test fails.
+//!
+//! Most tests start from a daemon with busybox imported and one pod running:
+//! `TestEnv::new(label).up(pod_name)` makes that (an [`Up`]), and the
+//! environment then checks, as it drops, that the test's own clean-up left
+//! nothing of any pod or container behind (see [`TestEnv::checking_leftovers`]).
 #![allow(dead_code)]
 
 pub mod apis;
@@ -24,20 +29,17 @@ use std::time::{Duration, Instant};
 
 pub use client::Cri;
 
-/// A started daemon with the busybox image and a ready pod.
+/// A started daemon with the busybox image and a ready pod (see
+/// [`TestEnv::up`]). The environment comes first so that, bound by a `let`
+/// pattern, it drops last: its leftover check runs once the test is done
+/// with everything else.
 pub struct Up {
+    pub env: TestEnv,
     pub cri: Cri,
+    /// The busybox image's reference.
     pub image: String,
     pub pod: nidus::api::PodSandboxConfig,
     pub pod_id: String,
-}
-
-pub async fn up(env: &mut TestEnv, pod_name: &str) -> Up {
-    let mut cri = env.start().await;
-    let image = env.import_busybox(&mut cri).await;
-    let pod = env.pod(pod_name);
-    let pod_id = cri.run_pod(pod.clone()).await.expect("RunPodSandbox");
-    Up { cri, image, pod, pod_id }
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -65,6 +67,8 @@ pub struct TestEnv {
     umask: Option<u32>,
     /// The daemon's RLIMIT_NOFILE (soft and hard) when set.
     nofile: Option<u64>,
+    /// Whether dropping the environment checks for leftovers first.
+    check_leftovers: bool,
 }
 
 impl TestEnv {
@@ -102,6 +106,7 @@ impl TestEnv {
             extra_args: Vec::new(),
             umask: None,
             nofile: None,
+            check_leftovers: false,
         };
         // No pod network unless a test asks for one (tests/network.rs passes its own --config).
         fs::write(
@@ -158,6 +163,38 @@ impl TestEnv {
     pub fn with_nofile(mut self, limit: u64) -> Self {
         self.nofile = Some(limit);
         self
+    }
+
+    /// Makes dropping the environment a check that the test cleaned up after
+    /// itself: the daemon is stopped (SIGTERM) and, once what it ran has had
+    /// a few seconds to end, anything left is named in a panic (unless the
+    /// test is failing already): a process that descends from the daemon or
+    /// runs in the test's cgroups, a mount below the test's directories, a
+    /// cgroup below the test's cgroup root, a network namespace named for
+    /// the test, a file in root or state that only a pod, a container or an
+    /// interrupted write leaves (see [`TestEnv::leftover_state_files`]).
+    /// Everything is cleaned up all the same.
+    pub fn checking_leftovers(mut self) -> Self {
+        self.check_leftovers = true;
+        self
+    }
+
+    /// Starts the daemon, imports busybox and runs a pod named `pod_name`:
+    /// the set-up most tests start from. The environment checks for
+    /// leftovers when it drops (see [`TestEnv::checking_leftovers`]).
+    pub async fn up(self, pod_name: &str) -> Up {
+        let pod = self.pod(pod_name);
+        self.up_with(pod).await
+    }
+
+    /// `up` with a pod config of the test's own (made with [`TestEnv::pod`]
+    /// and changed, say).
+    pub async fn up_with(self, pod: nidus::api::PodSandboxConfig) -> Up {
+        let mut env = self.checking_leftovers();
+        let mut cri = env.start().await;
+        let image = env.import_busybox(&mut cri).await;
+        let pod_id = cri.run_pod(pod.clone()).await.expect("RunPodSandbox");
+        Up { env, cri, image, pod, pod_id }
     }
 
     /// `cmd`, run under the environment's umask when it sets one.
@@ -464,6 +501,78 @@ impl TestEnv {
         found
     }
 
+    /// Files in root and state that only a pod or container that was not
+    /// removed, or a write that was interrupted, leaves: sandbox and
+    /// container directories, image leases, pulls in flight, cgroups
+    /// recorded as nidus's or as stale, and temp files (the spare
+    /// directories, made ahead for the next container, are not leftovers).
+    pub fn leftover_state_files(&self) -> Vec<PathBuf> {
+        let mut found = self.leftover_sandbox_dirs();
+        for dir in [self.root.join("images").join("leases"), self.root.join("images").join("pulling")] {
+            found.extend(host::names_in(&dir).into_iter().map(|name| dir.join(name)));
+        }
+        for file in [self.state.join("owned-cgroups.json"), self.state.join("stale-cgroups.json")] {
+            let listed = fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Vec<serde_json::Value>>(&b).ok());
+            if listed.is_some_and(|cgroups| !cgroups.is_empty()) {
+                found.push(file);
+            }
+        }
+        let spares = [self.root.join("spare-containers"), self.state.join("spare-monitors")];
+        let mut dirs = Vec::new();
+        for top in [&self.root, &self.state] {
+            dirs.push(top.clone());
+            host::walk_dirs(top, &mut dirs);
+        }
+        for dir in dirs.iter().filter(|d| !spares.iter().any(|s| d.starts_with(s))) {
+            let temps = host::names_in(dir).into_iter().filter(|name| name.starts_with(".tmp-"));
+            found.extend(temps.map(|name| dir.join(name)));
+        }
+        found
+    }
+
+    /// What the test's own clean-up left (see [`TestEnv::checking_leftovers`]),
+    /// once the daemon is stopped, one line each.
+    fn leftovers(&mut self) -> Vec<String> {
+        let mut left = Vec::new();
+        let descendants = self.daemon_pid().map(host::descendants).unwrap_or_default();
+        if let Some(mut child) = self.daemon.take() {
+            host::signal(child.id() as i32, libc::SIGTERM);
+            if host::wait_or_kill(&mut child, Duration::from_secs(10)).is_none() {
+                left.push("the daemon itself: it ignored SIGTERM for 10 s".to_string());
+            }
+        }
+        // What the daemon ran that should end with it (spare monitors, their
+        // inits made ahead) does so within moments; give it a bounded while.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let processes = loop {
+            let mut pids: Vec<i32> = descendants
+                .iter()
+                .filter(|(pid, start)| host::still_running(*pid, start))
+                .map(|(pid, _)| *pid)
+                .collect();
+            pids.extend(self.cgroup_processes());
+            pids.sort_unstable();
+            pids.dedup();
+            if pids.is_empty() || Instant::now() > deadline {
+                break pids;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        left.extend(processes.into_iter().map(|pid| format!("process {pid}: {}", host::cmdline(pid))));
+        // Those not in the test's cgroups (which the clean-up empties) end here.
+        for (pid, start) in &descendants {
+            if host::still_running(*pid, start) {
+                host::signal(*pid, libc::SIGKILL);
+            }
+        }
+        left.extend(self.leftover_mounts().into_iter().map(|m| format!("mount {}", m.display())));
+        left.extend(self.leftover_cgroups().into_iter().map(|c| format!("cgroup {}", c.display())));
+        let namespaces = host::named_netns(&self.name).into_iter().filter(|n| *n != self.netns);
+        left.extend(namespaces.map(|n| format!("network namespace {n}")));
+        left.extend(self.leftover_state_files().into_iter().map(|f| format!("file {}", f.display())));
+        left
+    }
+
     /// Asserts nothing of any pod is left: processes, mounts, cgroups, directories.
     pub fn assert_no_leftovers(&self) {
         self.assert_no_leftovers_after("the test");
@@ -480,6 +589,7 @@ impl TestEnv {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
+        let left = if self.check_leftovers && !std::thread::panicking() { self.leftovers() } else { Vec::new() };
         self.kill_daemon();
         self.kill_cgroup_processes();
         host::unmount_under(&self.base);
@@ -489,10 +599,16 @@ impl Drop for TestEnv {
         if let Some(dir) = &self.daemon_cgroup {
             host::remove_cgroup_tree(dir);
         }
-        let _ = Command::new("ip").args(["netns", "delete", &self.netns]).status();
-        if std::thread::panicking() {
-            eprintln!("--- daemon log of {} ---\n{}", self.name, self.daemon_log());
+        for netns in host::named_netns(&self.name) {
+            let _ = Command::new("ip").args(["netns", "delete", &netns]).status();
+        }
+        let log = (std::thread::panicking() || !left.is_empty()).then(|| self.daemon_log());
+        if let Some(log) = &log {
+            eprintln!("--- daemon log of {} ---\n{log}", self.name);
         }
         let _ = fs::remove_dir_all(&self.base);
+        if !left.is_empty() {
+            panic!("{}: the test's clean-up left (all removed now):\n  {}", self.name, left.join("\n  "));
+        }
     }
 }

@@ -101,7 +101,7 @@ impl Containers {
     ) -> Result<CheckpointReport, ContainerError> {
         let started = Instant::now();
         let (id, entry) = self.entry(id)?;
-        let _op = entry.op.lock().await;
+        let _op = entry.lock_op().await;
         let view = self.view_of(&entry).ok_or_else(|| ContainerError::NotFound(id.clone()))?;
         let init = match (view.state, view.init.clone()) {
             (ContainerState::Running, Some(init)) => init,
@@ -368,7 +368,7 @@ async fn finish_interrupted(
     }
     // Under the lifecycle lock no checkpoint runs: whatever staging
     // directory and record there are, the interrupted one left.
-    let _op = entry.op.lock().await;
+    let _op = entry.lock_op().await;
     if let Err(e) = store::remove_tree(&paths.dir.join(STAGING)) {
         tracing::warn!(container_id = %id, error = %e, "cannot remove an interrupted checkpoint's staging directory");
     }

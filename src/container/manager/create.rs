@@ -36,13 +36,14 @@ use crate::linux::mount::is_overlay_opaque;
 use crate::linux::process::{boot_id, ProcessIdentity};
 use crate::monitor::plan::{CgroupJoin, CgroupMount, MonitorAssignment, MonitorPlan, RootfsPlan, RunFiles};
 use crate::pod::{SandboxState, SandboxView};
+use crate::registry::Reservation;
 use crate::store;
 use crate::undo::Undo;
 use crate::wire::{BuildStep, CreateTimings, Created, Message};
 
 use super::{
     apply_error, io_err, name_slot, resources_invalid, restore, ContainerCreate, ContainerError, ContainerState,
-    Containers, Entry, InitProcess, PidMode, CREATE_TIMEOUT,
+    Containers, InitProcess, Live, PidMode, CREATE_TIMEOUT,
 };
 
 /// A container whose monitor waits for `go`: everything is on disk but
@@ -128,6 +129,13 @@ fn remove_if_present(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// A failed CreateContainer: logged, and every step made so far undone.
+async fn undone(id: &str, error: ContainerError, undo: Undo<'_>) -> ContainerError {
+    tracing::warn!(container_id = %id, error = %error, "CreateContainer failed; undoing");
+    undo.rollback().await;
+    error
+}
+
 impl Containers {
     /// CreateContainer in a ready sandbox: returns the new container's id
     /// once its init is built and blocked, waiting for StartContainer. A
@@ -138,62 +146,48 @@ impl Containers {
         }
         let id = ids::new_id();
         let undo = Undo::new("CreateContainer").pod(&request.sandbox.record.id).container(&id);
-        match self.admit_and_build(&id, request, &undo).await {
+        let (request, restore, reservation) = match self.admit(&id, request, &undo).await {
+            Ok(admitted) => admitted,
+            Err(e) => return Err(undone(&id, e, undo).await),
+        };
+        match self.build(&id, &request, restore.as_ref(), &undo).await {
             Ok((record, init, cgroup_join)) => {
                 undo.commit();
-                let entry = Entry::new(record, Some(init), cgroup_join);
-                self.index().by_id.insert(id.clone(), entry.clone());
+                let entry = reservation.commit(Live::new(record, Some(init), cgroup_join));
                 self.emit(EventKind::Created, &entry);
                 self.watch(id.clone(), entry);
                 Ok(id)
             }
             Err(e) => {
-                tracing::warn!(container_id = %id, error = %e, "CreateContainer failed; undoing");
-                undo.rollback().await;
+                let e = undone(&id, e, undo).await;
+                // The name is freed only once everything made under it is undone.
+                drop(reservation);
                 Err(e)
             }
         }
     }
 
-    /// The request as a restore turns it (a checkpoint's image leased), the
-    /// name reserved, then the container built.
-    async fn admit_and_build<'s>(
+    /// The request as a restore turns it (a checkpoint's image leased), and
+    /// the container's name slot (sandbox, name, attempt) reserved for `id`
+    /// until the container is built: a failed create drops the reservation,
+    /// which frees the name.
+    async fn admit<'s>(
         &'s self,
         id: &str,
         request: ContainerCreate,
         undo: &Undo<'s>,
-    ) -> Result<Built, ContainerError> {
+    ) -> Result<(ContainerCreate, Option<restore::RestoreSource>, Reservation<'s, Live>), ContainerError> {
         let (request, restore) = match self.restore_request(&request, id, undo).await? {
             Some((restored, source)) => (restored, Some(source)),
             None => (request, None),
         };
-        self.reserve_name(id, &request, undo)?;
-        self.build(id, &request, restore.as_ref(), undo).await
-    }
-
-    /// Reserves the container's name slot (sandbox, name, attempt) for `id`.
-    fn reserve_name<'s>(&'s self, id: &str, request: &ContainerCreate, undo: &Undo<'s>) -> Result<(), ContainerError> {
         let slot = name_slot(&request.sandbox.record.id, &request.name_key);
-        {
-            let mut index = self.index();
-            if let Some(existing) = index.names.get(&slot) {
-                return Err(ContainerError::NameInUse {
-                    name: request.name_key.clone(),
-                    sandbox: request.sandbox.record.id.clone(),
-                    id: existing.clone(),
-                });
-            }
-            index.names.insert(slot.clone(), id.to_string());
-        }
-        let owner = id.to_string();
-        undo.push("name reserved", move || {
-            let mut index = self.index();
-            if index.names.get(&slot) == Some(&owner) {
-                index.names.remove(&slot);
-            }
-            Ok::<_, Infallible>(())
-        });
-        Ok(())
+        let reservation = self.index.reserve(&slot, id).map_err(|taken| ContainerError::NameInUse {
+            name: request.name_key.clone(),
+            sandbox: request.sandbox.record.id.clone(),
+            id: taken.id,
+        })?;
+        Ok((request, restore, reservation))
     }
 
     async fn build<'s>(

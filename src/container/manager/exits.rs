@@ -23,7 +23,7 @@ impl Containers {
             if exit.reason == OOM_KILLED_REASON {
                 self.metrics.oom_killed();
             }
-            if let Err(e) = self.update_record(&id, entry, |r| r.exit = Some(exit)) {
+            if let Err(e) = entry.update_record(&self.paths(&id).record(), |r| r.exit = Some(exit)) {
                 tracing::warn!(container_id = %id, error = %e, "cannot record the container's exit");
             }
             self.emit(EventKind::Stopped, entry);
@@ -44,8 +44,8 @@ impl Containers {
         tokio::spawn(async move {
             waiter.await;
             // Let an operation that already handles the exit finish first.
-            let _op = this.entry.op.lock().await;
-            if this.entry.live().removed {
+            let _op = this.entry.lock_op().await;
+            if this.entry.is_removed() {
                 return;
             }
             let exit = recorded_exit(&run_dir).await;
@@ -78,19 +78,5 @@ impl Containers {
             });
             hooks::poststop_if_pending(&record, &paths).await;
         });
-    }
-
-    pub(super) fn update_record(
-        &self,
-        id: &str,
-        entry: &Entry,
-        change: impl FnOnce(&mut ContainerRecord),
-    ) -> Result<(), StoreError> {
-        let record = {
-            let mut live = entry.live();
-            change(&mut live.record);
-            live.record.clone()
-        };
-        store::write_json(&self.paths(id).record(), &record)
     }
 }

@@ -8,16 +8,10 @@ impl Containers {
     /// exit its monitor recorded. Interrupted creations are undone, and
     /// interrupted checkpoints cleaned up after.
     pub async fn load(&self) -> Result<(), ContainerError> {
-        let base = self.config.root.join("containers");
-        let run_base = self.config.state.join("containers");
-        for dir in [&base, &run_base] {
-            store::create_dir_all(dir, 0o700).map_err(io_err(format!("cannot create {}", dir.display())))?;
-        }
-        let ids = store::list_records(&base).map_err(io_err(format!("cannot list {}", base.display())))?;
+        let dirs = store::RecordDirs::new(&self.config.root, &self.config.state, "containers");
+        let ids = dirs.open()?;
         for id in &ids {
             let paths = self.paths(id);
-            store::remove_interrupted_writes(&paths.dir);
-            store::remove_interrupted_writes(&paths.run_dir);
             let mut record: ContainerRecord = match store::read_json(&paths.record()) {
                 Ok(Some(record)) => record,
                 Ok(None) => {
@@ -47,12 +41,8 @@ impl Containers {
                 .and_then(|identity| identity.open_pidfd().map(|pidfd| InitProcess { identity, pidfd }));
             let running = init.is_some();
             let cgroup_join = store::read_json::<CgroupJoin>(&files.cgroup_join()).unwrap_or(None);
-            let entry = Entry::new(record.clone(), init, cgroup_join);
-            {
-                let mut index = self.index();
-                index.names.insert(name_slot(&record.sandbox_id, &record.name_key), id.clone());
-                index.by_id.insert(id.clone(), entry.clone());
-            }
+            let slot = name_slot(&record.sandbox_id, &record.name_key);
+            let entry = self.index.insert(id, &slot, Live::new(record.clone(), init, cgroup_join));
             self.clean_up_interrupted_checkpoint(id, &paths, &entry).await;
             if running {
                 self.watch(id.clone(), entry);
@@ -64,10 +54,8 @@ impl Containers {
             }
             tracing::info!(container_id = %id, running, "container reloaded");
         }
-        for id in store::list_records(&run_base).unwrap_or_default() {
-            if !ids.contains(&id) {
-                let _ = store::remove_tree(&self.paths(&id).run_dir);
-            }
+        for id in dirs.orphaned_run_dirs(&ids) {
+            let _ = store::remove_tree(&self.paths(&id).run_dir);
         }
         self.release_orphaned_leases();
         Ok(())
@@ -84,8 +72,7 @@ impl Containers {
                 return;
             }
         };
-        let known: std::collections::HashSet<String> = self.index().by_id.keys().cloned().collect();
-        for holder in holders.into_iter().filter(|h| !known.contains(h)) {
+        for holder in holders.into_iter().filter(|h| !self.index.contains(h)) {
             match self.images.release(&holder) {
                 Ok(()) => {
                     tracing::info!(container_id = %holder, "released the image lease of a container that is gone")

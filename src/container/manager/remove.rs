@@ -11,23 +11,15 @@ impl Containers {
             Err(ContainerError::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _op = entry.op.lock().await;
-        if entry.live().removed {
+        let _op = entry.lock_op().await;
+        if entry.is_removed() {
             return Ok(());
         }
         self.stop_locked(&id, &entry, Duration::ZERO).await?;
         let record = entry.live().record.clone();
         let last = self.events.wanted().then(|| self.view_of(&entry)).flatten();
         self.tear_down(&record).await?;
-        entry.live().removed = true;
-        {
-            let mut index = self.index();
-            index.by_id.remove(&id);
-            let slot = name_slot(&record.sandbox_id, &record.name_key);
-            if index.names.get(&slot) == Some(&id) {
-                index.names.remove(&slot);
-            }
-        }
+        self.index.remove(&id);
         tracing::info!(container_id = %id, "container removed");
         self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Container(Box::new(v))));
         Ok(())

@@ -9,8 +9,7 @@ impl Containers {
     }
 
     pub fn list(&self) -> Vec<ContainerView> {
-        let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
-        let mut views: Vec<ContainerView> = entries.iter().filter_map(|e| self.view_of(e)).collect();
+        let mut views: Vec<ContainerView> = self.index.entries().iter().filter_map(|e| self.view_of(e)).collect();
         views.sort_by_key(|v| v.record.created_at_ns);
         views
     }
@@ -21,10 +20,10 @@ impl Containers {
     }
 
     pub(super) fn view_of(&self, entry: &Entry) -> Option<ContainerView> {
-        let mut live = entry.live();
-        if live.removed {
+        if entry.is_removed() {
             return None;
         }
+        let mut live = entry.live();
         let paths = self.paths(&live.record.id);
         let files = RunFiles::new(&paths.run_dir);
         let alive = live.init.as_ref().is_some_and(|i| !i.pidfd.has_exited());

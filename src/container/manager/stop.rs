@@ -13,7 +13,7 @@ impl Containers {
             Err(ContainerError::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _op = entry.op.lock().await;
+        let _op = entry.lock_op().await;
         match self.stop_locked(&id, &entry, timeout).await {
             Err(ContainerError::NotFound(_)) => Ok(()),
             other => other,
@@ -21,11 +21,11 @@ impl Containers {
     }
 
     pub(super) async fn stop_locked(&self, id: &str, entry: &Entry, timeout: Duration) -> Result<(), ContainerError> {
+        if entry.is_removed() {
+            return Err(ContainerError::NotFound(id.to_string()));
+        }
         let (pidfd_alive, stop_signal, cgroup, started) = {
             let live = entry.live();
-            if live.removed {
-                return Err(ContainerError::NotFound(id.to_string()));
-            }
             let alive = live.init.as_ref().is_some_and(|i| !i.pidfd.has_exited());
             (alive, live.record.stop_signal, live.record.cgroup.clone(), live.record.started_at_ns.is_some())
         };

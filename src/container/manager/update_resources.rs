@@ -12,7 +12,7 @@ impl Containers {
         mut resources: api::LinuxContainerResources,
     ) -> Result<(), ContainerError> {
         let (id, entry) = self.entry(id)?;
-        let _op = entry.op.lock().await;
+        let _op = entry.lock_op().await;
         let view = self.view_of(&entry).ok_or_else(|| ContainerError::NotFound(id.clone()))?;
         if view.state == ContainerState::Exited {
             return Err(ContainerError::Precondition(format!(
@@ -39,7 +39,7 @@ impl Containers {
             Err(e) => tracing::warn!(container_id = %id, error = %e, "cannot update the container's OCI spec"),
         }
         resources.oom_score_adj = view.record.oom_score_adj.map_or(0, |(_, applied)| applied.into());
-        self.update_record(&id, &entry, |r| r.resources = Some(resources))?;
+        entry.update_record(&view.paths.record(), |r| r.resources = Some(resources))?;
         tracing::info!(container_id = %id, "container resources updated");
         Ok(())
     }

@@ -7,16 +7,10 @@ impl Sandboxes {
     /// a live pause (same pid, start time and boot) keeps its sandbox READY;
     /// otherwise it is NOTREADY. Interrupted creations are undone.
     pub async fn load(&self) -> Result<(), SandboxError> {
-        let base = self.config.root.join("sandboxes");
-        let run_base = self.config.state.join("sandboxes");
-        for dir in [&base, &run_base] {
-            store::create_dir_all(dir, 0o700).map_err(io_err(format!("cannot create {}", dir.display())))?;
-        }
-        let ids = store::list_records(&base).map_err(io_err(format!("cannot list {}", base.display())))?;
+        let dirs = store::RecordDirs::new(&self.config.root, &self.config.state, "sandboxes");
+        let ids = dirs.open()?;
         for id in &ids {
             let paths = self.paths(id);
-            store::remove_interrupted_writes(&paths.dir);
-            store::remove_interrupted_writes(&paths.run_dir);
             let record: SandboxRecord = match store::read_json(&paths.record()) {
                 Ok(Some(record)) => record,
                 Ok(None) => {
@@ -50,19 +44,16 @@ impl Sandboxes {
             if let Some(pause) = &pause {
                 self.network.resume(id, pause.identity.pid).await;
             }
-            let mut index = self.index();
-            index.names.insert(record.name_key.clone(), id.clone());
-            index.by_id.insert(id.clone(), Entry::new(record, pause));
+            let name = record.name_key.clone();
+            self.index.insert(id, &name, Live::new(record, pause));
         }
         // Pod networks whose sandbox no longer exists.
         self.network.sweep(&ids).await;
         // Volatile directories whose sandbox no longer exists.
-        for id in store::list_records(&run_base).unwrap_or_default() {
-            if !ids.contains(&id) {
-                let paths = self.paths(&id);
-                release_mounts(&paths)?;
-                let _ = store::remove_tree(&paths.run_dir);
-            }
+        for id in dirs.orphaned_run_dirs(&ids) {
+            let paths = self.paths(&id);
+            release_mounts(&paths)?;
+            let _ = store::remove_tree(&paths.run_dir);
         }
         Ok(())
     }

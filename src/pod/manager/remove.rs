@@ -11,22 +11,15 @@ impl Sandboxes {
             Err(SandboxError::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _op = entry.op.lock().await;
-        if entry.live().removed {
+        let _op = entry.lock_op().await;
+        if entry.is_removed() {
             return Ok(());
         }
         self.stop_locked(&id, &entry).await?;
         let record = entry.live().record.clone();
         self.tear_down(&record, None, true).await?;
         let last = self.events.wanted().then(|| self.view(&entry.live()));
-        entry.live().removed = true;
-        {
-            let mut index = self.index();
-            index.by_id.remove(&id);
-            if index.names.get(&record.name_key) == Some(&id) {
-                index.names.remove(&record.name_key);
-            }
-        }
+        self.index.remove(&id);
         tracing::info!(pod_id = %id, "sandbox removed");
         self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Sandbox(Box::new(v))));
         Ok(())

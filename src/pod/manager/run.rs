@@ -11,11 +11,18 @@ use super::*;
 impl Sandboxes {
     pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
         let id = ids::new_id();
+        let name_key = spec.name_key.clone();
+        // Held until the sandbox is made; a failed run drops it, which frees
+        // the name once everything made under it is undone.
+        let reservation = self
+            .index
+            .reserve(&name_key, &id)
+            .map_err(|taken| SandboxError::NameInUse { name: name_key, id: taken.id })?;
         let undo = Undo::new("RunPodSandbox").pod(&id);
         match self.create(&id, spec, &undo).await {
-            Ok(entry) => {
+            Ok(live) => {
                 undo.commit();
-                self.index().by_id.insert(id.clone(), entry.clone());
+                let entry = reservation.commit(live);
                 // The sandbox is made and its pause runs: both at once.
                 self.emit(EventKind::Created, &entry);
                 self.emit(EventKind::Started, &entry);
@@ -24,38 +31,13 @@ impl Sandboxes {
             Err(e) => {
                 tracing::warn!(pod_id = %id, error = %e, "RunPodSandbox failed; undoing");
                 undo.rollback().await;
+                drop(reservation);
                 Err(e)
             }
         }
     }
 
-    /// Reserves the pod's name key for `id`.
-    fn reserve_name<'s>(&'s self, id: &str, name_key: &str, undo: &Undo<'s>) -> Result<(), SandboxError> {
-        {
-            let mut index = self.index();
-            if let Some(existing) = index.names.get(name_key) {
-                return Err(SandboxError::NameInUse { name: name_key.to_string(), id: existing.clone() });
-            }
-            index.names.insert(name_key.to_string(), id.to_string());
-        }
-        let (name_key, owner) = (name_key.to_string(), id.to_string());
-        undo.push("name reserved", move || {
-            let mut index = self.index();
-            if index.names.get(&name_key) == Some(&owner) {
-                index.names.remove(&name_key);
-            }
-            Ok::<_, Infallible>(())
-        });
-        Ok(())
-    }
-
-    pub(super) async fn create<'s>(
-        &'s self,
-        id: &str,
-        spec: SandboxSpec,
-        undo: &Undo<'s>,
-    ) -> Result<Arc<Entry>, SandboxError> {
-        self.reserve_name(id, &spec.name_key, undo)?;
+    pub(super) async fn create<'s>(&'s self, id: &str, spec: SandboxSpec, undo: &Undo<'s>) -> Result<Live, SandboxError> {
         let pod_cgroup = match &spec.cgroup_parent {
             Some(parent) => parent.clone(),
             None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,
@@ -82,7 +64,7 @@ impl Sandboxes {
         if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
             self.ahead.start(path);
         }
-        Ok(Entry::new(record, Some(pause)))
+        Ok(Live::new(record, Some(pause)))
     }
 
     pub(super) async fn make<'s>(

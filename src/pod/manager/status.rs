@@ -5,32 +5,23 @@ use super::*;
 impl Sandboxes {
     pub fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
         let (id, entry) = self.entry(id)?;
-        let live = entry.live();
-        if live.removed {
+        if entry.is_removed() {
             return Err(SandboxError::NotFound(id));
         }
-        Ok(self.view(&live))
+        let view = self.view(&entry.live());
+        Ok(view)
     }
 
     pub fn list(&self) -> Vec<SandboxView> {
-        let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
-        let mut views: Vec<SandboxView> = entries
-            .iter()
-            .filter_map(|e| {
-                let live = e.live();
-                (!live.removed).then(|| self.view(&live))
-            })
-            .collect();
+        let mut views: Vec<SandboxView> =
+            self.index.entries().iter().filter(|e| !e.is_removed()).map(|e| self.view(&e.live())).collect();
         views.sort_by_key(|v| v.record.created_at_ns);
         views
     }
 
     /// Reports `kind` with the sandbox as it is now.
     pub(super) fn emit(&self, kind: EventKind, entry: &Entry) {
-        self.events.emit(kind, || {
-            let live = entry.live();
-            (!live.removed).then(|| Subject::Sandbox(Box::new(self.view(&live))))
-        });
+        self.events.emit(kind, || (!entry.is_removed()).then(|| Subject::Sandbox(Box::new(self.view(&entry.live())))));
     }
 
     pub(super) fn view(&self, live: &Live) -> SandboxView {

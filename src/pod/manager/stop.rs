@@ -6,16 +6,16 @@ impl Sandboxes {
     /// Kills the pause process and releases the pod's mounts; idempotent.
     pub async fn stop(&self, id: &str) -> Result<(), SandboxError> {
         let (id, entry) = self.entry(id)?;
-        let _op = entry.op.lock().await;
+        let _op = entry.lock_op().await;
         self.stop_locked(&id, &entry).await
     }
 
     pub(super) async fn stop_locked(&self, id: &str, entry: &Entry) -> Result<(), SandboxError> {
+        if entry.is_removed() {
+            return Err(SandboxError::NotFound(id.to_string()));
+        }
         let (record, pause) = {
             let mut live = entry.live();
-            if live.removed {
-                return Err(SandboxError::NotFound(id.to_string()));
-            }
             (live.record.clone(), live.pause.take())
         };
         // DEL while the pause still holds the namespace; a failure leaves

@@ -6,12 +6,12 @@ impl Sandboxes {
     /// UpdatePodSandboxResources: new limits for a ready pod's cgroup.
     pub async fn update_resources(&self, id: &str, pod: PodResources) -> Result<(), SandboxError> {
         let (id, entry) = self.entry(id)?;
-        let _op = entry.op.lock().await;
+        let _op = entry.lock_op().await;
+        if entry.is_removed() {
+            return Err(SandboxError::NotFound(id));
+        }
         let (pod_cgroup, ready) = {
             let live = entry.live();
-            if live.removed {
-                return Err(SandboxError::NotFound(id));
-            }
             (live.record.pod_cgroup.clone(), self.view(&live).state == SandboxState::Ready)
         };
         if !ready {

@@ -15,13 +15,14 @@
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::sched::CloneFlags;
 use oci_spec::runtime::{LinuxNamespaceType, Mount, Spec};
 
 use super::capability_sets::CapabilitySets;
+use super::placed_fds;
 use super::rootfs::{self, create_in_root, fd_path, open_in_root};
 use super::seccomp::PreparedFilters;
 use crate::container::spec::IMAGE_VOLUME_TYPE;
@@ -107,8 +108,8 @@ pub fn run_prepared(stdio: InitStdio, pipes: InitPipes, control: OwnedFd) -> ! {
     if let Err(e) = place_fds(stdio, pipes, Some(control)) {
         std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
     }
-    // SAFETY: CONTROL_FD was placed by place_fds and is owned here only.
-    let mut control = io::BufReader::new(unsafe { fs::File::from_raw_fd(CONTROL_FD) });
+    // CONTROL_FD was placed by place_fds and is owned here only.
+    let mut control = io::BufReader::new(fs::File::from(placed_fds::take(CONTROL_FD)));
     let mut line = String::new();
     if !matches!(io::BufRead::read_line(&mut control, &mut line), Ok(n) if n > 0) {
         std::process::exit(0);
@@ -141,36 +142,36 @@ fn build_and_exec(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> ! {
         Err(e) => std::process::exit(report_and_exit_code(&e)),
     };
     {
-        // SAFETY: READY_FD was placed by place_fds and is owned here only.
-        let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
+        // READY_FD was placed by place_fds and is owned here only.
+        let mut ready = fs::File::from(placed_fds::take(READY_FD));
         if ready.write_all(Built.encode().as_bytes()).is_err() {
             std::process::exit(1);
         }
     }
     // Wait for StartContainer: one byte; EOF means the monitor gave up on us.
     let mut byte = [0u8; 1];
-    // SAFETY: START_FD was placed by place_fds and is owned here only.
-    let mut start = unsafe { fs::File::from_raw_fd(START_FD) };
+    // START_FD was placed by place_fds and is owned here only.
+    let mut start = fs::File::from(placed_fds::take(START_FD));
     if !matches!(start.read(&mut byte), Ok(1)) {
         std::process::exit(1);
     }
     drop(start);
     if let Err(e) = exec.hooks.run_start_container() {
-        // SAFETY: EXEC_ERROR_FD was placed by place_fds and is owned here only.
-        let mut report = unsafe { fs::File::from_raw_fd(EXEC_ERROR_FD) };
+        // EXEC_ERROR_FD was placed by place_fds and is owned here only.
+        let mut report = fs::File::from(placed_fds::take(EXEC_ERROR_FD));
         let _ = report.write_all(e.as_bytes());
         std::process::exit(1);
     }
     let error = exec.run();
-    // SAFETY: EXEC_ERROR_FD was placed by place_fds and is owned here only.
-    let mut report = unsafe { fs::File::from_raw_fd(EXEC_ERROR_FD) };
+    // EXEC_ERROR_FD was placed by place_fds and is owned here only.
+    let mut report = fs::File::from(placed_fds::take(EXEC_ERROR_FD));
     let _ = report.write_all(error.message.as_bytes());
     std::process::exit(error.exit_code)
 }
 
 fn report_and_exit_code(message: &str) -> i32 {
-    // SAFETY: READY_FD is ours (or invalid, in which case write fails harmlessly).
-    let mut ready = unsafe { fs::File::from_raw_fd(READY_FD) };
+    // READY_FD is ours (or invalid, in which case write fails harmlessly).
+    let mut ready = fs::File::from(placed_fds::take(READY_FD));
     let _ = ready.write_all(Answer::<Built>::Refused(message.to_string()).encode().as_bytes());
     1
 }
@@ -194,8 +195,8 @@ fn place_fds(stdio: InitStdio, pipes: InitPipes, sixth: Option<OwnedFd>) -> io::
     drop((stdio, pipes, sixth));
     parked.place_from(0)?;
     for target in READY_FD..=last {
-        // SAFETY: sets FD_CLOEXEC on a descriptor we just placed.
-        unsafe { libc::fcntl(target, libc::F_SETFD, libc::FD_CLOEXEC) };
+        // Close-on-exec on a descriptor we just placed.
+        let _ = placed_fds::set_close_on_exec(target);
     }
     drop(parked);
     super::process::close_fds_from(last as u32 + 1)
@@ -212,16 +213,16 @@ fn take_terminal() -> Result<(), String> {
     let number = super::pty::number(&pty.master).map_err(|e| format!("the terminal's number: {e}"))?;
     bind_console(&format!("/dev/pts/{number}")).map_err(|e| format!("binding the terminal to /dev/console: {e}"))?;
     for target in 0..=2 {
-        // SAFETY: dup2 of an fd we own onto stdio, whose old files (the
-        // monitor's /dev/null) nothing else here refers to.
-        if unsafe { libc::dup2(pty.slave.as_raw_fd(), target) } < 0 {
-            return Err(format!("the terminal on stdio: {}", io::Error::last_os_error()));
+        // Onto stdio, whose old files (the monitor's /dev/null) nothing else
+        // here refers to.
+        if let Err(e) = placed_fds::copy_onto(&pty.slave, target) {
+            return Err(format!("the terminal on stdio: {e}"));
         }
     }
     drop(pty.slave);
     super::pty::take_stdin_as_controlling_terminal().map_err(|e| format!("taking the terminal: {e}"))?;
-    // SAFETY: TERMINAL_FD was placed by place_fds and is owned here only.
-    let socket = unsafe { UnixStream::from_raw_fd(TERMINAL_FD) };
+    // TERMINAL_FD was placed by place_fds and is owned here only.
+    let socket = UnixStream::from(placed_fds::take(TERMINAL_FD));
     super::socket::send_with_fds(&socket, b"terminal", &[pty.master.as_raw_fd()])
         .map_err(|e| format!("handing the terminal to the monitor: {e}"))
 }
@@ -485,9 +486,9 @@ impl InContainerHooks {
 /// Asks the monitor to run the runtime's hooks and waits until they ran
 /// (end of input: they failed, or the monitor gave up on us).
 fn await_runtime_hooks() -> Result<(), String> {
-    // SAFETY: READY_FD and START_FD were placed by place_fds and stay open
-    // until the process ends; the borrows end within this function.
-    let (ready, start) = unsafe { (BorrowedFd::borrow_raw(READY_FD), BorrowedFd::borrow_raw(START_FD)) };
+    // READY_FD and START_FD were placed by place_fds and stay open until the
+    // process ends; the borrows end within this function.
+    let (ready, start) = (placed_fds::borrow(READY_FD), placed_fds::borrow(START_FD));
     nix::unistd::write(ready, words::RUNTIME_HOOKS).map_err(|e| format!("asking for the runtime's hooks: {e}"))?;
     let mut byte = [0u8; 1];
     match nix::unistd::read(start, &mut byte) {
@@ -1018,10 +1019,8 @@ fn set_rlimit(limit: &oci_spec::runtime::PosixRlimit) -> Result<(), String> {
         "RTTIME" => libc::RLIMIT_RTTIME,
         _ => return Err(format!("unknown rlimit {name}")),
     };
-    let value = libc::rlimit { rlim_cur: limit.soft(), rlim_max: limit.hard() };
-    // SAFETY: value is a valid rlimit for the duration of the call.
-    if unsafe { libc::setrlimit(resource, &value) } < 0 {
-        return Err(format!("setrlimit {name} {}/{}: {}", limit.soft(), limit.hard(), io::Error::last_os_error()));
+    if let Err(e) = super::process::set_rlimit(resource, limit.soft(), limit.hard()) {
+        return Err(format!("setrlimit {name} {}/{}: {e}", limit.soft(), limit.hard()));
     }
     Ok(())
 }

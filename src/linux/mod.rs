@@ -13,6 +13,7 @@ pub mod mount;
 pub mod namespaces;
 pub mod net;
 pub mod netns_connect;
+pub mod placed_fds;
 pub mod process;
 pub mod pty;
 pub mod reaper;

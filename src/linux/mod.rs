@@ -5,7 +5,6 @@
 pub mod beneath;
 pub mod capability_sets;
 pub mod clone3;
-pub mod container_init;
 pub mod device_filter;
 pub mod lock;
 pub mod log_file;

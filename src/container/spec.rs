@@ -13,6 +13,7 @@ use oci_spec::runtime::{
 
 use super::user::ResolvedUser;
 use crate::api::{self, MountPropagation};
+use crate::monitor::plan::IMAGE_VOLUME_TYPE;
 
 /// The paths masked in a non-privileged container when the config names none.
 pub const DEFAULT_MASKED_PATHS: &[&str] = &[
@@ -139,10 +140,6 @@ pub struct ImageVolume {
     pub sub_path: Option<String>,
     pub scratch: PathBuf,
 }
-
-/// The mount type of an image volume in the spec (nidus's own: an overlay of
-/// the layers, read-only, or one layer bound read-only).
-pub const IMAGE_VOLUME_TYPE: &str = "nidus-image";
 
 impl ImageVolume {
     /// Its entry in the spec's mounts: one `lowerdir+=` option per layer

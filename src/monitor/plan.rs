@@ -123,6 +123,14 @@ pub struct RootfsPlan {
     pub work: PathBuf,
 }
 
+/// The mount type of an image volume in the spec (nidus's own: an overlay of
+/// the layers, read-only, or one layer bound read-only), which the init mounts.
+pub const IMAGE_VOLUME_TYPE: &str = "nidus-image";
+
+/// The PATH of a container's process when neither its image nor its config
+/// sets one (the init looks its command up there then).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// One cgroup filesystem to mount under /sys/fs/cgroup.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CgroupMount {

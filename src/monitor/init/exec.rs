@@ -358,7 +358,7 @@ pub(super) fn exec_of(process: &oci_spec::runtime::Process, confinement: Confine
     let path_dirs = env
         .iter()
         .find_map(|e| e.strip_prefix("PATH="))
-        .unwrap_or(crate::container::command::DEFAULT_PATH)
+        .unwrap_or(crate::monitor::plan::DEFAULT_PATH)
         .split(':')
         .filter(|d| !d.is_empty())
         .map(String::from)

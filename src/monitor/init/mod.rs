@@ -30,11 +30,10 @@ use std::path::{Path, PathBuf};
 use nix::sched::CloneFlags;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::container::spec::IMAGE_VOLUME_TYPE;
 use crate::linux::placed_fds;
 use crate::linux::rootfs;
 use crate::linux::seccomp::PreparedFilters;
-use crate::monitor::plan::MonitorPlan;
+use crate::monitor::plan::{MonitorPlan, IMAGE_VOLUME_TYPE};
 use crate::wire::words::{
     INIT_CONTROL as CONTROL_FD, INIT_EXEC_ERROR as EXEC_ERROR_FD, INIT_READY as READY_FD, INIT_START as START_FD,
     INIT_TERMINAL as TERMINAL_FD,

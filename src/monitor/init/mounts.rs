@@ -10,9 +10,8 @@ use std::path::{Component, Path, PathBuf};
 use oci_spec::runtime::{Mount, Spec};
 
 use super::PodUserNamespace;
-use crate::container::spec::IMAGE_VOLUME_TYPE;
 use crate::linux::rootfs::{self, create_in_root, fd_path, open_in_root};
-use crate::monitor::plan::MonitorPlan;
+use crate::monitor::plan::{MonitorPlan, IMAGE_VOLUME_TYPE};
 
 /// Mount options → (flags, data, propagation, read-only, recursive read-only).
 struct Options {

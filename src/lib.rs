@@ -18,6 +18,7 @@ pub mod api_v1alpha2 {
 }
 
 pub mod bounded_file;
+pub mod capabilities;
 pub mod cdi;
 pub mod cgroups;
 pub mod checkpoint;

@@ -19,7 +19,8 @@ use prost::Message;
 use nidus::api;
 use nidus::container::spec::{self, ImageDefaults, PidNamespace, PodFacts, SpecInput};
 use nidus::container::user::{self, UserRequest};
-use nidus::container::{caps, resources, ContainerCreate, PidMode};
+use nidus::capabilities as caps;
+use nidus::container::{resources, ContainerCreate, PidMode};
 use nidus::fuzzing;
 use nidus::pod::SandboxView;
 

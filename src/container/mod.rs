@@ -2,7 +2,6 @@
 //! monitor that builds and watches each one, their lifecycle and status, and
 //! ExecSync. The image store is reached through `ImageSource`.
 
-pub mod caps;
 pub mod command;
 pub mod confinement;
 pub mod exec;

@@ -289,7 +289,7 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         .capabilities
         .as_ref()
         .map(|c| {
-            c.add_ambient_capabilities.iter().filter_map(|a| super::caps::normalize(a).ok()?.parse().ok()).collect()
+            c.add_ambient_capabilities.iter().filter_map(|a| crate::capabilities::normalize(a).ok()?.parse().ok()).collect()
         })
         .unwrap_or_default();
     let capabilities = LinuxCapabilitiesBuilder::default()
@@ -510,7 +510,7 @@ mod tests {
             username: Some("app".into()),
             home: "/home/app".into(),
         };
-        let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
+        let caps = crate::capabilities::container_set(false, &[], &[]).unwrap();
         let pod = pod();
         let spec = build(&input_with(&config, &pod, &image, &user, &caps)).unwrap();
         let process = spec.process().as_ref().unwrap();
@@ -577,7 +577,7 @@ mod tests {
         };
         let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
         let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None, home: "/".into() };
-        let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
+        let caps = crate::capabilities::container_set(false, &[], &[]).unwrap();
         let pod = pod();
         let mut input = input_with(&config, &pod, &image, &user, &caps);
         input.pids_limit = 64;
@@ -604,7 +604,7 @@ mod tests {
         };
         let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
         let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None, home: "/".into() };
-        let caps = super::super::caps::container_set(true, &[], &[]).unwrap();
+        let caps = crate::capabilities::container_set(true, &[], &[]).unwrap();
         let pod = pod();
         let spec = build(&input_with(&config, &pod, &image, &user, &caps)).unwrap();
         let linux = spec.linux().as_ref().unwrap();

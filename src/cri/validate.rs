@@ -370,7 +370,8 @@ pub fn container_create(
     request: api::CreateContainerRequest,
     sandbox: crate::pod::SandboxView,
 ) -> Result<crate::container::ContainerCreate, Status> {
-    use crate::container::{caps, PidMode};
+    use crate::capabilities;
+    use crate::container::PidMode;
     let config = request.config.ok_or_else(|| invalid("config", "is required"))?;
     let meta = config.metadata.as_ref().ok_or_else(|| invalid("config.metadata", "is required"))?;
     name("config.metadata.name", &meta.name, MAX_NAME)?;
@@ -463,7 +464,7 @@ pub fn container_create(
     let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
     if let Some(c) = &sc.capabilities {
         for name in c.add_capabilities.iter().chain(&c.drop_capabilities).chain(&c.add_ambient_capabilities) {
-            caps::normalize(name).map_err(|e| invalid("config.linux.security_context.capabilities", e))?;
+            capabilities::normalize(name).map_err(|e| invalid("config.linux.security_context.capabilities", e))?;
         }
     }
     for (field, v) in [("run_as_user", sc.run_as_user.as_ref()), ("run_as_group", sc.run_as_group.as_ref())] {

@@ -25,7 +25,8 @@ use crate::container::security::{self, HostModules, SeccompReport, SecurityRepor
 use crate::container::spare_dirs::{self, ImageEtc};
 use crate::container::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
 use crate::container::user::{self, UserRequest};
-use crate::container::{caps, signal};
+use crate::capabilities;
+use crate::container::signal;
 use crate::events::EventKind;
 use crate::helper::ReplyError;
 use crate::ids;
@@ -391,7 +392,7 @@ impl Containers {
         let started = std::time::Instant::now();
         let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
         let c = sc.capabilities.clone().unwrap_or_default();
-        let wanted = match caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities) {
+        let wanted = match capabilities::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities) {
             Ok(wanted) => wanted,
             Err(e) => {
                 // The lease is under way: it ends before the create is undone.
@@ -402,7 +403,7 @@ impl Containers {
         let capabilities = {
             // Nobody can hand out a capability it lacks (this node's root may
             // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
-            let (kept, unavailable) = caps::available(wanted);
+            let (kept, unavailable) = capabilities::available(wanted);
             if !unavailable.is_empty() {
                 tracing::warn!(container_id = %id, ?unavailable, "capabilities the runtime itself lacks are left out");
             }

@@ -289,7 +289,10 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         .capabilities
         .as_ref()
         .map(|c| {
-            c.add_ambient_capabilities.iter().filter_map(|a| crate::capabilities::normalize(a).ok()?.parse().ok()).collect()
+            c.add_ambient_capabilities
+                .iter()
+                .filter_map(|a| crate::capabilities::normalize(a).ok()?.parse().ok())
+                .collect()
         })
         .unwrap_or_default();
     let capabilities = LinuxCapabilitiesBuilder::default()

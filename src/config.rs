@@ -2,9 +2,11 @@
 //! read from a TOML file (`/etc/nidus/config.toml` when present, or `--config`)
 //! and overridden by the command-line flags of `nidus serve`.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::paths::has_dot_dot;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/nidus/config.toml";
 
@@ -398,10 +400,6 @@ impl Config {
     pub fn import_dir(&self) -> PathBuf {
         self.image.import_dir.clone().unwrap_or_else(|| self.root.join("import"))
     }
-}
-
-pub fn has_dot_dot(path: &Path) -> bool {
-    path.components().any(|c| c == Component::ParentDir)
 }
 
 #[cfg(test)]

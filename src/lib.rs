@@ -40,6 +40,7 @@ pub mod linux;
 pub mod metrics;
 pub mod monitor;
 pub mod network;
+pub mod paths;
 pub mod pod;
 pub mod quote;
 pub mod runtime;

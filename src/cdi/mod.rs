@@ -38,7 +38,7 @@ impl Default for CdiSettings {
 
 impl CdiSettings {
     pub fn validate(&self) -> Result<(), String> {
-        match self.spec_dirs.iter().find(|d| !d.is_absolute() || crate::config::has_dot_dot(d)) {
+        match self.spec_dirs.iter().find(|d| !d.is_absolute() || crate::paths::has_dot_dot(d)) {
             Some(dir) => Err(format!("cdi.spec_dirs must hold absolute paths without '..', got {}", dir.display())),
             None => Ok(()),
         }

@@ -52,7 +52,7 @@ fn localhost_path(field: &str, reference: &str) -> Result<PathBuf, FieldError> {
     if path.as_os_str().is_empty() {
         return Err(field_error(field, "a Localhost profile needs the path of its file"));
     }
-    if !path.is_absolute() || crate::config::has_dot_dot(path) || reference.contains('\0') {
+    if !path.is_absolute() || crate::paths::has_dot_dot(path) || reference.contains('\0') {
         return Err(field_error(field, format!("{reference:?} must be an absolute path on the node without '..'")));
     }
     Ok(path.to_path_buf())

@@ -8,9 +8,9 @@ use tonic::Status;
 
 use crate::api::{self, NamespaceMode, PodSandboxConfig};
 use crate::cgroups::CgroupPath;
-use crate::config::has_dot_dot;
 use crate::linux::namespaces::NewNamespaces;
 use crate::linux::userns::{IdMap, IdMaps};
+use crate::paths::has_dot_dot;
 use crate::pod::files::{validate_hostname, DnsSpec};
 use crate::pod::manager::pod_hostname;
 use crate::pod::{sysctl, SandboxSpec};

@@ -367,7 +367,7 @@ impl Config {
                 )));
             }
         }
-        crate::container::security::from_legacy_path(
+        crate::seccomp::choice::from_legacy_path(
             "container.unset_seccomp_profile",
             &self.container.unset_seccomp_profile,
         )

@@ -4,7 +4,6 @@
 //! and speaks remotecommand or port-forward over SPDY/3.1.
 
 pub mod attach;
-pub mod config;
 pub mod portforward;
 pub mod queue;
 pub mod remotecommand;
@@ -20,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use config::StreamingSettings;
+use crate::config::streaming::StreamingSettings;
 use portforward::PodNetwork;
 use runtime::{ExecStdio, PreparedExec};
 

@@ -1,6 +1,16 @@
 //! The one configuration of nidus: every path and knob, with embedded defaults,
 //! read from a TOML file (`/etc/nidus/config.toml` when present, or `--config`)
-//! and overridden by the command-line flags of `nidus serve`.
+//! and overridden by the command-line flags of `nidus serve`. Every section's
+//! type is here, the larger ones in a file each (`registry.rs`, `cdi.rs`,
+//! `streaming.rs`, `network.rs` with `cidr.rs`, `metrics.rs`): config sits
+//! below the modules it configures and names none of them.
+
+pub mod cdi;
+pub mod cidr;
+pub mod metrics;
+pub mod network;
+pub mod registry;
+pub mod streaming;
 
 use std::path::{Path, PathBuf};
 
@@ -42,16 +52,16 @@ pub struct Config {
     pub image: ImageStoreSettings,
     /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls,
     /// minimum rate, deadline, grace once every caller left.
-    pub registry: crate::image::pull::RegistrySettings,
+    pub registry: registry::RegistrySettings,
     pub checkpoint: CheckpointSettings,
     pub limits: LimitsSettings,
     pub hooks: HooksSettings,
     /// CDI devices: the spec directories.
-    pub cdi: crate::cdi::CdiSettings,
-    pub streaming: crate::streaming::config::StreamingSettings,
-    pub network: crate::network::NetworkSettings,
+    pub cdi: cdi::CdiSettings,
+    pub streaming: streaming::StreamingSettings,
+    pub network: network::NetworkSettings,
     /// The Prometheus `/metrics` endpoint (off unless an address is set).
-    pub metrics: crate::metrics::MetricsSettings,
+    pub metrics: metrics::MetricsSettings,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -235,7 +245,7 @@ impl Default for Config {
             hooks: HooksSettings::default(),
             cdi: Default::default(),
             streaming: Default::default(),
-            network: crate::network::NetworkSettings::default(),
+            network: network::NetworkSettings::default(),
             metrics: Default::default(),
         }
     }

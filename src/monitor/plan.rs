@@ -5,17 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The first line a monitor reads (JSON): the container it is to build.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct MonitorAssignment {
-    /// The container's run directory (plan.json comes there before `go`).
-    pub run_dir: PathBuf,
-    /// The bundle: its `config.json` is complete once the daemon says `spec`.
-    pub bundle: PathBuf,
-    /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
-    /// monitor joins it while the init builds.
-    pub pod_cgroup_procs: Vec<PathBuf>,
-}
+pub use crate::wire::{CgroupJoin, MonitorAssignment};
 
 impl MonitorPlan {
     /// Where the log file goes, confined to the pod's log directory.
@@ -85,33 +75,6 @@ pub struct RestorePlan {
     pub join_ns: Vec<(String, PathBuf)>,
     /// Bind mounts: CRIU key → the new source on the host.
     pub external_mounts: Vec<(String, PathBuf)>,
-}
-
-/// How the container's init came to be in its cgroup.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum CgroupJoin {
-    /// Born there: clone3 with CLONE_INTO_CGROUP (cgroup v2).
-    Clone3,
-    /// Forked in the monitor's cgroup, then wrote itself into `cgroup.procs`.
-    Procs,
-}
-
-impl CgroupJoin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CgroupJoin::Clone3 => "clone3",
-            CgroupJoin::Procs => "procs",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "clone3" => Some(CgroupJoin::Clone3),
-            "procs" => Some(CgroupJoin::Procs),
-            _ => None,
-        }
-    }
 }
 
 /// The overlay that becomes the container's root.

@@ -1,12 +1,11 @@
 //! CDI (Container Device Interface) devices: the names a container asks for
 //! (CRI `CDI_devices` and `cdi.k8s.io/*` annotations, `name`), the spec
 //! files of the `[cdi] spec_dirs` (`spec`, `validate`, `registry`), their
-//! resolution into edits (`resolve`) and those edits put into the container
-//! (`apply`): device nodes and their device cgroup rules, mounts,
-//! environment, additional groups and hooks, which run through nidus's OCI
-//! hook stages like the `hooks.d` ones.
+//! resolution into edits (`resolve`): device nodes and their device cgroup
+//! rules, mounts, environment, additional groups and hooks, which run
+//! through nidus's OCI hook stages like the `hooks.d` ones. The container
+//! side puts the edits into the container (`container::cdi_edits`).
 
-pub mod apply;
 pub mod name;
 pub mod registry;
 pub mod resolve;
@@ -16,6 +15,9 @@ pub mod validate;
 pub use name::{requested, Requested};
 pub use registry::CdiRegistry;
 pub use resolve::{CdiError, Resolved};
+
+/// The mounts the runtime makes before any other, which no CDI mount replaces.
+pub const RUNTIME_MOUNTS: &[&str] = &["/proc", "/dev", "/dev/pts", "/dev/mqueue", "/sys", "/sys/fs/cgroup", "/dev/shm"];
 
 impl CdiRegistry {
     /// Resolves what a container asks for against the spec files as they

@@ -197,7 +197,7 @@ impl Containers {
         };
         let cdi = self.resolve_cdi(id, config).await.map_err(|e| (e, None))?;
         if let Some(cdi) = &cdi {
-            crate::cdi::apply::merge_devices(&mut devices, cdi);
+            crate::container::cdi_edits::merge_devices(&mut devices, cdi);
         }
         // The container's directory with its upper and work directories (a
         // spare renamed: see `spare_dirs`). Not fsynced: lost in a power cut,
@@ -432,7 +432,7 @@ impl Containers {
         )
         .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.{e}")))?;
         if let Some(cdi) = cdi {
-            crate::cdi::apply::add_groups(&mut user.additional_gids, cdi);
+            crate::container::cdi_edits::add_groups(&mut user.additional_gids, cdi);
         }
         (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
         let (seccomp_choice, seccomp_source, seccomp) = seccomp?;
@@ -480,7 +480,7 @@ impl Containers {
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
         if let Some(cdi) = cdi {
-            crate::cdi::apply::to_spec(&mut oci, cdi)
+            crate::container::cdi_edits::to_spec(&mut oci, cdi)
                 .map_err(|e| ContainerError::Invalid(format!("CDI devices: {e}")))?;
         }
         if let Some(program) = &seccomp {

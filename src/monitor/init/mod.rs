@@ -436,7 +436,7 @@ pub(super) fn load_seccomp(spec: &Spec, bundle: &Path) -> Result<Option<Prepared
     let path = bundle.join(crate::seccomp::program::FILE_NAME);
     let bytes = fs::read(&path).map_err(|e| format!("reading the seccomp program {}: {e}", path.display()))?;
     let filters = crate::seccomp::program::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Some(crate::linux::seccomp::prepare(&filters)))
+    Ok(Some(crate::seccomp::program::prepare(&filters)))
 }
 
 fn plan_tty(process: &oci_spec::runtime::Process) -> bool {

@@ -43,6 +43,7 @@ pub mod network;
 pub mod paths;
 pub mod pod;
 pub mod quote;
+pub mod resources;
 pub mod runtime;
 pub mod seccomp;
 pub mod socket_client;

@@ -20,7 +20,8 @@ use nidus::api;
 use nidus::container::spec::{self, ImageDefaults, PidNamespace, PodFacts, SpecInput};
 use nidus::container::user::{self, UserRequest};
 use nidus::capabilities as caps;
-use nidus::container::{resources, ContainerCreate, PidMode};
+use nidus::container::{ContainerCreate, PidMode};
+use nidus::resources;
 use nidus::fuzzing;
 use nidus::pod::SandboxView;
 

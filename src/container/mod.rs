@@ -12,7 +12,6 @@ pub mod image_volume;
 pub mod manager;
 pub mod monitor_pool;
 pub mod record;
-pub mod resources;
 pub mod security;
 pub mod signal;
 pub mod spare_dirs;

@@ -401,7 +401,7 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
     };
     let cri_resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
     let mut linux = LinuxBuilder::default()
-        .resources(super::resources::to_oci(&cri_resources, input.pids_limit))
+        .resources(crate::resources::to_oci(&cri_resources, input.pids_limit))
         .namespaces(namespaces)
         .devices(devices)
         .masked_paths(masked)

@@ -346,9 +346,7 @@ fn idmapped_mount(field: &str, mount: &api::Mount, pod: Option<&IdMaps>) -> Resu
 /// Resource values (cpu, memory, hugepages, unified keys) below `field`.
 pub fn resources(field: &str, r: Option<&api::LinuxContainerResources>) -> Result<(), Status> {
     match r {
-        Some(r) => {
-            crate::container::resources::validate(r).map_err(|e| invalid(&format!("{field}.{}", e.field), e.why))
-        }
+        Some(r) => crate::resources::validate(r).map_err(|e| invalid(&format!("{field}.{}", e.field), e.why)),
         None => Ok(()),
     }
 }

@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
 use crate::api::{ContainerEventResponse, ContainerEventType};
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::events::{Event, EventKind, Subject, SUBSCRIBER_BACKLOG};
 
 use super::convert;

@@ -7,7 +7,7 @@ use tonic::Status;
 use super::errors::invalid;
 use super::validate;
 use crate::api::{AttachRequest, AttachResponse, ExecRequest, ExecResponse, PortForwardRequest, PortForwardResponse};
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::pod::SandboxState;
 use crate::streaming::portforward::PodNetwork;
 use crate::streaming::runtime::ExecStdio;

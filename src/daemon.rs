@@ -17,7 +17,7 @@ use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::container::{Containers, ImageSource};
-use crate::cri::{Daemon, ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2};
+use crate::cri::{Daemon, ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2, Subject};
 use crate::image::ImageStore;
 use crate::linux::lock;
 use crate::linux::process::set_child_subreaper;
@@ -82,7 +82,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone(), metrics.clone())
             .context("opening the pod network state")?;
     network.probe().await;
-    let events = crate::events::EventHub::default();
+    let events = crate::events::EventHub::<Subject>::default();
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),
@@ -92,7 +92,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         pause_program.exec_path().to_path_buf(),
         network.clone(),
     )
-    .reporting_to(events.clone());
+    .reporting_to(events.emitter(Subject::sandbox));
     sandboxes.load().await.context("reloading sandboxes")?;
     let images = open_images(&config).await?;
     let image_source: Arc<dyn ImageSource> = images.clone();
@@ -105,7 +105,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         monitor_program.exec_path().to_path_buf(),
         image_source,
     )
-    .reporting_to(events.clone())
+    .reporting_to(events.emitter(Subject::container))
     .observed_by(metrics.clone());
     containers.load().await.context("reloading containers")?;
     crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;

@@ -27,6 +27,7 @@ pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
 pub use authority::{AuthorityNormalizer, NormalizeError, NormalizedStream, MAX_HEADER_LIST};
 pub use deadline::DeadlineLayer;
+pub use events::Subject;
 pub use instrument::InstrumentLayer;
 pub use message_cap::{cap_status_message, MAX_STATUS_MESSAGE};
 

@@ -38,7 +38,7 @@ pub struct Daemon {
     /// probe at start), or why not.
     pub user_namespaces: Result<(), String>,
     /// Container and sandbox lifecycle events (GetContainerEvents).
-    pub events: crate::events::EventHub,
+    pub events: crate::events::EventHub<super::Subject>,
     /// The state directories' locks, held while the daemon runs.
     pub(crate) _locks: Vec<LockFile>,
 }

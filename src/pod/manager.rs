@@ -13,7 +13,7 @@ use crate::cgroups::ahead::{self, AheadCgroups};
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::clock::now_ns;
 use crate::config::Config;
-use crate::events::{EventHub, EventKind, Subject};
+use crate::events::{Emitter, EventKind};
 use crate::ids::{self, Resolved};
 use crate::linux::mount;
 use crate::linux::namespaces::{self, NewNamespaces};
@@ -154,7 +154,7 @@ pub struct Sandboxes {
     network: Arc<PodNetworks>,
     index: Mutex<Index>,
     /// Where lifecycle events go (GetContainerEvents).
-    events: EventHub,
+    events: Emitter<SandboxView>,
 }
 
 const PAUSE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -178,12 +178,12 @@ impl Sandboxes {
             pause_binary,
             network,
             index: Mutex::default(),
-            events: EventHub::default(),
+            events: Emitter::default(),
         }
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).
-    pub fn reporting_to(mut self, events: EventHub) -> Self {
+    pub fn reporting_to(mut self, events: Emitter<SandboxView>) -> Self {
         self.events = events;
         self
     }

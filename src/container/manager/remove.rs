@@ -29,7 +29,7 @@ impl Containers {
             }
         }
         tracing::info!(container_id = %id, "container removed");
-        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Container(Box::new(v))));
+        self.events.emit(EventKind::Deleted, || last);
         Ok(())
     }
 

@@ -28,7 +28,7 @@ impl Sandboxes {
             }
         }
         tracing::info!(pod_id = %id, "sandbox removed");
-        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Sandbox(Box::new(v))));
+        self.events.emit(EventKind::Deleted, || last);
         Ok(())
     }
 

@@ -29,7 +29,7 @@ impl Sandboxes {
     pub(super) fn emit(&self, kind: EventKind, entry: &Entry) {
         self.events.emit(kind, || {
             let live = entry.live();
-            (!live.removed).then(|| Subject::Sandbox(Box::new(self.view(&live))))
+            (!live.removed).then(|| self.view(&live))
         });
     }
 

@@ -168,6 +168,7 @@ fn runtime_spec(create: &ContainerCreate) {
         cgroups_path: "/nidus/fuzz",
         oom_score_adj: config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32),
         devices: &[],
+        image_volumes: &[],
         rlimits: &[],
         pids_limit: 1024,
     }) else {

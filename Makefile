@@ -91,9 +91,11 @@ fuzz:
 		rm -rf $(FUZZ_TMP); \
 	done
 
+# The layering check reads docs/design.md's module map and src/ (no root needed).
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --test layering
 
 clean:
 	$(CARGO) clean

@@ -17,9 +17,9 @@ use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{Cgroups, OwnedCgroups};
 use crate::config::Config;
 use crate::container::{Containers, ImageSource};
-use crate::cri::{ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2};
+use crate::cri::{Daemon, ImageApi, ImageApiV1alpha2, RuntimeApi, RuntimeApiV1alpha2, Subject};
 use crate::image::ImageStore;
-use crate::linux::lock::{self, LockFile};
+use crate::linux::lock;
 use crate::linux::process::set_child_subreaper;
 use crate::linux::reaper::Reaper;
 use crate::linux::runtime_program::RuntimeProgram;
@@ -28,105 +28,6 @@ use crate::store;
 
 /// How long in-flight calls may finish after SIGTERM/SIGINT.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Everything the CRI services share.
-pub struct Daemon {
-    pub config: Arc<Config>,
-    pub cgroups: Arc<Cgroups>,
-    pub sandboxes: Sandboxes,
-    /// Pod networks (CNI or built-in) and NetworkReady.
-    pub network: Arc<crate::network::PodNetworks>,
-    pub containers: Containers,
-    pub pause_binary: PathBuf,
-    pub monitor_binary: PathBuf,
-    pub images: Arc<ImageStore>,
-    /// Pulls from registries into `images`.
-    pub puller: Arc<crate::image::pull::Puller>,
-    /// pause and monitor as exec'd (from read-only mounts of their files).
-    pub runtime_programs: Vec<RuntimeProgram>,
-    /// Cgroups nidus still has to remove (reported in Status verbose).
-    pub owned_cgroups: Arc<OwnedCgroups>,
-    /// Usage readings for the stats and metrics RPCs.
-    pub stats: crate::stats::Collector,
-    /// The Exec/Attach/PortForward session server.
-    pub streaming: crate::streaming::StreamingServer,
-    /// Whether pods with a user namespace of their own can work here (the
-    /// probe at start), or why not.
-    pub user_namespaces: Result<(), String>,
-    /// Container and sandbox lifecycle events (GetContainerEvents).
-    pub events: crate::events::EventHub,
-    _locks: Vec<LockFile>,
-}
-
-impl Daemon {
-    /// The RuntimeReady check: state directories writable, cgroup root
-    /// present, the pause program present.
-    pub fn health(&self) -> Result<(), String> {
-        for dir in [&self.config.root, &self.config.state] {
-            nix::unistd::access(dir.as_path(), nix::unistd::AccessFlags::W_OK)
-                .map_err(|e| format!("state directory {} is not writable: {e}", dir.display()))?;
-        }
-        for h in &self.cgroups.hierarchies {
-            if !h.root_dir.is_dir() {
-                return Err(format!("cgroup root {} is missing", h.root_dir.display()));
-            }
-        }
-        for (what, program) in [("pause", &self.pause_binary), ("monitor", &self.monitor_binary)] {
-            if !program.is_file() {
-                return Err(format!("{what} program {} is missing", program.display()));
-            }
-        }
-        Ok(())
-    }
-
-    /// Pods and containers by state, for the metrics.
-    pub fn state_counts(&self) -> crate::metrics::StateCounts {
-        use crate::container::manager::ContainerState;
-        use crate::pod::manager::SandboxState;
-        let (mut ready, mut not_ready) = (0, 0);
-        for pod in self.sandboxes.list() {
-            match pod.state {
-                SandboxState::Ready => ready += 1,
-                SandboxState::NotReady => not_ready += 1,
-            }
-        }
-        let (mut created, mut running, mut exited) = (0, 0, 0);
-        for container in self.containers.list() {
-            match container.state {
-                ContainerState::Created => created += 1,
-                ContainerState::Running => running += 1,
-                ContainerState::Exited => exited += 1,
-            }
-        }
-        crate::metrics::StateCounts {
-            pods: vec![("ready", ready), ("notready", not_ready)],
-            containers: vec![("created", created), ("running", running), ("exited", exited)],
-        }
-    }
-
-    /// Status(verbose) info: versions, config, cgroup setup.
-    pub fn verbose_info(&self) -> serde_json::Value {
-        serde_json::json!({
-            "runtimeName": "nidus",
-            "runtimeVersion": env!("CARGO_PKG_VERSION"),
-            "runtimeApiVersion": crate::cri::CRI_API_VERSION,
-            "servedApis": crate::cri::served_apis(&self.config.grpc),
-            "config": *self.config,
-            "cgroupVersion": self.cgroups.version,
-            "cgroupDriver": "cgroupfs",
-            "cgroupHierarchies": self.cgroups.hierarchies,
-            "pauseBinary": self.pause_binary,
-            "monitorBinary": self.monitor_binary,
-            "helpersFromReadOnlyMounts": self.runtime_programs.iter().all(RuntimeProgram::read_only),
-            "staleCgroups": self.owned_cgroups.stale().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
-            "containers": self.containers.list().len(),
-            "seccompPrograms": self.containers.seccomp_cache_stats(),
-            "sandboxes": self.sandboxes.list().len(),
-            "network": self.network.describe(),
-            "pulls": self.puller.in_flight(),
-        })
-    }
-}
 
 pub async fn serve(mut config: Config) -> Result<()> {
     let (soft, hard) = crate::linux::process::raise_nofile_limit().context("raising RLIMIT_NOFILE")?;
@@ -181,7 +82,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         crate::network::PodNetworks::new(config.network.clone(), &config.root, reaper.clone(), metrics.clone())
             .context("opening the pod network state")?;
     network.probe().await;
-    let events = crate::events::EventHub::default();
+    let events = crate::events::EventHub::<Subject>::default();
     let sandboxes = Sandboxes::new(
         config.clone(),
         cgroups.clone(),
@@ -191,7 +92,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         pause_program.exec_path().to_path_buf(),
         network.clone(),
     )
-    .reporting_to(events.clone());
+    .reporting_to(events.emitter(Subject::sandbox));
     sandboxes.load().await.context("reloading sandboxes")?;
     let images = open_images(&config).await?;
     let image_source: Arc<dyn ImageSource> = images.clone();
@@ -204,7 +105,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         monitor_program.exec_path().to_path_buf(),
         image_source,
     )
-    .reporting_to(events.clone())
+    .reporting_to(events.emitter(Subject::container))
     .observed_by(metrics.clone());
     containers.load().await.context("reloading containers")?;
     crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;

@@ -6,6 +6,11 @@
 //! off (it then relists), never slowing the runtime or the other subscribers.
 //! Events of the start itself (exits found in records while the daemon was
 //! down) are kept for the subscribers that connect soon after it.
+//!
+//! The hub carries one subject type (the daemon's is `cri::Subject`: a
+//! container or a sandbox as it was right after the change); each manager
+//! reports through an `Emitter` of its own view, which the hub's subject
+//! wraps, so that this module names neither.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,8 +19,6 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use crate::clock::now_ns;
-use crate::container::manager::ContainerView;
-use crate::pod::manager::SandboxView;
 
 /// How many events a subscriber may be behind before it is cut off.
 pub const SUBSCRIBER_BACKLOG: usize = 1024;
@@ -34,66 +37,47 @@ pub enum EventKind {
     Deleted,
 }
 
-/// What it happened to, as it was right after.
+/// What happened, when, and to what (`S`: as it was right after).
 #[derive(Debug, Clone)]
-pub enum Subject {
-    Container(Box<ContainerView>),
-    Sandbox(Box<SandboxView>),
-}
-
-impl Subject {
-    /// The container's or the sandbox's id.
-    pub fn id(&self) -> &str {
-        match self {
-            Self::Container(view) => &view.record.id,
-            Self::Sandbox(view) => &view.record.id,
-        }
-    }
-
-    /// The pod it belongs to (a sandbox's own id).
-    pub fn pod_id(&self) -> &str {
-        match self {
-            Self::Container(view) => &view.record.sandbox_id,
-            Self::Sandbox(view) => &view.record.id,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Event {
+pub struct Event<S> {
     pub kind: EventKind,
     /// When it was seen, in nanoseconds since the epoch.
     pub at_ns: i64,
-    pub subject: Subject,
+    pub subject: S,
 }
 
 /// Where events go. Cheap to clone: every clone feeds the same subscribers.
-#[derive(Clone)]
-pub struct EventHub {
-    inner: Arc<Inner>,
+pub struct EventHub<S> {
+    inner: Arc<Inner<S>>,
 }
 
-struct Inner {
-    sender: broadcast::Sender<Arc<Event>>,
+impl<S> Clone for EventHub<S> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone() }
+    }
+}
+
+struct Inner<S> {
+    sender: broadcast::Sender<Arc<Event<S>>>,
     /// While the daemon starts (reads its records), events are also kept in
     /// `startup`, for subscribers that connect within `STARTUP_EVENTS_KEPT`.
     keeping: AtomicBool,
-    startup: Mutex<Vec<Arc<Event>>>,
+    startup: Mutex<Vec<Arc<Event<S>>>>,
 }
 
 /// One subscriber: the start-up events first, then what happens next.
-pub struct Subscription {
-    pub startup: Vec<Arc<Event>>,
-    pub receiver: broadcast::Receiver<Arc<Event>>,
+pub struct Subscription<S> {
+    pub startup: Vec<Arc<Event<S>>>,
+    pub receiver: broadcast::Receiver<Arc<Event<S>>>,
 }
 
-impl Default for EventHub {
+impl<S: Send + Sync + 'static> Default for EventHub<S> {
     fn default() -> Self {
         Self::new(SUBSCRIBER_BACKLOG)
     }
 }
 
-impl EventHub {
+impl<S: Send + Sync + 'static> EventHub<S> {
     pub fn new(backlog: usize) -> Self {
         let (sender, _) = broadcast::channel(backlog.max(1));
         Self { inner: Arc::new(Inner { sender, keeping: AtomicBool::new(true), startup: Mutex::new(Vec::new()) }) }
@@ -101,7 +85,7 @@ impl EventHub {
 
     /// Reports `kind` for the subject `snapshot` returns (None: it is gone,
     /// nothing to report). `snapshot` runs only if someone can receive it.
-    pub fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<Subject>) {
+    pub fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<S>) {
         if !self.wanted() {
             return;
         }
@@ -128,7 +112,7 @@ impl EventHub {
 
     /// A new subscriber: the events of the start (while they are kept), then
     /// whatever happens from now on.
-    pub fn subscribe(&self) -> Subscription {
+    pub fn subscribe(&self) -> Subscription<S> {
         let startup = self.startup().clone();
         Subscription { startup, receiver: self.inner.sender.subscribe() }
     }
@@ -149,7 +133,84 @@ impl EventHub {
         self.inner.sender.receiver_count()
     }
 
-    fn startup(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Event>>> {
+    /// An emitter of `V`s into this hub, each wrapped in the hub's subject by `wrap`.
+    pub fn emitter<V: 'static>(&self, wrap: fn(V) -> S) -> Emitter<V> {
+        Emitter { sink: Arc::new(Wrapping { hub: self.clone(), wrap }) }
+    }
+
+    fn startup(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Event<S>>>> {
         self.inner.startup.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How one kind of subject (`V`, a manager's view) reaches a hub: what it
+/// emits, the hub's subject wraps. Cheap to clone. The default feeds a hub
+/// of its own that nobody subscribes to.
+pub struct Emitter<V> {
+    sink: Arc<dyn Sink<V>>,
+}
+
+impl<V> Clone for Emitter<V> {
+    fn clone(&self) -> Self {
+        Self { sink: self.sink.clone() }
+    }
+}
+
+impl<V: Send + Sync + 'static> Default for Emitter<V> {
+    fn default() -> Self {
+        EventHub::<V>::default().emitter(|view| view)
+    }
+}
+
+impl<V> Emitter<V> {
+    /// Reports `kind` for what `snapshot` returns (None: it is gone, nothing
+    /// to report). `snapshot` runs only if someone can receive it.
+    pub fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<V>) {
+        let mut snapshot = Some(snapshot);
+        self.sink.emit(kind, &mut || snapshot.take().and_then(|take| take()));
+    }
+
+    /// Whether an event now would reach anyone (see `EventHub::wanted`).
+    pub fn wanted(&self) -> bool {
+        self.sink.wanted()
+    }
+}
+
+/// A hub as one kind of subject sees it.
+trait Sink<V>: Send + Sync {
+    fn wanted(&self) -> bool;
+    fn emit(&self, kind: EventKind, snapshot: &mut dyn FnMut() -> Option<V>);
+}
+
+struct Wrapping<S, V> {
+    hub: EventHub<S>,
+    wrap: fn(V) -> S,
+}
+
+impl<S: Send + Sync + 'static, V> Sink<V> for Wrapping<S, V> {
+    fn wanted(&self) -> bool {
+        self.hub.wanted()
+    }
+
+    fn emit(&self, kind: EventKind, snapshot: &mut dyn FnMut() -> Option<V>) {
+        self.hub.emit(kind, || snapshot().map(self.wrap))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emitter_reaches_the_hub_wrapped_in_its_subject() {
+        let hub: EventHub<String> = EventHub::new(4);
+        let numbers = hub.emitter(|n: u32| format!("number {n}"));
+        let mut subscription = hub.subscribe();
+        assert!(numbers.wanted());
+        numbers.emit(EventKind::Created, || Some(7));
+        numbers.emit(EventKind::Deleted, || None);
+        let event = subscription.receiver.try_recv().unwrap();
+        assert_eq!((event.kind, event.subject.as_str()), (EventKind::Created, "number 7"));
+        assert!(subscription.receiver.try_recv().is_err(), "a gone subject is no event");
     }
 }

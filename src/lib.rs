@@ -18,6 +18,7 @@ pub mod api_v1alpha2 {
 }
 
 pub mod bounded_file;
+pub mod capabilities;
 pub mod cdi;
 pub mod cgroups;
 pub mod checkpoint;
@@ -39,9 +40,11 @@ pub mod linux;
 pub mod metrics;
 pub mod monitor;
 pub mod network;
+pub mod paths;
 pub mod pod;
 pub mod quote;
 pub mod registry;
+pub mod resources;
 pub mod runtime;
 pub mod seccomp;
 pub mod socket_client;

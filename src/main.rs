@@ -254,11 +254,11 @@ fn seccomp_check(args: SeccompCheckArgs) -> ExitCode {
     };
     let names: Vec<String> = match args.capabilities {
         Some(list) => list,
-        None => nidus::container::caps::DEFAULT.iter().map(|c| c.to_string()).collect(),
+        None => nidus::capabilities::DEFAULT.iter().map(|c| c.to_string()).collect(),
     };
     let mut bounding = std::collections::BTreeSet::new();
     for name in names.iter().filter(|n| !n.is_empty()) {
-        match nidus::container::caps::normalize(name) {
+        match nidus::capabilities::normalize(name) {
             Ok(cap) => bounding.insert(format!("CAP_{cap}")),
             Err(e) => {
                 eprintln!("nidus: --capabilities: {e}");

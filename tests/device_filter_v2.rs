@@ -1,4 +1,5 @@
-//! The cgroup v2 device program (nidus::linux::device_filter) against the
+//! The cgroup v2 device program (nidus::cgroups::device_program, attached by
+//! nidus::linux::device_filter) against the
 //! kernel. On this machine the daemon runs the v1 devices controller (its
 //! cgroup2 hierarchy is empty), so CreateContainer never takes the v2 path;
 //! the program is attached here directly to a cgroup made under the test
@@ -65,7 +66,8 @@ fn the_v2_device_program_allows_exactly_its_list() {
         access: access.into(),
     };
     // /dev/null read-write, /dev/zero read-only, nothing else.
-    nidus::linux::device_filter::attach(&cgroup.0, &[char_dev(1, 3, "rwm"), char_dev(1, 5, "r")]).unwrap();
+    let program = nidus::cgroups::device_program::program(&[char_dev(1, 3, "rwm"), char_dev(1, 5, "r")]);
+    nidus::linux::device_filter::attach(&cgroup.0, &program).unwrap();
 
     let (ok, out) = in_cgroup(&cgroup.0, "echo x > /dev/null && cat /dev/null && echo done");
     assert!(ok && out.ends_with("done\n"), "{out}");

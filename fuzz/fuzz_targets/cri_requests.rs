@@ -19,7 +19,9 @@ use prost::Message;
 use nidus::api;
 use nidus::container::spec::{self, ImageDefaults, PidNamespace, PodFacts, SpecInput};
 use nidus::container::user::{self, UserRequest};
-use nidus::container::{caps, resources, ContainerCreate, PidMode};
+use nidus::capabilities as caps;
+use nidus::container::{ContainerCreate, PidMode};
+use nidus::resources;
 use nidus::fuzzing;
 use nidus::pod::SandboxView;
 
@@ -166,6 +168,7 @@ fn runtime_spec(create: &ContainerCreate) {
         cgroups_path: "/nidus/fuzz",
         oom_score_adj: config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32),
         devices: &[],
+        image_volumes: &[],
         rlimits: &[],
         pids_limit: 1024,
     }) else {

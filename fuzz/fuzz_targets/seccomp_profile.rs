@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 
-use nidus::container::caps;
+use nidus::capabilities as caps;
 use nidus::seccomp::compile::syscall_number;
 use nidus::seccomp::profile::{Action, Arg, Op};
 use nidus::seccomp::{program, Instruction, Profile, ProgramCache};

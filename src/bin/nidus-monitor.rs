@@ -62,7 +62,7 @@ fn run_exec(body: &[u8]) -> i32 {
         }
     };
     match serde_json::from_slice::<ExecRequest>(body) {
-        Ok(request) => nidus::linux::container_init::exec_in(&request, errors),
+        Ok(request) => nidus::monitor::init::exec_in(&request, errors),
         Err(e) => {
             eprintln!("nidus-monitor exec: bad request: {e}");
             126

@@ -160,7 +160,7 @@ fn apply(resolved: &mut Resolved, edits: &ContainerEdits, field: &str, name: &st
                 quote(&m.container_path)
             )));
         }
-        if super::apply::RUNTIME_MOUNTS.iter().any(|r| Path::new(r) == Path::new(&m.container_path)) {
+        if super::RUNTIME_MOUNTS.iter().any(|r| Path::new(r) == Path::new(&m.container_path)) {
             return Err(unsupported(&format!(
                 "a mount over {} is refused: the runtime mounts it",
                 quote(&m.container_path)

@@ -2,7 +2,8 @@
 //! use (null, zero, full, random, urandom, tty, console, ptmx, pts) plus the
 //! devices its config names; any node may be created (`m`, as runc allows) but
 //! no other may be opened. cgroup v1: `devices.deny` / `devices.allow`;
-//! cgroup v2: a BPF_PROG_TYPE_CGROUP_DEVICE program (`linux::device_filter`).
+//! cgroup v2: a BPF_PROG_TYPE_CGROUP_DEVICE program (`device_program`,
+//! attached by `linux::device_filter`).
 //! Privileged containers get no list (every device).
 
 use std::io;
@@ -107,7 +108,7 @@ pub fn restrict(cgroups: &Cgroups, path: &CgroupPath, rules: &[DeviceRule]) -> R
         }
         CgroupVersion::V2 => {
             let dir = cgroups.dirs(path).into_iter().next().unwrap_or_default();
-            crate::linux::device_filter::attach(&dir, rules)
+            crate::linux::device_filter::attach(&dir, &super::device_program::program(rules))
                 .map_err(|source| DevicesError { path: dir.clone(), source })
         }
     }

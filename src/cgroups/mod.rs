@@ -12,6 +12,7 @@ use serde::Serialize;
 pub mod ahead;
 pub mod apply;
 mod delegation;
+pub mod device_program;
 pub mod devices;
 pub mod oom;
 pub mod owned;

@@ -2,6 +2,8 @@
 //! config exactly as kubelet expects: command/args against the image's
 //! Entrypoint/Cmd, environment, and working directory.
 
+use crate::monitor::plan::DEFAULT_PATH;
+
 /// Kubernetes' rules: a command replaces the Entrypoint and drops the Cmd;
 /// args alone replace the Cmd and keep the Entrypoint.
 pub fn argv(command: &[String], args: &[String], entrypoint: &[String], cmd: &[String]) -> Vec<String> {
@@ -36,8 +38,6 @@ pub fn env(hostname: &str, home: &str, image_env: &[String], config_env: &[(Stri
     }
     out.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
-
-pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The config's working dir, else the image's, else `/`.
 pub fn working_dir(config: &str, image: &str) -> String {

@@ -1,7 +1,8 @@
 //! Streaming Exec, daemon side: starts `nidus-monitor exec-stream` (the same
 //! helper and container entry as ExecSync, request on its fd 4) with the
 //! client's stdio as pipes or a pseudo-terminal, and hands the session the
-//! daemon's ends, the exit code, and a kill that reaches the command.
+//! daemon's ends, the exit code, and a kill that reaches the command: the
+//! runtime side of an Exec session (`streaming::runtime`'s traits).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -12,15 +13,7 @@ use tokio::io::AsyncReadExt;
 use crate::linux::process::{spawn_with_fds, Pidfd};
 use crate::linux::reaper::{ExitStatus, Reaper};
 use crate::monitor::plan::ExecRequest;
-
-/// Which of the client's streams the command gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecStdio {
-    pub stdin: bool,
-    pub stdout: bool,
-    pub stderr: bool,
-    pub tty: bool,
-}
+use crate::streaming::runtime::{self, ExecIo, ExecStdio};
 
 /// Everything needed to start the command later, when the client connects.
 pub struct ExecLaunch {
@@ -36,15 +29,6 @@ pub enum ExecStreamError {
     Helper { binary: String, source: std::io::Error },
     #[error("{0}")]
     CannotStart(String),
-}
-
-/// The daemon's ends of a running command's stdio. With a terminal, stdin
-/// and stdout are both the master, and `terminal` is kept for resizes.
-pub struct ExecIo {
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
-    pub terminal: Option<OwnedFd>,
 }
 
 pub struct RunningExec {
@@ -174,4 +158,29 @@ async fn read_bounded(fd: OwnedFd) -> Vec<u8> {
     let mut kept = Vec::new();
     let _ = pipe.take(64 << 10).read_to_end(&mut kept).await;
     kept
+}
+
+impl runtime::PreparedExec for ExecLaunch {
+    fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    fn argv(&self) -> &[String] {
+        &self.request.argv
+    }
+
+    fn start(self: Box<Self>, stdio: ExecStdio) -> Result<(Box<dyn runtime::RunningExec>, ExecIo), String> {
+        let (running, io) = ExecLaunch::start(*self, stdio).map_err(|e| e.to_string())?;
+        Ok((Box::new(running), io))
+    }
+}
+
+impl runtime::RunningExec for RunningExec {
+    fn wait(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<i32, String>> + Send + '_>> {
+        Box::pin(async move { RunningExec::wait(self).await.map_err(|e| e.to_string()) })
+    }
+
+    fn kill(&self) {
+        RunningExec::kill(self)
+    }
 }

@@ -4,7 +4,7 @@
 //! show them (whiteouts and opaque directories included), one component at
 //! a time and never through a symbolic link, so a path that is missing,
 //! escapes the image or names a device is refused before anything is made.
-//! The container's init mounts the layers (`linux::container_init`).
+//! The container's init mounts the layers (`monitor::init`).
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};

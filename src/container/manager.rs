@@ -14,7 +14,7 @@ use crate::cgroups::ahead::AheadCgroups;
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::clock::now_ns;
 use crate::config::Config;
-use crate::events::{EventHub, EventKind, Subject};
+use crate::events::{Emitter, EventKind};
 use crate::linux::process::{Pidfd, ProcessIdentity};
 use crate::linux::reaper::Reaper;
 use crate::monitor::control::{self, ControlError, Request};
@@ -199,7 +199,7 @@ pub struct Containers {
     /// The CDI devices of the `[cdi] spec_dirs` (read at the first create that asks for one).
     cdi: Arc<crate::cdi::CdiRegistry>,
     /// Where lifecycle events go (GetContainerEvents).
-    events: EventHub,
+    events: Emitter<ContainerView>,
     /// Counts OOM kills.
     metrics: crate::metrics::Metrics,
 }
@@ -242,13 +242,13 @@ impl Containers {
             seccomp,
             hooks,
             cdi,
-            events: EventHub::default(),
+            events: Emitter::default(),
             metrics: crate::metrics::Metrics::off(),
         }
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).
-    pub fn reporting_to(mut self, events: EventHub) -> Self {
+    pub fn reporting_to(mut self, events: Emitter<ContainerView>) -> Self {
         self.events = events;
         self
     }
@@ -261,7 +261,7 @@ impl Containers {
 
     /// Reports `kind` with the container as it is now.
     fn emit(&self, kind: EventKind, entry: &Entry) {
-        self.events.emit(kind, || self.view_of(entry).map(|v| Subject::Container(Box::new(v))));
+        self.events.emit(kind, || self.view_of(entry));
     }
 
     /// Starts the spare monitors and makes the spare container directories

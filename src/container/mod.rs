@@ -2,16 +2,16 @@
 //! monitor that builds and watches each one, their lifecycle and status, and
 //! ExecSync. The image store is reached through `ImageSource`.
 
-pub mod caps;
+pub mod cdi_edits;
 pub mod command;
 pub mod confinement;
 pub mod exec;
 pub mod exec_stream;
+pub mod image_source;
 pub mod image_volume;
 pub mod manager;
 pub mod monitor_pool;
 pub mod record;
-pub mod resources;
 pub mod security;
 pub mod signal;
 pub mod spare_dirs;

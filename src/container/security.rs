@@ -11,52 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::api::{self, security_profile::ProfileType, SecurityProfile};
+use crate::seccomp::choice::{field_error, localhost_path, LOCALHOST_PREFIX};
+pub use crate::seccomp::choice::{from_legacy_path, FieldError, SeccompChoice};
 use crate::seccomp::program::ProgramSummary;
-
-/// The seccomp profile a container runs under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SeccompChoice {
-    Unconfined,
-    RuntimeDefault,
-    /// An OCI profile file on the node.
-    Localhost(PathBuf),
-}
-
-impl SeccompChoice {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SeccompChoice::Unconfined => "Unconfined",
-            SeccompChoice::RuntimeDefault => "RuntimeDefault",
-            SeccompChoice::Localhost(_) => "Localhost",
-        }
-    }
-}
-
-/// A field the request got wrong.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{field}: {why}")]
-pub struct FieldError {
-    pub field: String,
-    pub why: String,
-}
-
-fn field_error(field: &str, why: impl Into<String>) -> FieldError {
-    FieldError { field: field.to_string(), why: why.into() }
-}
-
-const LOCALHOST_PREFIX: &str = "localhost/";
-
-/// An absolute path without `..`, as a Localhost profile must be.
-fn localhost_path(field: &str, reference: &str) -> Result<PathBuf, FieldError> {
-    let path = Path::new(reference.strip_prefix(LOCALHOST_PREFIX).unwrap_or(reference));
-    if path.as_os_str().is_empty() {
-        return Err(field_error(field, "a Localhost profile needs the path of its file"));
-    }
-    if !path.is_absolute() || crate::config::has_dot_dot(path) || reference.contains('\0') {
-        return Err(field_error(field, format!("{reference:?} must be an absolute path on the node without '..'")));
-    }
-    Ok(path.to_path_buf())
-}
 
 /// The structured field.
 fn from_profile(field: &str, profile: &SecurityProfile) -> Result<SeccompChoice, FieldError> {
@@ -72,17 +29,6 @@ fn from_profile(field: &str, profile: &SecurityProfile) -> Result<SeccompChoice,
         ProfileType::RuntimeDefault => Ok(SeccompChoice::RuntimeDefault),
         ProfileType::Unconfined => Ok(SeccompChoice::Unconfined),
     }
-}
-
-/// The legacy string (`runtime/default`, `docker/default`, `unconfined`,
-/// `localhost/<path>`); None when empty.
-pub fn from_legacy_path(field: &str, value: &str) -> Result<Option<SeccompChoice>, FieldError> {
-    Ok(Some(match value {
-        "" => return Ok(None),
-        "runtime/default" | "docker/default" => SeccompChoice::RuntimeDefault,
-        "unconfined" => SeccompChoice::Unconfined,
-        other => SeccompChoice::Localhost(localhost_path(field, other)?),
-    }))
 }
 
 /// The pod's side of the decision (its sandbox security context).

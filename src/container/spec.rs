@@ -13,6 +13,7 @@ use oci_spec::runtime::{
 
 use super::user::ResolvedUser;
 use crate::api::{self, MountPropagation};
+use crate::monitor::plan::IMAGE_VOLUME_TYPE;
 
 /// The paths masked in a non-privileged container when the config names none.
 pub const DEFAULT_MASKED_PATHS: &[&str] = &[
@@ -139,10 +140,6 @@ pub struct ImageVolume {
     pub sub_path: Option<String>,
     pub scratch: PathBuf,
 }
-
-/// The mount type of an image volume in the spec (nidus's own: an overlay of
-/// the layers, read-only, or one layer bound read-only).
-pub const IMAGE_VOLUME_TYPE: &str = "nidus-image";
 
 impl ImageVolume {
     /// Its entry in the spec's mounts: one `lowerdir+=` option per layer
@@ -292,7 +289,10 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
         .capabilities
         .as_ref()
         .map(|c| {
-            c.add_ambient_capabilities.iter().filter_map(|a| super::caps::normalize(a).ok()?.parse().ok()).collect()
+            c.add_ambient_capabilities
+                .iter()
+                .filter_map(|a| crate::capabilities::normalize(a).ok()?.parse().ok())
+                .collect()
         })
         .unwrap_or_default();
     let capabilities = LinuxCapabilitiesBuilder::default()
@@ -401,7 +401,7 @@ pub fn build(input: &SpecInput) -> Result<Spec, SpecError> {
     };
     let cri_resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
     let mut linux = LinuxBuilder::default()
-        .resources(super::resources::to_oci(&cri_resources, input.pids_limit))
+        .resources(crate::resources::to_oci(&cri_resources, input.pids_limit))
         .namespaces(namespaces)
         .devices(devices)
         .masked_paths(masked)
@@ -513,7 +513,7 @@ mod tests {
             username: Some("app".into()),
             home: "/home/app".into(),
         };
-        let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
+        let caps = crate::capabilities::container_set(false, &[], &[]).unwrap();
         let pod = pod();
         let spec = build(&input_with(&config, &pod, &image, &user, &caps)).unwrap();
         let process = spec.process().as_ref().unwrap();
@@ -580,7 +580,7 @@ mod tests {
         };
         let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
         let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None, home: "/".into() };
-        let caps = super::super::caps::container_set(false, &[], &[]).unwrap();
+        let caps = crate::capabilities::container_set(false, &[], &[]).unwrap();
         let pod = pod();
         let mut input = input_with(&config, &pod, &image, &user, &caps);
         input.pids_limit = 64;
@@ -607,7 +607,7 @@ mod tests {
         };
         let image = ImageDefaults { cmd: vec!["sh".into()], ..Default::default() };
         let user = ResolvedUser { uid: 0, gid: 0, additional_gids: vec![], username: None, home: "/".into() };
-        let caps = super::super::caps::container_set(true, &[], &[]).unwrap();
+        let caps = crate::capabilities::container_set(true, &[], &[]).unwrap();
         let pod = pod();
         let spec = build(&input_with(&config, &pod, &image, &user, &caps)).unwrap();
         let linux = spec.linux().as_ref().unwrap();

@@ -15,11 +15,51 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
 use crate::api::{ContainerEventResponse, ContainerEventType};
-use crate::daemon::Daemon;
-use crate::events::{Event, EventKind, Subject, SUBSCRIBER_BACKLOG};
+use crate::container::ContainerView;
+use crate::cri::Daemon;
+use crate::events::{EventKind, SUBSCRIBER_BACKLOG};
+use crate::pod::SandboxView;
 
 use super::convert;
 use super::runtime_service::StreamOf;
+
+/// What an event happened to, as it was right after: a container or a
+/// sandbox (the managers' views, wrapped as each reports to the daemon's hub).
+#[derive(Debug, Clone)]
+pub enum Subject {
+    Container(Box<ContainerView>),
+    Sandbox(Box<SandboxView>),
+}
+
+impl Subject {
+    /// The containers' emitter's wrap.
+    pub fn container(view: ContainerView) -> Self {
+        Self::Container(Box::new(view))
+    }
+
+    /// The sandboxes' emitter's wrap.
+    pub fn sandbox(view: SandboxView) -> Self {
+        Self::Sandbox(Box::new(view))
+    }
+
+    /// The container's or the sandbox's id.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Container(view) => &view.record.id,
+            Self::Sandbox(view) => &view.record.id,
+        }
+    }
+
+    /// The pod it belongs to (a sandbox's own id).
+    pub fn pod_id(&self) -> &str {
+        match self {
+            Self::Container(view) => &view.record.sandbox_id,
+            Self::Sandbox(view) => &view.record.id,
+        }
+    }
+}
+
+type Event = crate::events::Event<Subject>;
 
 /// Responses converted but not yet taken by the client.
 const QUEUE: usize = 256;

@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::image_service_server::ImageService;
 use crate::api::*;
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::image::{self, pull, ImageError, ImageStore, ImageUser};
 
 use super::errors::{image_error, pull_status};

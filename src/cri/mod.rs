@@ -14,6 +14,7 @@ mod instrument;
 mod message_cap;
 pub mod pod_checkpoint;
 mod runtime_service;
+mod state;
 mod stats;
 mod streaming;
 mod v1alpha2;
@@ -21,10 +22,12 @@ pub(crate) mod validate;
 
 pub use image_service::ImageApi;
 pub use runtime_service::RuntimeApi;
+pub use state::Daemon;
 pub use v1alpha2::{ImageApiV1alpha2, RuntimeApiV1alpha2};
 
 pub use authority::{AuthorityNormalizer, NormalizeError, NormalizedStream, MAX_HEADER_LIST};
 pub use deadline::DeadlineLayer;
+pub use events::Subject;
 pub use instrument::InstrumentLayer;
 pub use message_cap::{cap_status_message, MAX_STATUS_MESSAGE};
 

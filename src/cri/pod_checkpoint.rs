@@ -19,7 +19,7 @@ use crate::api::*;
 use crate::checkpoint::location::{self, Location};
 use crate::checkpoint::pod_archive::{self, ContainerEntry, PodFacts, PodManifest};
 use crate::container::{ContainerState, Containers};
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::pod::{SandboxState, Sandboxes};
 use crate::store;
 

@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::runtime_service_server::RuntimeService;
 use crate::api::*;
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::network::pod_cidr::PodCidrError;
 
 use super::convert;

@@ -15,7 +15,7 @@ use crate::api::{self, UInt64Value};
 use crate::cgroups::stats::{Pressure, PressureLine};
 use crate::cgroups::CgroupStats;
 use crate::container::{ContainerState, ContainerView};
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::pod::{SandboxState, SandboxView};
 use crate::stats::network::{default_interface, InterfaceUsage};
 use crate::stats::{ContainerUsage, PodUsage};

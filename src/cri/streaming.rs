@@ -7,10 +7,10 @@ use tonic::Status;
 use super::errors::invalid;
 use super::validate;
 use crate::api::{AttachRequest, AttachResponse, ExecRequest, ExecResponse, PortForwardRequest, PortForwardResponse};
-use crate::container::exec_stream::ExecStdio;
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::pod::SandboxState;
 use crate::streaming::portforward::PodNetwork;
+use crate::streaming::runtime::ExecStdio;
 
 pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Status> {
     let id = validate::id("container_id", &request.container_id)?;
@@ -18,7 +18,7 @@ pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Statu
     let stdio = streams(request.stdin, request.stdout, request.stderr, request.tty)?;
     let launch = daemon.containers.prepare_exec(id, request.cmd)?;
     tracing::debug!(container_id = %launch.container_id, tty = stdio.tty, "exec session prepared");
-    Ok(ExecResponse { url: daemon.streaming.exec_url(launch, stdio).map_err(full)? })
+    Ok(ExecResponse { url: daemon.streaming.exec_url(Box::new(launch), stdio).map_err(full)? })
 }
 
 pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {

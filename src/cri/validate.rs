@@ -8,9 +8,9 @@ use tonic::Status;
 
 use crate::api::{self, NamespaceMode, PodSandboxConfig};
 use crate::cgroups::CgroupPath;
-use crate::config::has_dot_dot;
 use crate::linux::namespaces::NewNamespaces;
 use crate::linux::userns::{IdMap, IdMaps};
+use crate::paths::has_dot_dot;
 use crate::pod::files::{validate_hostname, DnsSpec};
 use crate::pod::manager::pod_hostname;
 use crate::pod::{sysctl, SandboxSpec};
@@ -346,9 +346,7 @@ fn idmapped_mount(field: &str, mount: &api::Mount, pod: Option<&IdMaps>) -> Resu
 /// Resource values (cpu, memory, hugepages, unified keys) below `field`.
 pub fn resources(field: &str, r: Option<&api::LinuxContainerResources>) -> Result<(), Status> {
     match r {
-        Some(r) => {
-            crate::container::resources::validate(r).map_err(|e| invalid(&format!("{field}.{}", e.field), e.why))
-        }
+        Some(r) => crate::resources::validate(r).map_err(|e| invalid(&format!("{field}.{}", e.field), e.why)),
         None => Ok(()),
     }
 }
@@ -370,7 +368,8 @@ pub fn container_create(
     request: api::CreateContainerRequest,
     sandbox: crate::pod::SandboxView,
 ) -> Result<crate::container::ContainerCreate, Status> {
-    use crate::container::{caps, PidMode};
+    use crate::capabilities;
+    use crate::container::PidMode;
     let config = request.config.ok_or_else(|| invalid("config", "is required"))?;
     let meta = config.metadata.as_ref().ok_or_else(|| invalid("config.metadata", "is required"))?;
     name("config.metadata.name", &meta.name, MAX_NAME)?;
@@ -463,7 +462,7 @@ pub fn container_create(
     let sc = config.linux.as_ref().and_then(|l| l.security_context.clone()).unwrap_or_default();
     if let Some(c) = &sc.capabilities {
         for name in c.add_capabilities.iter().chain(&c.drop_capabilities).chain(&c.add_ambient_capabilities) {
-            caps::normalize(name).map_err(|e| invalid("config.linux.security_context.capabilities", e))?;
+            capabilities::normalize(name).map_err(|e| invalid("config.linux.security_context.capabilities", e))?;
         }
     }
     for (field, v) in [("run_as_user", sc.run_as_user.as_ref()), ("run_as_group", sc.run_as_group.as_ref())] {

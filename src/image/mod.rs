@@ -5,7 +5,6 @@
 //! Imports read OCI image layouts and OCI / docker-archive tarballs.
 
 pub mod cli;
-mod container_source;
 pub mod content;
 pub mod digest;
 mod gc;

@@ -19,7 +19,7 @@ fn mask(set: &Option<Capabilities>) -> u64 {
     set.as_ref()
         .map(|s| {
             s.iter()
-                .filter_map(|c: &Capability| crate::container::caps::number(&format!("CAP_{c}")))
+                .filter_map(|c: &Capability| crate::capabilities::number(&format!("CAP_{c}")))
                 .fold(0u64, |m, n| m | (1 << n))
         })
         .unwrap_or(0)

@@ -5,7 +5,6 @@
 pub mod beneath;
 pub mod capability_sets;
 pub mod clone3;
-pub mod container_init;
 pub mod device_filter;
 pub mod lock;
 pub mod log_file;
@@ -13,6 +12,7 @@ pub mod mount;
 pub mod namespaces;
 pub mod net;
 pub mod netns_connect;
+pub mod placed_fds;
 pub mod process;
 pub mod pty;
 pub mod reaper;

@@ -214,6 +214,16 @@ pub fn set_no_new_privs() -> io::Result<()> {
     nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
 }
 
+/// Sets this process's limit of `resource` (a `libc::RLIMIT_*`).
+pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
+    let value = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: value is a valid rlimit for the duration of the call.
+    if unsafe { libc::setrlimit(resource, &value) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub enum Forked {
     Parent { child: i32 },
     Child,

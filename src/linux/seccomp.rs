@@ -1,30 +1,21 @@
 //! Installing compiled seccomp filters on the calling thread with seccomp(2).
-//! The filters are turned into kernel structures beforehand (`prepare`), so
-//! installing them makes no allocation: the first installed filter already
-//! judges every later call.
+//! The filters are kernel structures already (`seccomp::program::prepare`
+//! makes them), so installing them makes no allocation: the first installed
+//! filter already judges every later call.
 
 use std::io;
-
-use crate::seccomp::Filter;
 
 /// Filters ready for the kernel.
 pub struct PreparedFilters {
     filters: Vec<(u32, Vec<libc::sock_filter>)>,
 }
 
-pub fn prepare(filters: &[Filter]) -> PreparedFilters {
-    let filters = filters
-        .iter()
-        .map(|f| {
-            let program =
-                f.instructions.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
-            (f.flags, program)
-        })
-        .collect();
-    PreparedFilters { filters }
-}
-
 impl PreparedFilters {
+    /// Each filter's `SECCOMP_FILTER_FLAG_*` bits and its instructions, first to last.
+    pub fn new(filters: Vec<(u32, Vec<libc::sock_filter>)>) -> Self {
+        Self { filters }
+    }
+
     pub fn len(&self) -> usize {
         self.filters.len()
     }

@@ -7,7 +7,6 @@
 //! names, a few kinds): nothing a client sends can make a new series.
 //! Pods and containers by state are read when scraped, not kept.
 
-pub mod config;
 pub mod server;
 
 use std::sync::{Arc, Mutex};
@@ -19,8 +18,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
-
-pub use config::MetricsSettings;
 
 /// Every method name of the CRI services (runtime.v1 and v1alpha2), read
 /// from the protos at build time.

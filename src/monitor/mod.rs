@@ -8,6 +8,7 @@
 pub mod attach;
 pub mod control;
 mod hooks;
+pub mod init;
 pub mod log;
 pub mod plan;
 mod prepared;

@@ -5,17 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The first line a monitor reads (JSON): the container it is to build.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct MonitorAssignment {
-    /// The container's run directory (plan.json comes there before `go`).
-    pub run_dir: PathBuf,
-    /// The bundle: its `config.json` is complete once the daemon says `spec`.
-    pub bundle: PathBuf,
-    /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
-    /// monitor joins it while the init builds.
-    pub pod_cgroup_procs: Vec<PathBuf>,
-}
+pub use crate::wire::{CgroupJoin, MonitorAssignment};
 
 impl MonitorPlan {
     /// Where the log file goes, confined to the pod's log directory.
@@ -87,33 +77,6 @@ pub struct RestorePlan {
     pub external_mounts: Vec<(String, PathBuf)>,
 }
 
-/// How the container's init came to be in its cgroup.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum CgroupJoin {
-    /// Born there: clone3 with CLONE_INTO_CGROUP (cgroup v2).
-    Clone3,
-    /// Forked in the monitor's cgroup, then wrote itself into `cgroup.procs`.
-    Procs,
-}
-
-impl CgroupJoin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CgroupJoin::Clone3 => "clone3",
-            CgroupJoin::Procs => "procs",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "clone3" => Some(CgroupJoin::Clone3),
-            "procs" => Some(CgroupJoin::Procs),
-            _ => None,
-        }
-    }
-}
-
 /// The overlay that becomes the container's root.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RootfsPlan {
@@ -122,6 +85,14 @@ pub struct RootfsPlan {
     pub upper: PathBuf,
     pub work: PathBuf,
 }
+
+/// The mount type of an image volume in the spec (nidus's own: an overlay of
+/// the layers, read-only, or one layer bound read-only), which the init mounts.
+pub const IMAGE_VOLUME_TYPE: &str = "nidus-image";
+
+/// The PATH of a container's process when neither its image nor its config
+/// sets one (the init looks its command up there then).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// One cgroup filesystem to mount under /sys/fs/cgroup.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

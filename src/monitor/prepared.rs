@@ -1,6 +1,6 @@
 //! The init a monitor forks ahead, while it waits as a spare: the first
 //! process of a PID namespace of its own, its stdio on pipes, waiting to be
-//! told which container to build (`container_init::run_prepared`). That
+//! told which container to build (`init::run_prepared`). That
 //! takes the fork off CreateContainer's path, and lets the init build as
 //! soon as the plan is written instead of once the cgroup is made (it joins
 //! the cgroup when told it is).
@@ -14,9 +14,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
+use super::init::{self, InitPipes, InitStdio};
 use super::program::pipe;
 use crate::linux::clone3;
-use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, Forked};
 use crate::wire::{CgroupMade, Message, PlanPath};
 
@@ -74,7 +74,7 @@ impl PreparedInit {
         match clone3::fork_into_new_pid_namespace().map_err(|e| format!("clone3(CLONE_NEWPID): {e}"))? {
             Forked::Child => {
                 drop((stdin_w, stdout_r, stderr_r, ready_r, start_w, exec_r, control_w));
-                container_init::run_prepared(
+                init::run_prepared(
                     InitStdio { stdin: stdin_r, stdout: stdout_w, stderr: stderr_w, terminal: None },
                     InitPipes { ready: ready_w, start: start_r, exec_error: exec_w },
                     control_r,

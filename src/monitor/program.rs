@@ -20,6 +20,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use super::init::{self, InitPipes, InitStdio};
 use super::log::{LineSplitter, Stream, MAX_RECORD};
 use super::plan::{
     CgroupJoin, ExitRecord, MonitorAssignment, MonitorPlan, RunFiles, StartRecord, OOM_KILLED_REASON,
@@ -27,7 +28,6 @@ use super::plan::{
 };
 use super::prepared::PreparedInit;
 use crate::linux::clone3::{self, CloneIntoCgroupError};
-use crate::linux::container_init::{self, InitPipes, InitStdio};
 use crate::linux::process::{self, ProcessIdentity};
 use crate::linux::tiny_programs::ExecFailure;
 use crate::store;
@@ -186,7 +186,7 @@ fn begin_build(
             Err(e) => eprintln!("monitor: the init forked ahead is gone ({e}); forking one"),
         }
     }
-    Ok(Builder::Fork { spec: Box::new(container_init::read_spec(&assignment.bundle)?), plan })
+    Ok(Builder::Fork { spec: Box::new(init::read_spec(&assignment.bundle)?), plan })
 }
 
 struct Monitor {
@@ -450,17 +450,12 @@ fn fork_init(plan: &MonitorPlan, spec: &oci_spec::runtime::Spec) -> Result<Forke
     let (start_r, start_w) = pipe()?;
     let (exec_r, exec_w) = pipe()?;
 
-    container_init::enter_pid_namespace_for_children(spec)?;
+    init::enter_pid_namespace_for_children(spec)?;
     let (forked, cgroup_join) = fork_process(plan)?;
     let child = match forked {
         process::Forked::Child => {
             drop((ready_r, start_w, exec_r, outputs, stdin_keep, terminal));
-            container_init::run(
-                spec,
-                plan,
-                init_stdio,
-                InitPipes { ready: ready_w, start: start_r, exec_error: exec_w },
-            )
+            init::run(spec, plan, init_stdio, InitPipes { ready: ready_w, start: start_r, exec_error: exec_w })
         }
         process::Forked::Parent { child } => child,
     };

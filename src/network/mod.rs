@@ -6,9 +6,7 @@
 
 pub mod builtin;
 pub mod cache;
-pub mod cidr;
 pub mod cni;
-pub mod config;
 pub mod pod_cidr;
 pub mod runtime_config;
 
@@ -26,8 +24,8 @@ use crate::linux::reaper::Reaper;
 use crate::store::{Durability, StoreError};
 use crate::undo::Undo;
 
+pub use crate::config::network::{BuiltinMode, NetworkSettings};
 pub use cache::{Attachment, AttachmentCache, Backend};
-pub use config::{BuiltinMode, NetworkSettings};
 
 /// The pod's interface name.
 pub const POD_IFNAME: &str = "eth0";

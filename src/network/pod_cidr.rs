@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::{cidr, lock};
+use super::lock;
+use crate::config::cidr;
 use crate::store::{self, Durability, StoreError};
 
 const FILE: &str = "pod-cidr.json";

@@ -12,7 +12,7 @@ use crate::cgroups::ahead::{self, AheadCgroups};
 use crate::cgroups::{CgroupError, CgroupPath, Cgroups, OwnedCgroups};
 use crate::clock::now_ns;
 use crate::config::Config;
-use crate::events::{EventHub, EventKind, Subject};
+use crate::events::{Emitter, EventKind};
 use crate::ids;
 use crate::linux::mount;
 use crate::linux::namespaces::{self, NewNamespaces};
@@ -146,7 +146,7 @@ pub struct Sandboxes {
     /// The sandboxes by id and by name key (also those being created).
     index: Registry<Live>,
     /// Where lifecycle events go (GetContainerEvents).
-    events: EventHub,
+    events: Emitter<SandboxView>,
 }
 
 const PAUSE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -170,12 +170,12 @@ impl Sandboxes {
             pause_binary,
             network,
             index: Registry::default(),
-            events: EventHub::default(),
+            events: Emitter::default(),
         }
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).
-    pub fn reporting_to(mut self, events: EventHub) -> Self {
+    pub fn reporting_to(mut self, events: Emitter<SandboxView>) -> Self {
         self.events = events;
         self
     }

@@ -77,8 +77,7 @@ pub fn check(json: &[u8], bounding: &BTreeSet<String>, runs: u32, install: bool)
     cache.get_or_compile(&resolved).map_err(|e| e.to_string())?;
     let (_, cache_hit) = measure(runs, || cache.get_or_compile(&profile.resolve(bounding)));
     let (bytes, encode) = measure(runs, || program::encode(&compiled.filters));
-    let (prepared, decode_and_prepare) =
-        measure(runs, || program::decode(&bytes).map(|f| crate::linux::seccomp::prepare(&f)));
+    let (prepared, decode_and_prepare) = measure(runs, || program::decode(&bytes).map(|f| program::prepare(&f)));
     let prepared = prepared.map_err(|e| e.to_string())?;
     let install = if install {
         let nanos = crate::linux::seccomp::time_install_in_children(&prepared, runs)

@@ -678,7 +678,7 @@ mod tests {
         }
 
         fn default_caps() -> Vec<String> {
-            crate::container::caps::DEFAULT.iter().map(|c| format!("CAP_{c}")).collect()
+            crate::capabilities::DEFAULT.iter().map(|c| format!("CAP_{c}")).collect()
         }
 
         #[test]
@@ -811,7 +811,7 @@ mod tests {
         let template = Profile::parse(crate::seccomp::RUNTIME_DEFAULT_JSON.as_bytes()).unwrap();
         let mut profiles: Vec<Profile> = [
             vec![],
-            crate::container::caps::DEFAULT.iter().map(|c| format!("CAP_{c}")).collect(),
+            crate::capabilities::DEFAULT.iter().map(|c| format!("CAP_{c}")).collect(),
             vec!["CAP_SYS_ADMIN".to_string(), "CAP_SYS_PTRACE".into()],
         ]
         .into_iter()

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod check;
+pub mod choice;
 pub mod compile;
 pub mod profile;
 pub mod program;

@@ -225,7 +225,7 @@ impl Profile {
                 }
             }
             for cap in rule.if_capabilities.iter().chain(&rule.unless_capabilities) {
-                if crate::container::caps::number(cap).is_none() {
+                if crate::capabilities::number(cap).is_none() {
                     return Err(ProfileError::Invalid(format!("{at}: unknown capability {cap:?}")));
                 }
             }

@@ -6,6 +6,8 @@
 
 use serde::Serialize;
 
+use crate::linux::seccomp::PreparedFilters;
+
 /// One classic BPF instruction (`struct sock_filter`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Instruction {
@@ -128,6 +130,19 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Filter>, ProgramFileError> {
         return Err(bad("trailing bytes"));
     }
     Ok(filters)
+}
+
+/// The filters as the kernel takes them, ready to install (`linux::seccomp`).
+pub fn prepare(filters: &[Filter]) -> PreparedFilters {
+    let filters = filters
+        .iter()
+        .map(|f| {
+            let program =
+                f.instructions.iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
+            (f.flags, program)
+        })
+        .collect();
+    PreparedFilters::new(filters)
 }
 
 #[cfg(test)]

@@ -20,10 +20,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::remotecommand::{apply_resizes, copy_out, end_session, finish_connection, streams_or_close};
+use super::runtime::ExecStdio;
 use super::spdy::Connection;
 use super::spdy::IncomingStream;
 use super::status::Outcome;
-use crate::container::exec_stream::ExecStdio;
 
 /// How long the monitor may take to answer.
 const MONITOR_TIMEOUT: Duration = Duration::from_secs(5);

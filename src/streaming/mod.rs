@@ -4,10 +4,10 @@
 //! and speaks remotecommand or port-forward over SPDY/3.1.
 
 pub mod attach;
-pub mod config;
 pub mod portforward;
 pub mod queue;
 pub mod remotecommand;
+pub mod runtime;
 pub mod server;
 pub mod spdy;
 pub mod status;
@@ -19,13 +19,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::container::exec_stream::{ExecLaunch, ExecStdio};
-use config::StreamingSettings;
+use crate::config::streaming::StreamingSettings;
 use portforward::PodNetwork;
+use runtime::{ExecStdio, PreparedExec};
 
 /// What a token stands for until its client connects.
 pub enum Pending {
-    Exec { launch: ExecLaunch, stdio: ExecStdio },
+    Exec { launch: Box<dyn PreparedExec>, stdio: ExecStdio },
     Attach { launch: attach::AttachLaunch, stdio: ExecStdio },
     PortForward(PodNetwork),
 }
@@ -93,7 +93,7 @@ impl StreamingServer {
     }
 
     /// The URL of a new exec session.
-    pub fn exec_url(&self, launch: ExecLaunch, stdio: ExecStdio) -> Result<String, tokens::Full> {
+    pub fn exec_url(&self, launch: Box<dyn PreparedExec>, stdio: ExecStdio) -> Result<String, tokens::Full> {
         self.url(Pending::Exec { launch, stdio })
     }
 

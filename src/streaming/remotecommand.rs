@@ -13,9 +13,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
+use super::runtime::{ExecIo, ExecStdio, PreparedExec, RunningExec};
 use super::spdy::{Connection, IncomingStream, Outbound};
 use super::status::{error_stream_bytes, Outcome};
-use crate::container::exec_stream::{ExecIo, ExecLaunch, ExecStdio, RunningExec};
 
 /// How long the client may take to open its streams (kubelet's default).
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,16 +83,16 @@ pub(super) async fn collect_streams(
 }
 
 /// Runs one exec session on `conn` to its end.
-pub async fn serve(mut conn: Connection, protocol: String, launch: ExecLaunch, stdio: ExecStdio) {
-    let container_id = launch.container_id.clone();
-    let argv = launch.request.argv.clone();
+pub async fn serve(mut conn: Connection, protocol: String, launch: Box<dyn PreparedExec>, stdio: ExecStdio) {
+    let container_id = launch.container_id().to_string();
+    let argv = launch.argv().to_vec();
     let Some(mut streams) = streams_or_close(&mut conn, stdio, &protocol, &container_id).await else {
         finish_connection(conn).await;
         return;
     };
     let outcome = match launch.start(stdio) {
         Ok((running, io)) => run(&mut conn, &mut streams, running, io).await,
-        Err(e) => Some(Outcome::Failed(e.to_string())),
+        Err(e) => Some(Outcome::Failed(e)),
     };
     match outcome {
         Some(outcome) => {
@@ -150,7 +150,12 @@ pub(super) async fn finish_connection(conn: Connection) {
 
 /// Forwards stdio until the command ends; None when the client left first
 /// (the command is then killed).
-async fn run(conn: &mut Connection, streams: &mut Streams, running: RunningExec, io: ExecIo) -> Option<Outcome> {
+async fn run(
+    conn: &mut Connection,
+    streams: &mut Streams,
+    running: Box<dyn RunningExec>,
+    io: ExecIo,
+) -> Option<Outcome> {
     let outbound = conn.outbound.clone();
     let mut copies: Vec<JoinHandle<()>> = Vec::new();
     let mut background: Vec<JoinHandle<()>> = Vec::new();
@@ -195,7 +200,7 @@ async fn run(conn: &mut Connection, streams: &mut Streams, running: RunningExec,
     abort_all(copies.iter().chain(&background));
     Some(match ended {
         Ok(code) => Outcome::Exited(code),
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => Outcome::Failed(e),
     })
 }
 

@@ -26,9 +26,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use super::queue::{Budget, ChunkSender, CONNECTION_BUDGET};
+use super::runtime::ExecStdio;
 use super::spdy::conn::{Activity, Out, PING_INTERVAL};
 use super::spdy::{Connection, Headers, IncomingStream, Outbound};
-use crate::container::exec_stream::ExecStdio;
 
 /// The subprotocol of port-forward over WebSocket.
 pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";

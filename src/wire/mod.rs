@@ -15,7 +15,7 @@
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
-use crate::monitor::plan::{CgroupJoin, MonitorAssignment};
+use serde::{Deserialize, Serialize};
 
 pub mod words;
 
@@ -139,6 +139,18 @@ word_message!(
     words::SETTLED
 );
 
+/// The first line a monitor reads (JSON): the container it is to build.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MonitorAssignment {
+    /// The container's run directory (plan.json comes there before `go`).
+    pub run_dir: PathBuf,
+    /// The bundle: its `config.json` is complete once the daemon says `spec`.
+    pub bundle: PathBuf,
+    /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
+    /// monitor joins it while the init builds.
+    pub pod_cgroup_procs: Vec<PathBuf>,
+}
+
 impl Message for MonitorAssignment {
     const EXPECTED: &'static str = "assignment";
 
@@ -181,6 +193,33 @@ impl Message for BuildStep {
 
     fn decode(received: &str) -> Result<Self, WireError> {
         one_of(Self::WORDS, received, received)
+    }
+}
+
+/// How the container's init came to be in its cgroup.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CgroupJoin {
+    /// Born there: clone3 with CLONE_INTO_CGROUP (cgroup v2).
+    Clone3,
+    /// Forked in the monitor's cgroup, then wrote itself into `cgroup.procs`.
+    Procs,
+}
+
+impl CgroupJoin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupJoin::Clone3 => "clone3",
+            CgroupJoin::Procs => "procs",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "clone3" => Some(CgroupJoin::Clone3),
+            "procs" => Some(CgroupJoin::Procs),
+            _ => None,
+        }
     }
 }
 

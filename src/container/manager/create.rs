@@ -19,16 +19,17 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::api;
+use crate::capabilities;
 use crate::cgroups::{ahead, CgroupPath, CgroupVersion};
 use crate::clock::now_ns;
 use crate::container::confinement::SeccompProgram;
 use crate::container::monitor_pool::PendingMonitor;
 use crate::container::record::{ContainerPaths, ContainerRecord, ImageUsed, Lifecycle};
 use crate::container::security::{self, HostModules, SeccompReport, SecurityReport};
+use crate::container::signal;
 use crate::container::spare_dirs::{self, ImageEtc};
 use crate::container::spec::{self, HostDevice, PidNamespace, PodFacts, SpecInput};
 use crate::container::user::{self, UserRequest};
-use crate::container::{caps, signal};
 use crate::events::EventKind;
 use crate::helper::ReplyError;
 use crate::ids;
@@ -241,7 +242,7 @@ impl Containers {
         let mut devices = if privileged { host_devices(Path::new("/dev")) } else { config_devices(&config.devices)? };
         let cdi = self.resolve_cdi(id, config).await?;
         if let Some(cdi) = &cdi {
-            crate::cdi::apply::merge_devices(&mut devices, cdi);
+            crate::container::cdi_edits::merge_devices(&mut devices, cdi);
         }
         // The container's directory with its upper and work directories (a
         // spare renamed: see `spare_dirs`). Not fsynced: lost in a power cut,
@@ -458,12 +459,12 @@ impl Containers {
         let lap = |what: &str| tracing::debug!(container_id = %id, step = what, elapsed_us = started.elapsed().as_micros() as u64, "create");
         let c = sc.capabilities.clone().unwrap_or_default();
         // The lease under way ends before its undo releases it (see `build`).
-        let wanted = caps::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
+        let wanted = capabilities::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
             .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
         let capabilities = {
             // Nobody can hand out a capability it lacks (this node's root may
             // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
-            let (kept, unavailable) = caps::available(wanted);
+            let (kept, unavailable) = capabilities::available(wanted);
             if !unavailable.is_empty() {
                 tracing::warn!(container_id = %id, ?unavailable, "capabilities the runtime itself lacks are left out");
             }
@@ -492,7 +493,7 @@ impl Containers {
         )
         .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.{e}")))?;
         if let Some(cdi) = cdi {
-            crate::cdi::apply::add_groups(&mut user.additional_gids, cdi);
+            crate::container::cdi_edits::add_groups(&mut user.additional_gids, cdi);
         }
         (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
         let (seccomp_choice, seccomp_source, seccomp) = seccomp?;
@@ -540,7 +541,7 @@ impl Containers {
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
         if let Some(cdi) = cdi {
-            crate::cdi::apply::to_spec(&mut oci, cdi)
+            crate::container::cdi_edits::to_spec(&mut oci, cdi)
                 .map_err(|e| ContainerError::Invalid(format!("CDI devices: {e}")))?;
         }
         if let Some(program) = &seccomp {

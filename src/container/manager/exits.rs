@@ -66,7 +66,7 @@ impl Containers {
             }
             tracing::info!(container_id = %this.id, exit_code = record.exit.as_ref().map(|e| e.exit_code), "container exited");
             events.emit(EventKind::Stopped, || {
-                Some(Subject::Container(Box::new(ContainerView {
+                Some(ContainerView {
                     record: record.clone(),
                     state: ContainerState::Exited,
                     started_at_ns: record.started_at_ns,
@@ -74,7 +74,7 @@ impl Containers {
                     init: None,
                     cgroup_join,
                     paths: paths.clone(),
-                })))
+                })
             });
             hooks::poststop_if_pending(&record, &paths).await;
         });

@@ -21,7 +21,7 @@ impl Containers {
         self.tear_down(&record).await?;
         self.index.remove(&id);
         tracing::info!(container_id = %id, "container removed");
-        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Container(Box::new(v))));
+        self.events.emit(EventKind::Deleted, || last);
         Ok(())
     }
 

@@ -59,7 +59,7 @@ impl Containers {
         let image = request.config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
         let contents = if image.starts_with('/') {
             let path = PathBuf::from(&image);
-            if crate::config::has_dot_dot(&path) {
+            if crate::paths::has_dot_dot(&path) {
                 return Err(ContainerError::Invalid(format!("config.image.image: {image:?} must not contain '..'")));
             }
             if !path.is_file() {

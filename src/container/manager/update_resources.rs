@@ -19,7 +19,7 @@ impl Containers {
                 "container {id} has exited; its resources cannot change"
             )));
         }
-        let oci = crate::container::resources::to_oci(&resources, self.config.container.pids_limit);
+        let oci = crate::resources::to_oci(&resources, self.config.container.pids_limit);
         self.cgroups.check_resources(&oci).map_err(resources_invalid("linux"))?;
         {
             let (cgroups, cgroup, oci) = (self.cgroups.clone(), view.record.cgroup.clone(), oci.clone());

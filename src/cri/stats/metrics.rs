@@ -13,7 +13,7 @@ use super::blocking;
 use super::families::{self as f, Family, Kind, BASE_LABELS};
 use crate::api::{self, MetricType, UInt64Value};
 use crate::container::{ContainerState, ContainerView};
-use crate::daemon::Daemon;
+use crate::cri::Daemon;
 use crate::pod::{SandboxState, SandboxView};
 use crate::stats::filesystem::{DeviceNames, Filesystem};
 use crate::stats::{ContainerDetails, PodDetails};

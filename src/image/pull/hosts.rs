@@ -1,104 +1,15 @@
-//! The `[registry]` section of the config and what it means for one pull:
-//! per-registry mirrors tried in order before the registry itself, plain-HTTP
-//! and TLS settings, repository rewrites, loopback registries reached over
-//! plain HTTP when they do not speak TLS, and the bounds of a pull (stall,
-//! minimum rate, deadline, grace once its callers left).
+//! What the `[registry]` section of the config (`config::registry`) means
+//! for one pull: per-registry mirrors tried in order before the registry
+//! itself, plain-HTTP and TLS settings, repository rewrites, loopback
+//! registries reached over plain HTTP when they do not speak TLS, and the
+//! bounds of a pull (stall, minimum rate, deadline, grace once its callers
+//! left).
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::pace::Pace;
-
-/// Registry settings of the daemon (`[registry]` in config.toml).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct RegistrySettings {
-    /// Layers of one pull downloaded at once.
-    pub max_concurrent_downloads: usize,
-    /// A pull whose download makes no progress for this long is cancelled.
-    pub stall_timeout_secs: u64,
-    /// A download (or a registry's answer) bringing fewer bytes a second
-    /// than this over `min_rate_window_secs` fails the pull; 0: no minimum.
-    pub min_bytes_per_sec: u64,
-    pub min_rate_window_secs: u64,
-    /// A pull not done this long after it began fails; 0: no deadline.
-    pub pull_deadline_secs: u64,
-    /// A pull every caller has left is cancelled when none came back for this long.
-    pub abandoned_pull_grace_secs: u64,
-    /// How often the daemon logs the progress of each pull in flight.
-    pub progress_interval_secs: u64,
-    /// Per registry (as images name it: `docker.io`, `registry.k8s.io`,
-    /// `localhost:5000`), how to reach it; `"*"` applies to every registry
-    /// without an entry of its own.
-    pub hosts: BTreeMap<String, HostConfig>,
-}
-
-impl Default for RegistrySettings {
-    fn default() -> Self {
-        Self {
-            max_concurrent_downloads: 3,
-            stall_timeout_secs: 60,
-            min_bytes_per_sec: 1024,
-            min_rate_window_secs: 60,
-            pull_deadline_secs: 0,
-            abandoned_pull_grace_secs: 60,
-            progress_interval_secs: 10,
-            hosts: BTreeMap::new(),
-        }
-    }
-}
-
-/// How to reach one registry.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct HostConfig {
-    /// Tried in order before the registry itself.
-    pub mirrors: Vec<MirrorConfig>,
-    /// Only the mirrors are asked, never the registry itself.
-    pub mirrors_only: bool,
-    /// The registry speaks plain HTTP.
-    pub plain_http: bool,
-    #[serde(flatten)]
-    pub tls: TlsConfig,
-}
-
-/// TLS settings of one endpoint.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct TlsConfig {
-    /// Extra CA certificates (PEM files) trusted besides the built-in roots.
-    pub ca_certs: Vec<PathBuf>,
-    /// Client certificate (PEM) presented to the endpoint, with `client_key`.
-    pub client_cert: Option<PathBuf>,
-    /// Private key (PEM) of `client_cert`.
-    pub client_key: Option<PathBuf>,
-}
-
-/// A mirror of a registry.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct MirrorConfig {
-    /// `https://host[:port]` or `http://host[:port]`, optionally with a path
-    /// prefix (`http://127.0.0.1:5000/k8s` serves `registry.k8s.io/pause`
-    /// as `/v2/k8s/pause/...`).
-    pub url: String,
-    /// Repository prefixes replaced on this mirror, first match wins, e.g.
-    /// `{ from = "library/", to = "dockerhub/" }`.
-    pub rewrite: Vec<Rewrite>,
-    #[serde(flatten)]
-    pub tls: TlsConfig,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Rewrite {
-    pub from: String,
-    pub to: String,
-}
+use crate::config::registry::{parse_url, HostsError, RegistrySettings, TlsConfig};
 
 /// One place a pull may fetch from.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,37 +31,8 @@ impl Endpoint {
     }
 }
 
-/// Why a host configuration is unusable.
-#[derive(Debug, Clone, thiserror::Error, PartialEq)]
-#[error("registry.hosts.{host}: {why}")]
-pub struct HostsError {
-    pub host: String,
-    pub why: String,
-}
-
+/// What `[registry]` means for one pull.
 impl RegistrySettings {
-    /// Checks what serde cannot.
-    pub fn validate(&self) -> Result<(), HostsError> {
-        if self.max_concurrent_downloads == 0 {
-            return Err(HostsError { host: "-".into(), why: "max_concurrent_downloads must be at least 1".into() });
-        }
-        if self.min_bytes_per_sec > 0 && self.min_rate_window_secs == 0 {
-            return Err(HostsError {
-                host: "-".into(),
-                why: "min_rate_window_secs must be at least 1 when min_bytes_per_sec is set".into(),
-            });
-        }
-        for (host, config) in &self.hosts {
-            for mirror in &config.mirrors {
-                parse_url(&mirror.url).map_err(|why| HostsError { host: host.clone(), why })?;
-            }
-            if config.mirrors_only && config.mirrors.is_empty() {
-                return Err(HostsError { host: host.clone(), why: "mirrors_only needs at least one mirror".into() });
-            }
-        }
-        Ok(())
-    }
-
     /// The rules every transfer of a pull keeps to.
     pub fn pace(&self) -> Pace {
         Pace {
@@ -206,22 +88,6 @@ impl RegistrySettings {
 
 fn upstream(scheme: &'static str, host: &str, repository: &str, tls: &TlsConfig) -> Endpoint {
     Endpoint { scheme, host: host.to_string(), repository: repository.to_string(), tls: tls.clone(), mirror: false }
-}
-
-/// `scheme://host[:port][/prefix]` → (scheme, host, prefix).
-fn parse_url(url: &str) -> Result<(&'static str, String, String), String> {
-    let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
-        ("https", rest)
-    } else if let Some(rest) = url.strip_prefix("http://") {
-        ("http", rest)
-    } else {
-        return Err(format!("mirror url {url:?} must start with https:// or http://"));
-    };
-    let (host, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    if host.is_empty() || host.contains(['?', '#', '@']) {
-        return Err(format!("mirror url {url:?} has no usable host"));
-    }
-    Ok((scheme, host.to_string(), prefix.trim_matches('/').to_string()))
 }
 
 /// `localhost`, `127.0.0.0/8` or `[::1]`, with or without a port.
@@ -287,12 +153,6 @@ mod tests {
     }
 
     #[test]
-    fn bad_mirror_urls_are_refused() {
-        let c = config(r#"hosts."docker.io" = { mirrors = [{ url = "127.0.0.1:5000" }] }"#);
-        assert!(c.validate().is_err());
-    }
-
-    #[test]
     fn a_pull_is_bounded_by_default_except_in_its_total_time() {
         let c = RegistrySettings::default();
         let pace = c.pace();
@@ -304,35 +164,5 @@ mod tests {
         assert_eq!(c.pull_deadline(), Some(Duration::from_secs(600)));
         assert!(config("min_rate_window_secs = 0\n").validate().is_err());
         config("min_rate_window_secs = 0\nmin_bytes_per_sec = 0\n").validate().unwrap();
-    }
-}
-
-#[cfg(test)]
-mod tls_config_tests {
-    use super::*;
-
-    #[test]
-    fn tls_settings_parse_beside_the_other_fields_and_unknown_ones_are_refused() {
-        let c: RegistrySettings = toml::from_str(
-            r#"
-            [hosts."r.example"]
-            plain_http = false
-            ca_certs = ["/etc/ca.pem"]
-            client_cert = "/etc/c.pem"
-            client_key = "/etc/k.pem"
-            mirrors = [{ url = "https://m.example", ca_certs = ["/etc/m.pem"] }]
-            "#,
-        )
-        .unwrap();
-        let host = &c.hosts["r.example"];
-        assert_eq!(host.tls.ca_certs, vec![PathBuf::from("/etc/ca.pem")]);
-        assert_eq!(host.tls.client_key, Some(PathBuf::from("/etc/k.pem")));
-        assert_eq!(host.mirrors[0].tls.ca_certs, vec![PathBuf::from("/etc/m.pem")]);
-        assert!(toml::from_str::<RegistrySettings>("[hosts.\"r\"]\nca_cert = \"/x\"\n").is_err());
-        assert!(toml::from_str::<RegistrySettings>("[hosts.\"r\"]\nmirrors = [{ url = \"http://x\", bogus = 1 }]\n")
-            .is_err());
-        // The default config prints as TOML and reads back.
-        let text = toml::to_string(&c).unwrap();
-        assert_eq!(toml::from_str::<RegistrySettings>(&text).unwrap(), c);
     }
 }

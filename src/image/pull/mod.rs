@@ -30,8 +30,8 @@ use futures_util::StreamExt;
 use oci_spec::image::ImageManifest;
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::config::registry::RegistrySettings;
 pub use auth::Credentials;
-pub use hosts::RegistrySettings;
 pub use progress::PullSnapshot;
 
 use self::client::{RegistryClient, RemoteError};

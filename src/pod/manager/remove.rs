@@ -21,7 +21,7 @@ impl Sandboxes {
         let last = self.events.wanted().then(|| self.view(&entry.live()));
         self.index.remove(&id);
         tracing::info!(pod_id = %id, "sandbox removed");
-        self.events.emit(EventKind::Deleted, || last.map(|v| Subject::Sandbox(Box::new(v))));
+        self.events.emit(EventKind::Deleted, || last);
         Ok(())
     }
 

@@ -192,8 +192,8 @@ impl Sandboxes {
         pod: &PodResources,
         field: &str,
     ) -> Result<(), SandboxError> {
-        let total = crate::container::resources::pod_total(&pod.resources, &pod.overhead);
-        let oci = crate::container::resources::to_oci(&total, 0);
+        let total = crate::resources::pod_total(&pod.resources, &pod.overhead);
+        let oci = crate::resources::to_oci(&total, 0);
         self.cgroups.check_resources(&oci).map_err(|e| SandboxError::Invalid(format!("{field}.{e}")))?;
         self.cgroups.apply(pod_cgroup, &oci).map_err(|e| match e {
             CgroupError::Unenforceable(e) => SandboxError::Invalid(format!("{field}.{e}")),

@@ -21,7 +21,7 @@ impl Sandboxes {
 
     /// Reports `kind` with the sandbox as it is now.
     pub(super) fn emit(&self, kind: EventKind, entry: &Entry) {
-        self.events.emit(kind, || (!entry.is_removed()).then(|| Subject::Sandbox(Box::new(self.view(&entry.live())))));
+        self.events.emit(kind, || (!entry.is_removed()).then(|| self.view(&entry.live())));
     }
 
     pub(super) fn view(&self, live: &Live) -> SandboxView {

@@ -10,12 +10,9 @@ use std::path::Path;
 
 use oci_spec::runtime::Spec;
 
-use super::resolve::Resolved;
-use crate::container::spec::HostDevice;
+use super::spec::HostDevice;
+use crate::cdi::{Resolved, RUNTIME_MOUNTS};
 use crate::quote::quote;
-
-/// The mounts the runtime makes before any other, which no CDI mount replaces.
-pub const RUNTIME_MOUNTS: &[&str] = &["/proc", "/dev", "/dev/pts", "/dev/mqueue", "/sys", "/sys/fs/cgroup", "/dev/shm"];
 
 /// Adds the CDI nodes to a container's devices (a CDI node replaces a
 /// device of the same container path).

@@ -1,10 +1,22 @@
 //! The one configuration of nidus: every path and knob, with embedded defaults,
 //! read from a TOML file (`/etc/nidus/config.toml` when present, or `--config`)
-//! and overridden by the command-line flags of `nidus serve`.
+//! and overridden by the command-line flags of `nidus serve`. Every section's
+//! type is here, the larger ones in a file each (`registry.rs`, `cdi.rs`,
+//! `streaming.rs`, `network.rs` with `cidr.rs`, `metrics.rs`): config sits
+//! below the modules it configures and names none of them.
 
-use std::path::{Component, Path, PathBuf};
+pub mod cdi;
+pub mod cidr;
+pub mod metrics;
+pub mod network;
+pub mod registry;
+pub mod streaming;
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::paths::has_dot_dot;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/nidus/config.toml";
 
@@ -40,16 +52,16 @@ pub struct Config {
     pub image: ImageStoreSettings,
     /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls,
     /// minimum rate, deadline, grace once every caller left.
-    pub registry: crate::image::pull::RegistrySettings,
+    pub registry: registry::RegistrySettings,
     pub checkpoint: CheckpointSettings,
     pub limits: LimitsSettings,
     pub hooks: HooksSettings,
     /// CDI devices: the spec directories.
-    pub cdi: crate::cdi::CdiSettings,
-    pub streaming: crate::streaming::config::StreamingSettings,
-    pub network: crate::network::NetworkSettings,
+    pub cdi: cdi::CdiSettings,
+    pub streaming: streaming::StreamingSettings,
+    pub network: network::NetworkSettings,
     /// The Prometheus `/metrics` endpoint (off unless an address is set).
-    pub metrics: crate::metrics::MetricsSettings,
+    pub metrics: metrics::MetricsSettings,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -233,7 +245,7 @@ impl Default for Config {
             hooks: HooksSettings::default(),
             cdi: Default::default(),
             streaming: Default::default(),
-            network: crate::network::NetworkSettings::default(),
+            network: network::NetworkSettings::default(),
             metrics: Default::default(),
         }
     }
@@ -365,7 +377,7 @@ impl Config {
                 )));
             }
         }
-        crate::container::security::from_legacy_path(
+        crate::seccomp::choice::from_legacy_path(
             "container.unset_seccomp_profile",
             &self.container.unset_seccomp_profile,
         )
@@ -398,10 +410,6 @@ impl Config {
     pub fn import_dir(&self) -> PathBuf {
         self.image.import_dir.clone().unwrap_or_else(|| self.root.join("import"))
     }
-}
-
-pub fn has_dot_dot(path: &Path) -> bool {
-    path.components().any(|c| c == Component::ParentDir)
 }
 
 #[cfg(test)]

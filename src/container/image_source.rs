@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use super::{ImageError, ImageStore};
-use crate::container::spec::ImageDefaults;
-use crate::container::{ImageSource, ImageSourceError, SourceImage};
+use super::spec::ImageDefaults;
+use super::{ImageSource, ImageSourceError, SourceImage};
+use crate::image::{ImageError, ImageStore};
 
 impl ImageSource for ImageStore {
     fn resolve(&self, reference: &str) -> Result<SourceImage, ImageSourceError> {

@@ -61,7 +61,7 @@ impl StreamingSettings {
             (None, None) => {}
             (Some(cert), Some(key)) => {
                 for (name, path) in [("tls_cert_file", cert), ("tls_key_file", key)] {
-                    if !path.is_absolute() || crate::config::has_dot_dot(path) {
+                    if !path.is_absolute() || crate::paths::has_dot_dot(path) {
                         return Err(format!(
                             "streaming.{name} must be an absolute path without '..', got {}",
                             path.display()

@@ -1,0 +1,114 @@
+//! The daemon's state every CRI service shares (`Daemon`): the managers,
+//! the stores, the servers beside the CRI, and what the start found. `nidus
+//! serve` (`daemon.rs`) makes it and serves the CRI with it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cgroups::{Cgroups, OwnedCgroups};
+use crate::config::Config;
+use crate::container::Containers;
+use crate::image::ImageStore;
+use crate::linux::lock::LockFile;
+use crate::linux::runtime_program::RuntimeProgram;
+use crate::pod::Sandboxes;
+
+/// Everything the CRI services share.
+pub struct Daemon {
+    pub config: Arc<Config>,
+    pub cgroups: Arc<Cgroups>,
+    pub sandboxes: Sandboxes,
+    /// Pod networks (CNI or built-in) and NetworkReady.
+    pub network: Arc<crate::network::PodNetworks>,
+    pub containers: Containers,
+    pub pause_binary: PathBuf,
+    pub monitor_binary: PathBuf,
+    pub images: Arc<ImageStore>,
+    /// Pulls from registries into `images`.
+    pub puller: Arc<crate::image::pull::Puller>,
+    /// pause and monitor as exec'd (from read-only mounts of their files).
+    pub runtime_programs: Vec<RuntimeProgram>,
+    /// Cgroups nidus still has to remove (reported in Status verbose).
+    pub owned_cgroups: Arc<OwnedCgroups>,
+    /// Usage readings for the stats and metrics RPCs.
+    pub stats: crate::stats::Collector,
+    /// The Exec/Attach/PortForward session server.
+    pub streaming: crate::streaming::StreamingServer,
+    /// Whether pods with a user namespace of their own can work here (the
+    /// probe at start), or why not.
+    pub user_namespaces: Result<(), String>,
+    /// Container and sandbox lifecycle events (GetContainerEvents).
+    pub events: crate::events::EventHub<super::Subject>,
+    /// The state directories' locks, held while the daemon runs.
+    pub(crate) _locks: Vec<LockFile>,
+}
+
+impl Daemon {
+    /// The RuntimeReady check: state directories writable, cgroup root
+    /// present, the pause program present.
+    pub fn health(&self) -> Result<(), String> {
+        for dir in [&self.config.root, &self.config.state] {
+            nix::unistd::access(dir.as_path(), nix::unistd::AccessFlags::W_OK)
+                .map_err(|e| format!("state directory {} is not writable: {e}", dir.display()))?;
+        }
+        for h in &self.cgroups.hierarchies {
+            if !h.root_dir.is_dir() {
+                return Err(format!("cgroup root {} is missing", h.root_dir.display()));
+            }
+        }
+        for (what, program) in [("pause", &self.pause_binary), ("monitor", &self.monitor_binary)] {
+            if !program.is_file() {
+                return Err(format!("{what} program {} is missing", program.display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pods and containers by state, for the metrics.
+    pub fn state_counts(&self) -> crate::metrics::StateCounts {
+        use crate::container::manager::ContainerState;
+        use crate::pod::manager::SandboxState;
+        let (mut ready, mut not_ready) = (0, 0);
+        for pod in self.sandboxes.list() {
+            match pod.state {
+                SandboxState::Ready => ready += 1,
+                SandboxState::NotReady => not_ready += 1,
+            }
+        }
+        let (mut created, mut running, mut exited) = (0, 0, 0);
+        for container in self.containers.list() {
+            match container.state {
+                ContainerState::Created => created += 1,
+                ContainerState::Running => running += 1,
+                ContainerState::Exited => exited += 1,
+            }
+        }
+        crate::metrics::StateCounts {
+            pods: vec![("ready", ready), ("notready", not_ready)],
+            containers: vec![("created", created), ("running", running), ("exited", exited)],
+        }
+    }
+
+    /// Status(verbose) info: versions, config, cgroup setup.
+    pub fn verbose_info(&self) -> serde_json::Value {
+        serde_json::json!({
+            "runtimeName": "nidus",
+            "runtimeVersion": env!("CARGO_PKG_VERSION"),
+            "runtimeApiVersion": super::CRI_API_VERSION,
+            "servedApis": super::served_apis(&self.config.grpc),
+            "config": *self.config,
+            "cgroupVersion": self.cgroups.version,
+            "cgroupDriver": "cgroupfs",
+            "cgroupHierarchies": self.cgroups.hierarchies,
+            "pauseBinary": self.pause_binary,
+            "monitorBinary": self.monitor_binary,
+            "helpersFromReadOnlyMounts": self.runtime_programs.iter().all(RuntimeProgram::read_only),
+            "staleCgroups": self.owned_cgroups.stale().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            "containers": self.containers.list().len(),
+            "seccompPrograms": self.containers.seccomp_cache_stats(),
+            "sandboxes": self.sandboxes.list().len(),
+            "network": self.network.describe(),
+            "pulls": self.puller.in_flight(),
+        })
+    }
+}

@@ -1,0 +1,8 @@
+//! The one rule on paths the config and the requests share: a path that
+//! must stay where it points may not climb with `..`.
+
+use std::path::{Component, Path};
+
+pub fn has_dot_dot(path: &Path) -> bool {
+    path.components().any(|c| c == Component::ParentDir)
+}

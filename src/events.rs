@@ -128,11 +128,6 @@ impl<S: Send + Sync + 'static> EventHub<S> {
         });
     }
 
-    /// How many subscribers there are now.
-    pub fn subscribers(&self) -> usize {
-        self.inner.sender.receiver_count()
-    }
-
     /// An emitter of `V`s into this hub, each wrapped in the hub's subject by `wrap`.
     pub fn emitter<V: 'static>(&self, wrap: fn(V) -> S) -> Emitter<V> {
         Emitter { sink: Arc::new(Wrapping { hub: self.clone(), wrap }) }

@@ -315,11 +315,6 @@ pub fn format_page_size(kib: u64) -> String {
     }
 }
 
-/// The hugepage sizes (CRI spelling) kubelet may name on this node.
-pub fn hugepage_sizes() -> Vec<String> {
-    node_hugepage_sizes().into_iter().map(format_page_size).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use oci_spec::runtime::{LinuxCpuBuilder, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResourcesBuilder};

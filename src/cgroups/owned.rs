@@ -146,6 +146,7 @@ impl OwnedCgroups {
     }
 
     /// The directories nidus made and still owns.
+    #[cfg(test)]
     pub fn owned_dirs(&self) -> Vec<PathBuf> {
         self.owned().iter().cloned().collect()
     }

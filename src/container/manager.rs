@@ -46,7 +46,6 @@ mod start;
 mod status;
 mod stop;
 mod update_resources;
-pub use checkpoint::CheckpointReport;
 
 /// How long the monitor may take to build a container.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(60);

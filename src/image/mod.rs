@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use digest::Digest;
 pub use reference::Reference;
-pub use store::{GcReport, ImageStore, ImportedImage, StoreUsage};
+pub use store::{ImageStore, ImportedImage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {

@@ -139,11 +139,6 @@ impl ImageStore {
         Ok(images)
     }
 
-    /// `<root>/images`.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn lock(&self) -> Result<LockFile, ImageError> {
         lock::wait(&self.dir.join(STORE_LOCK), false).map_err(lock_error)
     }

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
@@ -30,7 +30,6 @@ pub enum NodeKind {
 #[derive(Debug)]
 pub struct ConfinedRoot {
     fd: OwnedFd,
-    path: PathBuf,
 }
 
 /// A directory inside a confined tree, held open; names given to its methods
@@ -62,11 +61,7 @@ impl ConfinedRoot {
             Mode::empty(),
         )
         .map_err(io_err)?;
-        Ok(Self { fd, path: path.to_path_buf() })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(Self { fd })
     }
 
     /// The root itself as a directory.

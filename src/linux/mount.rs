@@ -31,16 +31,6 @@ pub fn unmount_all(target: &Path) -> io::Result<()> {
     }
 }
 
-/// True when `path` is the root of a mount (it sits on another device than its
-/// parent, or `/proc/self/mountinfo` lists it).
-pub fn is_mountpoint(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = path.as_os_str().as_encoded_bytes();
-    text.lines().any(|line| line.split(' ').nth(4).is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want))
-}
-
 /// The mount `path` lives on (its mount point) and whether that mount is
 /// shared (has a peer group); `None` when mountinfo cannot be read.
 pub fn containing_mount(path: &Path) -> Option<(std::path::PathBuf, bool)> {
@@ -66,22 +56,6 @@ pub fn containing_mount(path: &Path) -> Option<(std::path::PathBuf, bool)> {
         }
     }
     best
-}
-
-/// Mount points of every mount under `prefix` (inclusive), deepest first.
-pub fn mounts_under(prefix: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let mut found: Vec<std::path::PathBuf> = text
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|mp| std::path::PathBuf::from(unescape_mountinfo(mp)))
-        .filter(|mp| mp.starts_with(prefix))
-        .collect();
-    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    found.dedup();
-    found
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.

@@ -16,14 +16,6 @@ impl PreparedFilters {
         Self { filters }
     }
 
-    pub fn len(&self) -> usize {
-        self.filters.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.filters.is_empty()
-    }
-
     /// Installs every filter, first to last. Needs no_new_privs or
     /// CAP_SYS_ADMIN in the effective set.
     pub fn install(&self) -> io::Result<()> {

@@ -23,7 +23,7 @@ pub struct IdMap {
 
 impl IdMap {
     /// The host ID of container ID `id`, when mapped.
-    pub fn to_host(&self, id: u32) -> Option<u32> {
+    pub fn to_host(self, id: u32) -> Option<u32> {
         let offset = id.checked_sub(self.container_id).filter(|o| *o < self.length)?;
         self.host_id.checked_add(offset)
     }

@@ -13,9 +13,9 @@ pub mod profile;
 pub mod program;
 
 pub use cache::ProgramCache;
-pub use compile::{compile, CompileError};
-pub use profile::{Profile, ProfileError};
-pub use program::{CompiledProfile, Filter, Instruction, ProgramFileError};
+pub use compile::compile;
+pub use profile::Profile;
+pub use program::{CompiledProfile, Filter, Instruction};
 
 /// nidus's RuntimeDefault profile (OCI format plus capability conditions),
 /// embedded so a node needs no file for it.

@@ -34,21 +34,7 @@ pub enum Action {
     Notify,
 }
 
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Kill => "SCMP_ACT_KILL",
-            Action::KillThread => "SCMP_ACT_KILL_THREAD",
-            Action::KillProcess => "SCMP_ACT_KILL_PROCESS",
-            Action::Trap => "SCMP_ACT_TRAP",
-            Action::Errno => "SCMP_ACT_ERRNO",
-            Action::Trace => "SCMP_ACT_TRACE",
-            Action::Log => "SCMP_ACT_LOG",
-            Action::Allow => "SCMP_ACT_ALLOW",
-            Action::Notify => "SCMP_ACT_NOTIFY",
-        }
-    }
-}
+impl Action {}
 
 /// How an argument is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

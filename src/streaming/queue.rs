@@ -56,6 +56,7 @@ impl ChunkSender {
     }
 
     /// True once the session stopped reading the stream.
+    #[cfg(test)]
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }

@@ -112,14 +112,7 @@ impl<T: Message> Message for Answer<T> {
     }
 }
 
-impl<T> Answer<T> {
-    pub fn into_result(self) -> Result<T, String> {
-        match self {
-            Answer::Done(done) => Ok(done),
-            Answer::Refused(why) => Err(why),
-        }
-    }
-}
+impl<T> Answer<T> {}
 
 impl<T> From<Result<T, String>> for Answer<T> {
     fn from(result: Result<T, String>) -> Self {

@@ -147,11 +147,6 @@ impl HostPorts {
         }
     }
 
-    /// How many host ports are forwarded (Status verbose).
-    pub async fn count(&self) -> usize {
-        self.by_pod.lock().await.values().map(Vec::len).sum()
-    }
-
     async fn write(&self, by_pod: &BTreeMap<String, Vec<Forward>>) -> Result<(), HostPortError> {
         let all: Vec<&Forward> = by_pod.values().flatten().collect();
         if !all.is_empty() && all.iter().any(|f| f.host_ip.is_none_or(|ip| ip.is_loopback()) && f.pod_ip.is_ipv4()) {

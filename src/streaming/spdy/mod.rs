@@ -7,5 +7,5 @@ pub mod dictionary;
 pub mod frame;
 pub mod headers;
 
-pub use conn::{Connection, Gone, IncomingStream, Outbound};
+pub use conn::{Connection, IncomingStream, Outbound};
 pub use headers::Headers;

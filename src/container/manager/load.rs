@@ -7,7 +7,7 @@ impl Containers {
     /// keeps its container CREATED or RUNNING; a dead one is EXITED with the
     /// exit its monitor recorded. Interrupted creations are undone, and
     /// interrupted checkpoints cleaned up after.
-    pub async fn load(&self) -> Result<(), ContainerError> {
+    pub(crate) async fn load(&self) -> Result<(), ContainerError> {
         let base = self.config.root.join("containers");
         let run_base = self.config.state.join("containers");
         for dir in [&base, &run_base] {

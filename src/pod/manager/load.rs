@@ -6,7 +6,7 @@ impl Sandboxes {
     /// Reloads persisted sandboxes and reconciles them with what is alive:
     /// a live pause (same pid, start time and boot) keeps its sandbox READY;
     /// otherwise it is NOTREADY. Interrupted creations are undone.
-    pub async fn load(&self) -> Result<(), SandboxError> {
+    pub(crate) async fn load(&self) -> Result<(), SandboxError> {
         let base = self.config.root.join("sandboxes");
         let run_base = self.config.state.join("sandboxes");
         for dir in [&base, &run_base] {

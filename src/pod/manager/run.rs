@@ -3,7 +3,7 @@
 use super::*;
 
 impl Sandboxes {
-    pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
+    pub(crate) async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
         let id = ids::new_id();
         let name_key = spec.name_key.clone();
         {

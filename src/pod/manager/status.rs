@@ -3,7 +3,7 @@
 use super::*;
 
 impl Sandboxes {
-    pub fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
+    pub(crate) fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
         let (id, entry) = self.entry(id)?;
         let live = entry.live();
         if live.removed {
@@ -12,7 +12,7 @@ impl Sandboxes {
         Ok(self.view(&live))
     }
 
-    pub fn list(&self) -> Vec<SandboxView> {
+    pub(crate) fn list(&self) -> Vec<SandboxView> {
         let entries: Vec<Arc<Entry>> = self.index().by_id.values().cloned().collect();
         let mut views: Vec<SandboxView> = entries
             .iter()

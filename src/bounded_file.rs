@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::quote::quote;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BoundedReadError {
+pub(crate) enum BoundedReadError {
     #[error("{} does not exist", quote(&.0.display().to_string()))]
     NotFound(PathBuf),
     #[error("{} is {kind}, not a regular file", quote(&.path.display().to_string()))]
@@ -28,13 +28,13 @@ pub enum BoundedReadError {
 
 /// Whether a symbolic link as the path's last component is followed.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum FinalLink {
+pub(crate) enum FinalLink {
     Follow,
     Refuse,
 }
 
 /// Opens `path` for reading as a regular file of at most `limit` bytes.
-pub fn open_regular(path: &Path, limit: u64, link: FinalLink) -> Result<(File, u64), BoundedReadError> {
+pub(crate) fn open_regular(path: &Path, limit: u64, link: FinalLink) -> Result<(File, u64), BoundedReadError> {
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
     if link == FinalLink::Refuse {
         flags |= libc::O_NOFOLLOW;
@@ -63,7 +63,7 @@ fn checked(file: File, path: &Path, limit: u64) -> Result<(File, u64), BoundedRe
 
 /// Reads the whole of `path`, a regular file of at most `limit` bytes (a
 /// file that grows while read is cut at `limit + 1` and refused).
-pub fn read(path: &Path, limit: u64, link: FinalLink) -> Result<Vec<u8>, BoundedReadError> {
+pub(crate) fn read(path: &Path, limit: u64, link: FinalLink) -> Result<Vec<u8>, BoundedReadError> {
     let (file, size) = open_regular(path, limit, link)?;
     read_whole(file, size, path, limit)
 }
@@ -72,7 +72,7 @@ pub fn read(path: &Path, limit: u64, link: FinalLink) -> Result<Vec<u8>, Bounded
 /// does, resolved with `openat2(RESOLVE_BENEATH)`: a symbolic link is followed
 /// only while it stays inside `dir` (one leading out of it, or absolute, is
 /// refused as [`BoundedReadError::Outside`]).
-pub fn read_beneath(dir: &Path, name: &std::ffi::OsStr, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+pub(crate) fn read_beneath(dir: &Path, name: &std::ffi::OsStr, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     let path = dir.join(name);
     let io_error = |e: nix::errno::Errno| match e {
@@ -103,7 +103,7 @@ fn read_whole(file: File, size: u64, path: &Path, limit: u64) -> Result<Vec<u8>,
 }
 
 /// A small kernel or configuration file as text (at most 64 KiB).
-pub fn read_small_text(path: &Path) -> Result<String, BoundedReadError> {
+pub(crate) fn read_small_text(path: &Path) -> Result<String, BoundedReadError> {
     let data = read(path, 64 * 1024, FinalLink::Follow)?;
     String::from_utf8(data).map_err(|e| BoundedReadError::Io {
         path: path.to_path_buf(),

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 /// Every capability Linux defines, by name without the `CAP_` prefix, in number order.
-pub const ALL: &[&str] = &[
+pub(crate) const ALL: &[&str] = &[
     "CHOWN",
     "DAC_OVERRIDE",
     "DAC_READ_SEARCH",
@@ -105,7 +105,7 @@ pub fn container_set(privileged: bool, add: &[String], drop: &[String]) -> Resul
 
 /// Splits `wanted` into the capabilities this process holds (and so can give)
 /// and those it lacks.
-pub fn available(wanted: BTreeSet<String>) -> (BTreeSet<String>, Vec<String>) {
+pub(crate) fn available(wanted: BTreeSet<String>) -> (BTreeSet<String>, Vec<String>) {
     let held: Vec<String> = ::caps::read(None, ::caps::CapSet::Permitted)
         .map(|set| set.iter().map(|c| c.to_string()).collect())
         .unwrap_or_default();
@@ -114,7 +114,7 @@ pub fn available(wanted: BTreeSet<String>) -> (BTreeSet<String>, Vec<String>) {
 }
 
 /// The number of a capability named `CAP_…` (its bit in the kernel's masks).
-pub fn number(name: &str) -> Option<u32> {
+pub(crate) fn number(name: &str) -> Option<u32> {
     let bare = name.strip_prefix("CAP_").unwrap_or(name);
     ALL.iter().position(|c| *c == bare).map(|i| i as u32)
 }

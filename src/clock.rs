@@ -9,12 +9,12 @@ pub fn now_ns() -> i64 {
 }
 
 /// `at` in nanoseconds since the epoch: 0 before it, `i64::MAX` past 2262.
-pub fn epoch_ns(at: SystemTime) -> i64 {
+pub(crate) fn epoch_ns(at: SystemTime) -> i64 {
     at.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// The time `ns` nanoseconds after the epoch (the epoch for a negative value).
-pub fn at_ns(ns: i64) -> SystemTime {
+pub(crate) fn at_ns(ns: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
 }
 

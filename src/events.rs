@@ -21,16 +21,16 @@ use tokio::sync::broadcast;
 use crate::clock::now_ns;
 
 /// How many events a subscriber may be behind before it is cut off.
-pub const SUBSCRIBER_BACKLOG: usize = 1024;
+pub(crate) const SUBSCRIBER_BACKLOG: usize = 1024;
 /// Most start-up events kept for the first subscribers (beyond it, later
 /// ones are dropped: those subscribers relist anyway).
 const STARTUP_EVENTS: usize = 4096;
 /// How long after the daemon starts serving start-up events are kept.
-pub const STARTUP_EVENTS_KEPT: Duration = Duration::from_secs(60);
+pub(crate) const STARTUP_EVENTS_KEPT: Duration = Duration::from_secs(60);
 
 /// What happened (the CRI's `ContainerEventType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
+pub(crate) enum EventKind {
     Created,
     Started,
     Stopped,
@@ -39,15 +39,15 @@ pub enum EventKind {
 
 /// What happened, when, and to what (`S`: as it was right after).
 #[derive(Debug, Clone)]
-pub struct Event<S> {
-    pub kind: EventKind,
+pub(crate) struct Event<S> {
+    pub(crate) kind: EventKind,
     /// When it was seen, in nanoseconds since the epoch.
-    pub at_ns: i64,
-    pub subject: S,
+    pub(crate) at_ns: i64,
+    pub(crate) subject: S,
 }
 
 /// Where events go. Cheap to clone: every clone feeds the same subscribers.
-pub struct EventHub<S> {
+pub(crate) struct EventHub<S> {
     inner: Arc<Inner<S>>,
 }
 
@@ -66,9 +66,9 @@ struct Inner<S> {
 }
 
 /// One subscriber: the start-up events first, then what happens next.
-pub struct Subscription<S> {
-    pub startup: Vec<Arc<Event<S>>>,
-    pub receiver: broadcast::Receiver<Arc<Event<S>>>,
+pub(crate) struct Subscription<S> {
+    pub(crate) startup: Vec<Arc<Event<S>>>,
+    pub(crate) receiver: broadcast::Receiver<Arc<Event<S>>>,
 }
 
 impl<S: Send + Sync + 'static> Default for EventHub<S> {
@@ -78,14 +78,14 @@ impl<S: Send + Sync + 'static> Default for EventHub<S> {
 }
 
 impl<S: Send + Sync + 'static> EventHub<S> {
-    pub fn new(backlog: usize) -> Self {
+    pub(crate) fn new(backlog: usize) -> Self {
         let (sender, _) = broadcast::channel(backlog.max(1));
         Self { inner: Arc::new(Inner { sender, keeping: AtomicBool::new(true), startup: Mutex::new(Vec::new()) }) }
     }
 
     /// Reports `kind` for the subject `snapshot` returns (None: it is gone,
     /// nothing to report). `snapshot` runs only if someone can receive it.
-    pub fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<S>) {
+    pub(crate) fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<S>) {
         if !self.wanted() {
             return;
         }
@@ -106,20 +106,20 @@ impl<S: Send + Sync + 'static> EventHub<S> {
 
     /// Whether an event now would reach anyone (for an emitter that must
     /// take its snapshot before the change, as a removal does).
-    pub fn wanted(&self) -> bool {
+    pub(crate) fn wanted(&self) -> bool {
         self.inner.keeping.load(Ordering::Acquire) || self.inner.sender.receiver_count() > 0
     }
 
     /// A new subscriber: the events of the start (while they are kept), then
     /// whatever happens from now on.
-    pub fn subscribe(&self) -> Subscription<S> {
+    pub(crate) fn subscribe(&self) -> Subscription<S> {
         let startup = self.startup().clone();
         Subscription { startup, receiver: self.inner.sender.subscribe() }
     }
 
     /// The daemon serves: events from now on are only sent; those of the
     /// start are kept `for_` longer for the first subscribers, then dropped.
-    pub fn serving(&self, for_: Duration) {
+    pub(crate) fn serving(&self, for_: Duration) {
         self.inner.keeping.store(false, Ordering::Release);
         let hub = self.clone();
         tokio::spawn(async move {
@@ -128,13 +128,8 @@ impl<S: Send + Sync + 'static> EventHub<S> {
         });
     }
 
-    /// How many subscribers there are now.
-    pub fn subscribers(&self) -> usize {
-        self.inner.sender.receiver_count()
-    }
-
     /// An emitter of `V`s into this hub, each wrapped in the hub's subject by `wrap`.
-    pub fn emitter<V: 'static>(&self, wrap: fn(V) -> S) -> Emitter<V> {
+    pub(crate) fn emitter<V: 'static>(&self, wrap: fn(V) -> S) -> Emitter<V> {
         Emitter { sink: Arc::new(Wrapping { hub: self.clone(), wrap }) }
     }
 
@@ -146,7 +141,7 @@ impl<S: Send + Sync + 'static> EventHub<S> {
 /// How one kind of subject (`V`, a manager's view) reaches a hub: what it
 /// emits, the hub's subject wraps. Cheap to clone. The default feeds a hub
 /// of its own that nobody subscribes to.
-pub struct Emitter<V> {
+pub(crate) struct Emitter<V> {
     sink: Arc<dyn Sink<V>>,
 }
 
@@ -165,13 +160,13 @@ impl<V: Send + Sync + 'static> Default for Emitter<V> {
 impl<V> Emitter<V> {
     /// Reports `kind` for what `snapshot` returns (None: it is gone, nothing
     /// to report). `snapshot` runs only if someone can receive it.
-    pub fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<V>) {
+    pub(crate) fn emit(&self, kind: EventKind, snapshot: impl FnOnce() -> Option<V>) {
         let mut snapshot = Some(snapshot);
         self.sink.emit(kind, &mut || snapshot.take().and_then(|take| take()));
     }
 
     /// Whether an event now would reach anyone (see `EventHub::wanted`).
-    pub fn wanted(&self) -> bool {
+    pub(crate) fn wanted(&self) -> bool {
         self.sink.wanted()
     }
 }

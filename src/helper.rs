@@ -13,14 +13,14 @@ use crate::linux::reaper::{ExitStatus, Reaper};
 use crate::wire::{Answer, Message};
 
 /// A started helper: its pid, and the pipes to its stdin and from its stdout.
-pub struct Piped {
-    pub pid: i32,
-    pub input: ChildStdin,
-    pub output: ChildStdout,
+pub(crate) struct Piped {
+    pub(crate) pid: i32,
+    pub(crate) input: ChildStdin,
+    pub(crate) output: ChildStdout,
 }
 
 /// Spawns `command` (the spawn waits for its exec) with piped stdin and stdout.
-pub fn spawn(command: &mut Command) -> io::Result<Piped> {
+pub(crate) fn spawn(command: &mut Command) -> io::Result<Piped> {
     let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
     let pid = child.id() as i32;
     let (input, output) = (child.stdin.take(), child.stdout.take());
@@ -34,13 +34,13 @@ pub fn spawn(command: &mut Command) -> io::Result<Piped> {
 
 /// Writes `message` as a line to a helper's input. A helper that died
 /// already fails the write; its reply is then empty.
-pub fn say(mut input: &ChildStdin, message: &impl Message) {
+pub(crate) fn say(mut input: &ChildStdin, message: &impl Message) {
     let _ = input.write_all(format!("{}\n", message.encode()).as_bytes());
 }
 
 /// Why a helper's one-line answer is not what was asked for.
 #[derive(Debug, thiserror::Error)]
-pub enum ReplyError {
+pub(crate) enum ReplyError {
     #[error("no reply within {0:?}")]
     Timeout(Duration),
     /// It said `error MESSAGE`.
@@ -57,7 +57,7 @@ pub enum ReplyError {
 /// within `timeout` is killed (its reaping is the caller's). One that
 /// refuses or ends without an answer is waited for (up to `exit_wait`, or
 /// until it ends when None), so that it is gone when the caller moves on.
-pub async fn await_reply<T: Message>(
+pub(crate) async fn await_reply<T: Message>(
     pid: i32,
     input: ChildStdin,
     output: ChildStdout,
@@ -99,7 +99,7 @@ async fn read_line_holding(input: ChildStdin, output: ChildStdout) -> io::Result
 }
 
 /// Whether a helper's output has something to read (or has ended) now.
-pub fn readable_now(output: &ChildStdout) -> bool {
+pub(crate) fn readable_now(output: &ChildStdout) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds = [PollFd::new(output.as_fd(), PollFlags::POLLIN)];
     !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))

@@ -2,20 +2,20 @@
 //! prefixes crictl prints and accepts.
 
 /// A new random id.
-pub fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     let bytes: [u8; 32] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Resolved<'a> {
+pub(crate) enum Resolved<'a> {
     One(&'a str),
     None,
     Ambiguous,
 }
 
 /// Finds the one id equal to `wanted` or starting with it.
-pub fn resolve<'a>(wanted: &str, ids: impl Iterator<Item = &'a str>) -> Resolved<'a> {
+pub(crate) fn resolve<'a>(wanted: &str, ids: impl Iterator<Item = &'a str>) -> Resolved<'a> {
     let mut found = Resolved::None;
     for id in ids {
         if id == wanted {
@@ -32,7 +32,7 @@ pub fn resolve<'a>(wanted: &str, ids: impl Iterator<Item = &'a str>) -> Resolved
 }
 
 /// True for something that can be an id or an id prefix (hex, 1–64 chars).
-pub fn looks_like_id(s: &str) -> bool {
+pub(crate) fn looks_like_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

@@ -8,7 +8,7 @@ pub mod api {
     tonic::include_proto!("runtime.v1");
 }
 
-pub mod api_v1alpha2 {
+pub(crate) mod api_v1alpha2 {
     //! The CRI runtime.v1alpha2 services, generated from `proto/v1alpha2/api.proto`
     //! with every message mapped to its runtime.v1 namesake in [`crate::api`]: the
     //! two share field numbers and wire types (tests/proto_wire.rs proves it),
@@ -17,9 +17,9 @@ pub mod api_v1alpha2 {
     include!(concat!(env!("OUT_DIR"), "/v1alpha2-server/runtime.v1alpha2.rs"));
 }
 
-pub mod bounded_file;
+pub(crate) mod bounded_file;
 pub mod capabilities;
-pub mod cdi;
+pub(crate) mod cdi;
 pub mod cgroups;
 pub mod checkpoint;
 pub mod clock;
@@ -27,29 +27,29 @@ pub mod config;
 pub mod container;
 pub mod cri;
 pub mod daemon;
-pub mod events;
+pub(crate) mod events;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod helper;
-pub mod hooks;
-pub mod ids;
+pub(crate) mod helper;
+pub(crate) mod hooks;
+pub(crate) mod ids;
 pub mod image;
 // The one module allowed `unsafe` (see Cargo.toml [lints]).
 #[allow(unsafe_code)]
 pub mod linux;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod monitor;
-pub mod network;
-pub mod paths;
+pub(crate) mod network;
+pub(crate) mod paths;
 pub mod pod;
-pub mod quote;
-pub mod registry;
+pub(crate) mod quote;
+pub(crate) mod registry;
 pub mod resources;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod seccomp;
 pub mod socket_client;
 pub mod stats;
-pub mod store;
+pub(crate) mod store;
 pub mod streaming;
-pub mod undo;
+pub(crate) mod undo;
 pub mod wire;

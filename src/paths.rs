@@ -3,6 +3,6 @@
 
 use std::path::{Component, Path};
 
-pub fn has_dot_dot(path: &Path) -> bool {
+pub(crate) fn has_dot_dot(path: &Path) -> bool {
     path.components().any(|c| c == Component::ParentDir)
 }

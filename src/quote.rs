@@ -4,15 +4,15 @@
 use std::fmt;
 
 /// The most of an input an error quotes.
-pub const QUOTE_LIMIT: usize = 128;
+pub(crate) const QUOTE_LIMIT: usize = 128;
 
 /// `value` as a quoted string of at most [`QUOTE_LIMIT`] bytes of it, with
 /// its length when it was cut: `"abc…" (1048576 bytes)`.
-pub fn quote<S: AsRef<str> + ?Sized>(value: &S) -> Quoted<'_> {
+pub(crate) fn quote<S: AsRef<str> + ?Sized>(value: &S) -> Quoted<'_> {
     Quoted(value.as_ref())
 }
 
-pub struct Quoted<'a>(&'a str);
+pub(crate) struct Quoted<'a>(&'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -23,7 +23,7 @@ use crate::store::{self, StoreError};
 /// Why an id or id prefix found no single entry. The managers answer each
 /// with an error of their own that names the kind (`container … not found`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LookupError {
+pub(crate) enum LookupError {
     #[error("{} not found", quote(.0))]
     NotFound(String),
     #[error("id prefix {} matches more than one entry", quote(.0))]
@@ -33,18 +33,18 @@ pub enum LookupError {
 /// A name that is already taken, by the entry (or the create in flight) `id`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the name is taken by {id}")]
-pub struct NameTaken {
-    pub id: String,
+pub(crate) struct NameTaken {
+    pub(crate) id: String,
 }
 
 /// The live state of an entry, which holds the entry's persisted record.
-pub trait Tracked {
+pub(crate) trait Tracked {
     type Record: Serialize + Clone;
     fn record_mut(&mut self) -> &mut Self::Record;
 }
 
 /// One object of the index.
-pub struct Entry<L> {
+pub(crate) struct Entry<L> {
     /// Serialises lifecycle operations (and so record writes) on the object.
     op: tokio::sync::Mutex<()>,
     live: Mutex<L>,
@@ -58,18 +58,18 @@ impl<L> Entry<L> {
     }
 
     /// The live state (a panic that held it does not poison it for others).
-    pub fn live(&self) -> MutexGuard<'_, L> {
+    pub(crate) fn live(&self) -> MutexGuard<'_, L> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The operation lock: held by every lifecycle operation on the object
     /// from its first look at the state to its last record write.
-    pub async fn lock_op(&self) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn lock_op(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.op.lock().await
     }
 
     /// Whether the entry was removed from the index.
-    pub fn is_removed(&self) -> bool {
+    pub(crate) fn is_removed(&self) -> bool {
         self.removed.load(Ordering::SeqCst)
     }
 }
@@ -77,7 +77,7 @@ impl<L> Entry<L> {
 impl<L: Tracked> Entry<L> {
     /// Changes the record in memory and writes it to `path`; callers hold
     /// the operation lock, so writes of the record never cross.
-    pub fn update_record(&self, path: &Path, change: impl FnOnce(&mut L::Record)) -> Result<(), StoreError> {
+    pub(crate) fn update_record(&self, path: &Path, change: impl FnOnce(&mut L::Record)) -> Result<(), StoreError> {
         let record = {
             let mut live = self.live();
             change(live.record_mut());
@@ -99,7 +99,7 @@ struct Index<L> {
 }
 
 /// The index of one kind of object.
-pub struct Registry<L> {
+pub(crate) struct Registry<L> {
     index: Mutex<Index<L>>,
 }
 
@@ -115,7 +115,7 @@ impl<L> Registry<L> {
     }
 
     /// The full id of the entry `id` names: itself, or the one id it is a prefix of.
-    pub fn resolve(&self, id: &str) -> Result<String, LookupError> {
+    pub(crate) fn resolve(&self, id: &str) -> Result<String, LookupError> {
         Self::resolve_in(&self.index(), id)
     }
 
@@ -128,7 +128,7 @@ impl<L> Registry<L> {
     }
 
     /// The entry `id` names (see `resolve`), with its full id.
-    pub fn get(&self, id: &str) -> Result<(String, Arc<Entry<L>>), LookupError> {
+    pub(crate) fn get(&self, id: &str) -> Result<(String, Arc<Entry<L>>), LookupError> {
         let index = self.index();
         let id = Self::resolve_in(&index, id)?;
         let entry = index.by_id.get(&id).map(|i| i.entry.clone()).ok_or_else(|| LookupError::NotFound(id.clone()))?;
@@ -136,19 +136,19 @@ impl<L> Registry<L> {
     }
 
     /// Every entry, in no particular order.
-    pub fn entries(&self) -> Vec<Arc<Entry<L>>> {
+    pub(crate) fn entries(&self) -> Vec<Arc<Entry<L>>> {
         self.index().by_id.values().map(|i| i.entry.clone()).collect()
     }
 
     /// Whether `id` (a full id) is an entry's.
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         self.index().by_id.contains_key(id)
     }
 
     /// Reserves `name` for the create of `id`, until the returned
     /// reservation commits the entry or is dropped (the create failed, or
     /// was abandoned): then the name is free again.
-    pub fn reserve(&self, name: &str, id: &str) -> Result<Reservation<'_, L>, NameTaken> {
+    pub(crate) fn reserve(&self, name: &str, id: &str) -> Result<Reservation<'_, L>, NameTaken> {
         let mut index = self.index();
         if let Some(existing) = index.names.get(name) {
             return Err(NameTaken { id: existing.clone() });
@@ -159,7 +159,7 @@ impl<L> Registry<L> {
 
     /// Indexes an entry under `id` and `name` at once: an object reloaded
     /// from its record.
-    pub fn insert(&self, id: &str, name: &str, live: L) -> Arc<Entry<L>> {
+    pub(crate) fn insert(&self, id: &str, name: &str, live: L) -> Arc<Entry<L>> {
         let entry = Entry::new(live);
         let mut index = self.index();
         index.names.insert(name.to_string(), id.to_string());
@@ -169,7 +169,7 @@ impl<L> Registry<L> {
 
     /// Takes the entry `id` (a full id) out of the index and frees its name;
     /// whoever still holds the entry sees it removed. Nothing when it is not there.
-    pub fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         let mut index = self.index();
         if let Some(removed) = index.by_id.remove(id) {
             removed.entry.removed.store(true, Ordering::SeqCst);
@@ -190,7 +190,7 @@ impl<L> Registry<L> {
 
 /// A name held for a create in flight; dropped without `commit`, it frees the name.
 #[must_use = "a reservation dropped at once frees its name again"]
-pub struct Reservation<'a, L> {
+pub(crate) struct Reservation<'a, L> {
     registry: &'a Registry<L>,
     name: String,
     id: String,
@@ -200,7 +200,7 @@ pub struct Reservation<'a, L> {
 impl<L> Reservation<'_, L> {
     /// The create succeeded: its entry joins the index under the reserved
     /// name and the id, and is returned.
-    pub fn commit(mut self, live: L) -> Arc<Entry<L>> {
+    pub(crate) fn commit(mut self, live: L) -> Arc<Entry<L>> {
         self.committed = true;
         let entry = Entry::new(live);
         let mut index = self.registry.index();

@@ -17,14 +17,14 @@ const CFS_PERIOD_US: std::ops::RangeInclusive<i64> = 1_000..=1_000_000;
 /// The smallest CFS quota the kernel accepts, in microseconds.
 const MIN_CFS_QUOTA_US: i64 = 1_000;
 /// The CFS period kubelet uses when it names none.
-pub const DEFAULT_CFS_PERIOD_US: i64 = 100_000;
+pub(crate) const DEFAULT_CFS_PERIOD_US: i64 = 100_000;
 
 /// A bad value: the field (below `linux.resources`) and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {why}")]
-pub struct BadResource {
-    pub field: String,
-    pub why: String,
+pub(crate) struct BadResource {
+    pub(crate) field: String,
+    pub(crate) why: String,
 }
 
 fn bad(field: &str, why: impl Into<String>) -> BadResource {
@@ -32,7 +32,7 @@ fn bad(field: &str, why: impl Into<String>) -> BadResource {
 }
 
 /// Checks every value of `r` against what CRI and the kernel allow.
-pub fn validate(r: &LinuxContainerResources) -> Result<(), BadResource> {
+pub(crate) fn validate(r: &LinuxContainerResources) -> Result<(), BadResource> {
     if r.cpu_period != 0 && !CFS_PERIOD_US.contains(&r.cpu_period) {
         return Err(bad("cpu_period", format!("{} is outside 1000..=1000000 microseconds", r.cpu_period)));
     }

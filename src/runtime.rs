@@ -8,7 +8,7 @@ use crate::container::{ContainerError, Containers};
 use crate::pod::{SandboxError, Sandboxes};
 
 #[derive(Debug, thiserror::Error)]
-pub enum PodError {
+pub(crate) enum PodError {
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
@@ -17,7 +17,7 @@ pub enum PodError {
 
 /// StopPodSandbox: every container of the pod is killed (kubelet has already
 /// stopped them gracefully), then the sandbox.
-pub async fn stop_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) -> Result<(), PodError> {
+pub(crate) async fn stop_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) -> Result<(), PodError> {
     let id = match sandboxes.resolve(id) {
         Ok(id) => id,
         Err(SandboxError::NotFound(_)) => return Ok(()),
@@ -31,7 +31,7 @@ pub async fn stop_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) 
 
 /// RemovePodSandbox: the pod's containers, then the sandbox; an unknown pod
 /// is already removed.
-pub async fn remove_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) -> Result<(), PodError> {
+pub(crate) async fn remove_pod(sandboxes: &Sandboxes, containers: &Containers, id: &str) -> Result<(), PodError> {
     let id = match sandboxes.resolve(id) {
         Ok(id) => id,
         Err(SandboxError::NotFound(_)) => return Ok(()),

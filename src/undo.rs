@@ -41,14 +41,14 @@ struct Step<'a> {
 
 /// An undo that failed during a rollback.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failed {
-    pub step: &'static str,
-    pub error: String,
+pub(crate) struct Failed {
+    pub(crate) step: &'static str,
+    pub(crate) error: String,
 }
 
 /// The undos registered by one create, newest last. `'a`: what they borrow
 /// (the manager that made the things they undo).
-pub struct Undo<'a> {
+pub(crate) struct Undo<'a> {
     /// The call, for the log (`CreateContainer`, `RunPodSandbox`, …).
     call: &'static str,
     pod_id: Option<String>,
@@ -61,24 +61,24 @@ pub struct Undo<'a> {
 
 impl<'a> Undo<'a> {
     /// An empty stack for `call`.
-    pub fn new(call: &'static str) -> Self {
+    pub(crate) fn new(call: &'static str) -> Self {
         Self { call, pod_id: None, container_id: None, image: None, steps: Mutex::default() }
     }
 
     /// Names the pod in the log lines.
-    pub fn pod(mut self, id: &str) -> Self {
+    pub(crate) fn pod(mut self, id: &str) -> Self {
         self.pod_id = Some(id.to_string());
         self
     }
 
     /// Names the container in the log lines.
-    pub fn container(mut self, id: &str) -> Self {
+    pub(crate) fn container(mut self, id: &str) -> Self {
         self.container_id = Some(id.to_string());
         self
     }
 
     /// Names the image in the log lines.
-    pub fn image(mut self, reference: &str) -> Self {
+    pub(crate) fn image(mut self, reference: &str) -> Self {
         self.image = Some(reference.to_string());
         self
     }
@@ -88,14 +88,14 @@ impl<'a> Undo<'a> {
     }
 
     /// Registers the undo of `step`, just made: `undo` runs if the create fails.
-    pub fn push<E: Display>(&self, step: &'static str, undo: impl FnOnce() -> Result<(), E> + Send + 'a) {
+    pub(crate) fn push<E: Display>(&self, step: &'static str, undo: impl FnOnce() -> Result<(), E> + Send + 'a) {
         let action = Action::Now(Box::new(move || undo().map_err(|e| e.to_string())));
         self.steps().push(Step { name: step, action });
     }
 
     /// Registers an undo that must wait (a process's end, a plugin run):
     /// `undo()` is awaited if the create fails.
-    pub fn push_async<E, F>(&self, step: &'static str, undo: impl FnOnce() -> F + Send + 'a)
+    pub(crate) fn push_async<E, F>(&self, step: &'static str, undo: impl FnOnce() -> F + Send + 'a)
     where
         E: Display,
         F: Future<Output = Result<(), E>> + Send + 'a,
@@ -105,18 +105,19 @@ impl<'a> Undo<'a> {
     }
 
     /// The names of the steps registered so far, oldest first.
-    pub fn step_names(&self) -> Vec<&'static str> {
+    #[cfg(test)]
+    pub(crate) fn step_names(&self) -> Vec<&'static str> {
         self.steps().iter().map(|s| s.name).collect()
     }
 
     /// The create succeeded: nothing is undone.
-    pub fn commit(self) {
+    pub(crate) fn commit(self) {
         self.steps().clear();
     }
 
     /// The create failed: runs every undo, newest first, each once; one
     /// that fails is logged and the others still run. Returns those that failed.
-    pub async fn rollback(self) -> Vec<Failed> {
+    pub(crate) async fn rollback(self) -> Vec<Failed> {
         let steps = std::mem::take(&mut *self.steps());
         tracing::debug!(
             call = self.call,

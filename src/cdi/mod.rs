@@ -6,23 +6,24 @@
 //! through nidus's OCI hook stages like the `hooks.d` ones. The container
 //! side puts the edits into the container (`container::cdi_edits`).
 
-pub mod name;
-pub mod registry;
-pub mod resolve;
-pub mod spec;
-pub mod validate;
+pub(crate) mod name;
+pub(crate) mod registry;
+pub(crate) mod resolve;
+pub(crate) mod spec;
+pub(crate) mod validate;
 
-pub use name::{requested, Requested};
-pub use registry::CdiRegistry;
-pub use resolve::{CdiError, Resolved};
+pub(crate) use name::{requested, Requested};
+pub(crate) use registry::CdiRegistry;
+pub(crate) use resolve::{CdiError, Resolved};
 
 /// The mounts the runtime makes before any other, which no CDI mount replaces.
-pub const RUNTIME_MOUNTS: &[&str] = &["/proc", "/dev", "/dev/pts", "/dev/mqueue", "/sys", "/sys/fs/cgroup", "/dev/shm"];
+pub(crate) const RUNTIME_MOUNTS: &[&str] =
+    &["/proc", "/dev", "/dev/pts", "/dev/mqueue", "/sys", "/sys/fs/cgroup", "/dev/shm"];
 
 impl CdiRegistry {
     /// Resolves what a container asks for against the spec files as they
     /// are now; None when it asks for nothing (no file is looked at).
-    pub fn resolve(&self, requests: &[Requested]) -> Result<Option<Resolved>, CdiError> {
+    pub(crate) fn resolve(&self, requests: &[Requested]) -> Result<Option<Resolved>, CdiError> {
         if requests.is_empty() {
             return Ok(None);
         }

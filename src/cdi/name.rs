@@ -10,7 +10,7 @@ use crate::api;
 use crate::quote::quote;
 
 /// The annotation key prefix whose values name CDI devices.
-pub const ANNOTATION_PREFIX: &str = "cdi.k8s.io/";
+pub(crate) const ANNOTATION_PREFIX: &str = "cdi.k8s.io/";
 
 /// The longest qualified name taken (the spec bounds its parts: a DNS
 /// subdomain of 253 bytes, a class of 63; a device name has no stated bound).
@@ -18,10 +18,10 @@ const MAX_NAME: usize = 1024;
 
 /// A fully-qualified device name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct QualifiedName {
-    pub vendor: String,
-    pub class: String,
-    pub name: String,
+pub(crate) struct QualifiedName {
+    pub(crate) vendor: String,
+    pub(crate) class: String,
+    pub(crate) name: String,
 }
 
 impl fmt::Display for QualifiedName {
@@ -40,7 +40,7 @@ fn alphanumeric(c: char) -> bool {
 
 /// A vendor or class name: a letter first, a letter or digit last, and
 /// letters, digits, `_`, `-` and `.` between.
-pub fn check_vendor_or_class(what: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_vendor_or_class(what: &str, value: &str) -> Result<(), String> {
     let mut chars = value.chars();
     let Some(first) = chars.next() else { return Err(format!("empty {what}")) };
     if !letter(first) {
@@ -57,7 +57,7 @@ pub fn check_vendor_or_class(what: &str, value: &str) -> Result<(), String> {
 
 /// A device name: a letter or digit first and last, and letters, digits,
 /// `_`, `-`, `.` and `:` between.
-pub fn check_device_name(value: &str) -> Result<(), String> {
+pub(crate) fn check_device_name(value: &str) -> Result<(), String> {
     let ends = |c: Option<char>| c.is_some_and(alphanumeric);
     if value.is_empty() {
         return Err("empty device name".into());
@@ -72,7 +72,7 @@ pub fn check_device_name(value: &str) -> Result<(), String> {
 }
 
 /// A spec's `kind`, `vendor/class`: (vendor, class).
-pub fn parse_kind(kind: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_kind(kind: &str) -> Result<(String, String), String> {
     let Some((vendor, class)) = kind.split_once('/') else {
         return Err(format!("kind {} is not vendor/class", quote(kind)));
     };
@@ -83,7 +83,7 @@ pub fn parse_kind(kind: &str) -> Result<(String, String), String> {
 
 impl QualifiedName {
     /// Parses `vendor/class=name`, each part checked.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub(crate) fn parse(value: &str) -> Result<Self, String> {
         let not_qualified =
             || format!("{} is not a fully-qualified CDI device name (vendor.com/class=name)", quote(value));
         if value.len() > MAX_NAME {
@@ -101,24 +101,24 @@ impl QualifiedName {
 
 /// One device a container asks for, with the request field that names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requested {
+pub(crate) struct Requested {
     /// `config.CDI_devices[2]` or `config.annotations["cdi.k8s.io/x"]`.
-    pub field: String,
-    pub name: QualifiedName,
+    pub(crate) field: String,
+    pub(crate) name: QualifiedName,
 }
 
 /// A request field naming something that is not a qualified device name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {why}")]
-pub struct RequestError {
-    pub field: String,
-    pub why: String,
+pub(crate) struct RequestError {
+    pub(crate) field: String,
+    pub(crate) why: String,
 }
 
 /// The devices `config` asks for: its `CDI_devices` in order, then those of
 /// its `cdi.k8s.io/*` annotations (by key; each value a comma-separated
 /// list). A device named twice counts once, where it is first named.
-pub fn requested(config: &api::ContainerConfig) -> Result<Vec<Requested>, RequestError> {
+pub(crate) fn requested(config: &api::ContainerConfig) -> Result<Vec<Requested>, RequestError> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut take = |field: String, value: &str| -> Result<(), RequestError> {

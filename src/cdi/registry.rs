@@ -22,7 +22,7 @@ use super::validate::{self, ValidSpec};
 use crate::bounded_file;
 
 /// The largest spec file read.
-pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
+pub(crate) const SPEC_FILE_LIMIT: u64 = 1 << 20;
 
 /// What a file or directory looked like when loaded: None when absent.
 type Snapshot = Option<(i64, i64, u64, u64)>;
@@ -33,16 +33,16 @@ fn snapshot(path: &Path) -> Snapshot {
 
 /// A valid spec file, where it was found.
 #[derive(Debug)]
-pub struct LoadedSpec {
-    pub path: PathBuf,
+pub(crate) struct LoadedSpec {
+    pub(crate) path: PathBuf,
     /// The index of its directory: a higher one overrides.
-    pub priority: usize,
-    pub spec: ValidSpec,
+    pub(crate) priority: usize,
+    pub(crate) spec: ValidSpec,
 }
 
 /// What a qualified name refers to.
 #[derive(Debug, Clone)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// The device of this name in this spec.
     Device { spec: Arc<LoadedSpec>, name: String },
     /// Defined by two or more files of one directory (of this priority).
@@ -51,19 +51,19 @@ pub enum Entry {
 
 /// A spec file that is not used, and why.
 #[derive(Debug, Clone)]
-pub struct Skipped {
-    pub path: PathBuf,
-    pub why: String,
+pub(crate) struct Skipped {
+    pub(crate) path: PathBuf,
+    pub(crate) why: String,
 }
 
 /// The devices of the spec directories as they were at one load.
 #[derive(Debug, Default)]
-pub struct Devices {
-    pub entries: BTreeMap<QualifiedName, Entry>,
+pub(crate) struct Devices {
+    pub(crate) entries: BTreeMap<QualifiedName, Entry>,
     /// Files that could not be read or parsed (their devices are unknown).
-    pub unreadable: Vec<Skipped>,
+    pub(crate) unreadable: Vec<Skipped>,
     /// Devices named by files that were read but break a rule.
-    pub invalid: BTreeMap<QualifiedName, Skipped>,
+    pub(crate) invalid: BTreeMap<QualifiedName, Skipped>,
 }
 
 #[derive(Default)]
@@ -74,13 +74,13 @@ struct Loaded {
     devices: Arc<Devices>,
 }
 
-pub struct CdiRegistry {
+pub(crate) struct CdiRegistry {
     dirs: Vec<PathBuf>,
     loaded: Mutex<Loaded>,
 }
 
 impl CdiRegistry {
-    pub fn new(dirs: Vec<PathBuf>) -> Self {
+    pub(crate) fn new(dirs: Vec<PathBuf>) -> Self {
         Self { dirs, loaded: Mutex::default() }
     }
 
@@ -89,7 +89,7 @@ impl CdiRegistry {
     }
 
     /// The devices now, reloaded first when anything changed.
-    pub fn devices(&self) -> Arc<Devices> {
+    pub(crate) fn devices(&self) -> Arc<Devices> {
         let mut loaded = self.lock();
         let unchanged = loaded.done
             && self.dirs.iter().zip(&loaded.dirs).all(|(dir, was)| snapshot(dir) == *was)
@@ -206,7 +206,7 @@ fn add(devices: &mut Devices, spec: Arc<LoadedSpec>) {
 
 impl LoadedSpec {
     /// The spec-wide edits and those of its device `name`.
-    pub fn edits_of(&self, name: &str) -> Option<(&ContainerEdits, &ContainerEdits)> {
+    pub(crate) fn edits_of(&self, name: &str) -> Option<(&ContainerEdits, &ContainerEdits)> {
         self.spec.devices.get(name).map(|own| (&self.spec.edits, own))
     }
 }

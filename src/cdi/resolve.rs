@@ -23,7 +23,7 @@ use crate::quote::quote;
 const LISTED: usize = 3;
 
 #[derive(Debug, thiserror::Error)]
-pub enum CdiError {
+pub(crate) enum CdiError {
     #[error("{field}: unknown CDI device {}{hint}", quote(name))]
     Unknown { field: String, name: String, hint: String },
     #[error("{field}: ambiguous CDI device {}: defined by {paths}", quote(name))]
@@ -40,43 +40,43 @@ impl CdiError {
     /// Whether the node, not the request, lacks what is needed (a host
     /// device or mount source missing): FailedPrecondition rather than
     /// InvalidArgument.
-    pub fn is_precondition(&self) -> bool {
+    pub(crate) fn is_precondition(&self) -> bool {
         matches!(self, Self::Host { .. })
     }
 }
 
 /// A device node the container gets, its numbers settled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
-    pub path: String,
-    pub char_device: bool,
-    pub major: i64,
-    pub minor: i64,
-    pub file_mode: u32,
+pub(crate) struct Node {
+    pub(crate) path: String,
+    pub(crate) char_device: bool,
+    pub(crate) major: i64,
+    pub(crate) minor: i64,
+    pub(crate) file_mode: u32,
     /// The device cgroup access (`r`, `w`, `m`); empty: no rule (`none`).
-    pub permissions: String,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
+    pub(crate) permissions: String,
+    pub(crate) uid: Option<u32>,
+    pub(crate) gid: Option<u32>,
 }
 
 /// Every edit of the devices asked for, merged.
 #[derive(Debug, Clone, Default)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// The qualified names, in the order asked.
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// `NAME=value`, a later one replacing an earlier of the same name.
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// A later node replaces an earlier one of the same path.
-    pub nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Node>,
     /// A later mount replaces an earlier one of the same destination.
-    pub mounts: Vec<Mount>,
-    pub hooks: Vec<(Stage, Hook)>,
+    pub(crate) mounts: Vec<Mount>,
+    pub(crate) hooks: Vec<(Stage, Hook)>,
     /// Without 0 and repeats.
-    pub additional_gids: Vec<u32>,
+    pub(crate) additional_gids: Vec<u32>,
 }
 
 /// Resolves `requests` against the devices of one load.
-pub fn resolve(devices: &Devices, requests: &[Requested]) -> Result<Resolved, CdiError> {
+pub(crate) fn resolve(devices: &Devices, requests: &[Requested]) -> Result<Resolved, CdiError> {
     let mut resolved = Resolved::default();
     let mut specs_seen: Vec<Arc<LoadedSpec>> = Vec::new();
     for request in requests {

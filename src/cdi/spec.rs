@@ -17,49 +17,49 @@ fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> R
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct SpecFile {
+pub(crate) struct SpecFile {
     #[serde(rename = "cdiVersion")]
-    pub version: String,
-    pub kind: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
     #[serde(default, deserialize_with = "nullable")]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "nullable")]
-    pub devices: Vec<Device>,
+    pub(crate) devices: Vec<Device>,
     #[serde(rename = "containerEdits", default, deserialize_with = "nullable")]
-    pub container_edits: ContainerEdits,
+    pub(crate) container_edits: ContainerEdits,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Device {
-    pub name: String,
+pub(crate) struct Device {
+    pub(crate) name: String,
     #[serde(default, deserialize_with = "nullable")]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     #[serde(rename = "containerEdits", default, deserialize_with = "nullable")]
-    pub container_edits: ContainerEdits,
+    pub(crate) container_edits: ContainerEdits,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct ContainerEdits {
+pub(crate) struct ContainerEdits {
     #[serde(default, deserialize_with = "nullable")]
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     #[serde(rename = "deviceNodes", default, deserialize_with = "nullable")]
-    pub device_nodes: Vec<DeviceNode>,
+    pub(crate) device_nodes: Vec<DeviceNode>,
     #[serde(default, deserialize_with = "nullable")]
-    pub hooks: Vec<Hook>,
+    pub(crate) hooks: Vec<Hook>,
     #[serde(default, deserialize_with = "nullable")]
-    pub mounts: Vec<Mount>,
+    pub(crate) mounts: Vec<Mount>,
     #[serde(rename = "intelRdt", default)]
-    pub intel_rdt: Option<IntelRdt>,
+    pub(crate) intel_rdt: Option<IntelRdt>,
     #[serde(rename = "additionalGids", default, deserialize_with = "nullable")]
-    pub additional_gids: Vec<u32>,
+    pub(crate) additional_gids: Vec<u32>,
     #[serde(rename = "netDevices", default, deserialize_with = "nullable")]
-    pub net_devices: Vec<NetDevice>,
+    pub(crate) net_devices: Vec<NetDevice>,
 }
 
 impl ContainerEdits {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.env.is_empty()
             && self.device_nodes.is_empty()
             && self.hooks.is_empty()
@@ -72,89 +72,89 @@ impl ContainerEdits {
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct DeviceNode {
-    pub path: String,
+pub(crate) struct DeviceNode {
+    pub(crate) path: String,
     #[serde(rename = "hostPath", default, deserialize_with = "nullable")]
-    pub host_path: String,
+    pub(crate) host_path: String,
     #[serde(rename = "type", default, deserialize_with = "nullable")]
-    pub kind: String,
+    pub(crate) kind: String,
     #[serde(default, deserialize_with = "nullable")]
-    pub major: i64,
+    pub(crate) major: i64,
     #[serde(default, deserialize_with = "nullable")]
-    pub minor: i64,
+    pub(crate) minor: i64,
     #[serde(rename = "fileMode", default)]
-    pub file_mode: Option<u32>,
+    pub(crate) file_mode: Option<u32>,
     #[serde(default, deserialize_with = "nullable")]
-    pub permissions: String,
+    pub(crate) permissions: String,
     #[serde(default)]
-    pub uid: Option<u32>,
+    pub(crate) uid: Option<u32>,
     #[serde(default)]
-    pub gid: Option<u32>,
+    pub(crate) gid: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Mount {
+pub(crate) struct Mount {
     #[serde(rename = "hostPath")]
-    pub host_path: String,
+    pub(crate) host_path: String,
     #[serde(rename = "containerPath")]
-    pub container_path: String,
+    pub(crate) container_path: String,
     #[serde(rename = "type", default, deserialize_with = "nullable")]
-    pub kind: String,
+    pub(crate) kind: String,
     #[serde(default, deserialize_with = "nullable")]
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Hook {
+pub(crate) struct Hook {
     #[serde(rename = "hookName")]
-    pub hook_name: String,
-    pub path: String,
+    pub(crate) hook_name: String,
+    pub(crate) path: String,
     #[serde(default, deserialize_with = "nullable")]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     #[serde(default, deserialize_with = "nullable")]
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     #[serde(default)]
-    pub timeout: Option<i64>,
+    pub(crate) timeout: Option<i64>,
 }
 
 /// Linux resctrl settings (nidus applies none: a device asking for them is refused).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct IntelRdt {
+pub(crate) struct IntelRdt {
     #[serde(rename = "closID", default)]
-    pub clos_id: Option<String>,
+    pub(crate) clos_id: Option<String>,
     #[serde(rename = "l3CacheSchema", default)]
-    pub l3_cache_schema: Option<String>,
+    pub(crate) l3_cache_schema: Option<String>,
     #[serde(rename = "memBwSchema", default)]
-    pub mem_bw_schema: Option<String>,
+    pub(crate) mem_bw_schema: Option<String>,
     #[serde(default)]
-    pub schemata: Option<Vec<String>>,
+    pub(crate) schemata: Option<Vec<String>>,
     #[serde(rename = "enableMonitoring", default, deserialize_with = "nullable")]
-    pub enable_monitoring: bool,
+    pub(crate) enable_monitoring: bool,
 }
 
 /// A host network interface moved into the container (nidus moves none: a
 /// device asking for one is refused).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct NetDevice {
+pub(crate) struct NetDevice {
     #[serde(rename = "hostInterfaceName")]
-    pub host_interface_name: String,
-    pub name: String,
+    pub(crate) host_interface_name: String,
+    pub(crate) name: String,
 }
 
 /// How a spec file is written, by its name's extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Yaml,
 }
 
 impl Format {
     /// The format of a file named `name`; None: not a spec file.
-    pub fn of(name: &str) -> Option<Self> {
+    pub(crate) fn of(name: &str) -> Option<Self> {
         if name.ends_with(".json") {
             Some(Self::Json)
         } else if name.ends_with(".yaml") {
@@ -202,7 +202,7 @@ fn one_line(error: impl std::fmt::Display) -> String {
 }
 
 /// Parses a spec file's bytes.
-pub fn parse(data: &[u8], format: Format) -> Result<SpecFile, String> {
+pub(crate) fn parse(data: &[u8], format: Format) -> Result<SpecFile, String> {
     match format {
         Format::Json => serde_json::from_slice(data).map_err(|e| format!("is invalid JSON: {}", one_line(e))),
         Format::Yaml => serde_saphyr::from_slice_with_options(data, yaml_options())

@@ -15,17 +15,17 @@ use super::spec::{ContainerEdits, SpecFile};
 use crate::quote::quote;
 
 /// The spec versions the CNCF spec defines, oldest first.
-pub const VERSIONS: &[&str] =
+pub(crate) const VERSIONS: &[&str] =
     &["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"];
 
 /// A spec that keeps the rules: its vendor and class, its spec-wide edits,
 /// and each device's edits by name.
 #[derive(Debug, Clone)]
-pub struct ValidSpec {
-    pub vendor: String,
-    pub class: String,
-    pub edits: ContainerEdits,
-    pub devices: BTreeMap<String, ContainerEdits>,
+pub(crate) struct ValidSpec {
+    pub(crate) vendor: String,
+    pub(crate) class: String,
+    pub(crate) edits: ContainerEdits,
+    pub(crate) devices: BTreeMap<String, ContainerEdits>,
 }
 
 fn version_index(version: &str) -> Option<usize> {
@@ -38,7 +38,7 @@ fn all_edits(spec: &SpecFile) -> impl Iterator<Item = &ContainerEdits> {
 }
 
 /// The oldest version whose fields `spec` uses.
-pub fn minimum_version(spec: &SpecFile) -> &'static str {
+pub(crate) fn minimum_version(spec: &SpecFile) -> &'static str {
     let edits: Vec<&ContainerEdits> = all_edits(spec).collect();
     let rdt_1_1 =
         edits.iter().any(|e| e.intel_rdt.as_ref().is_some_and(|r| r.schemata.is_some() || r.enable_monitoring));
@@ -91,7 +91,7 @@ fn env(what: &str, entries: &[String]) -> Result<(), String> {
 }
 
 /// Checks one `containerEdits`; `at` names where it is in the file.
-pub fn edits(at: &str, edits: &ContainerEdits) -> Result<(), String> {
+pub(crate) fn edits(at: &str, edits: &ContainerEdits) -> Result<(), String> {
     env(&format!("{at}.env entry"), &edits.env)?;
     for (i, node) in edits.device_nodes.iter().enumerate() {
         let at = format!("{at}.deviceNodes[{i}]");
@@ -154,7 +154,7 @@ pub fn edits(at: &str, edits: &ContainerEdits) -> Result<(), String> {
 }
 
 /// Checks a parsed spec file against every rule.
-pub fn spec(spec: SpecFile) -> Result<ValidSpec, String> {
+pub(crate) fn spec(spec: SpecFile) -> Result<ValidSpec, String> {
     let declared = version_index(&spec.version)
         .ok_or_else(|| format!("cdiVersion {} is not one of {}", quote(&spec.version), VERSIONS.join(", ")))?;
     let minimum = minimum_version(&spec);

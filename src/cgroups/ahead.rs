@@ -15,7 +15,7 @@ use super::owned::OwnedCgroups;
 use super::{CgroupError, CgroupPath, CgroupVersion, Cgroups};
 
 /// The cgroup made ahead for sandbox `sandbox_id` in its pod's cgroup.
-pub fn path(pod_cgroup: &CgroupPath, sandbox_id: &str) -> Result<CgroupPath, CgroupError> {
+pub(crate) fn path(pod_cgroup: &CgroupPath, sandbox_id: &str) -> Result<CgroupPath, CgroupError> {
     pod_cgroup.join(&format!("next-{sandbox_id}"))
 }
 
@@ -53,14 +53,14 @@ impl Slot {
 }
 
 /// The cgroups being made or made ahead, by path.
-pub struct AheadCgroups {
+pub(crate) struct AheadCgroups {
     cgroups: Arc<Cgroups>,
     owned: Arc<OwnedCgroups>,
     slots: Mutex<HashMap<CgroupPath, Arc<Slot>>>,
 }
 
 impl AheadCgroups {
-    pub fn new(cgroups: Arc<Cgroups>, owned: Arc<OwnedCgroups>) -> Arc<Self> {
+    pub(crate) fn new(cgroups: Arc<Cgroups>, owned: Arc<OwnedCgroups>) -> Arc<Self> {
         Arc::new(Self { cgroups, owned, slots: Mutex::default() })
     }
 
@@ -73,7 +73,7 @@ impl AheadCgroups {
     }
 
     /// Starts making `ahead` on the blocking pool (v1; nothing on v2).
-    pub fn start(self: &Arc<Self>, ahead: CgroupPath) {
+    pub(crate) fn start(self: &Arc<Self>, ahead: CgroupPath) {
         if self.cgroups.version == CgroupVersion::V2 {
             return;
         }
@@ -113,7 +113,7 @@ impl AheadCgroups {
     /// Blocking: takes `ahead` as `container`'s cgroup (a sibling of it),
     /// waiting a little while it is being made. True when it is now
     /// `container`'s; false when the caller must make one.
-    pub fn take(&self, ahead: &CgroupPath, container: &CgroupPath) -> bool {
+    pub(crate) fn take(&self, ahead: &CgroupPath, container: &CgroupPath) -> bool {
         let Some(slot) = self.slot(ahead) else { return false };
         let mut state = slot.settled(WAIT);
         if *state != State::Ready {
@@ -128,7 +128,7 @@ impl AheadCgroups {
     /// Blocking: `ahead` is no longer wanted (its sandbox stops): waits for
     /// it to be made if it is being made, then removes it. Also removes one
     /// left by an earlier daemon.
-    pub fn discard(&self, ahead: &CgroupPath) {
+    pub(crate) fn discard(&self, ahead: &CgroupPath) {
         if let Some(slot) = self.slot(ahead) {
             let mut state = slot.settled(WAIT * 10);
             *state = State::Gone;

@@ -22,10 +22,10 @@ use super::{CgroupError, CgroupPath, CgroupVersion, Cgroups};
 /// A resource this node cannot enforce, or a value it refuses: bad input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {why}")]
-pub struct Unenforceable {
+pub(crate) struct Unenforceable {
     /// The CRI field (below `linux.resources`), e.g. `unified`.
-    pub field: String,
-    pub why: String,
+    pub(crate) field: String,
+    pub(crate) why: String,
 }
 
 /// `unified` keys a client may never set: they move processes or reshape the tree.
@@ -35,7 +35,7 @@ const FORBIDDEN_UNIFIED: &[&str] =
 impl Cgroups {
     /// Refuses what this node cannot enforce: raw v2 keys on v1, unknown
     /// controllers, hugepage sizes the kernel does not have.
-    pub fn check_resources(&self, resources: &LinuxResources) -> Result<(), Unenforceable> {
+    pub(crate) fn check_resources(&self, resources: &LinuxResources) -> Result<(), Unenforceable> {
         let bad = |field: &str, why: String| Unenforceable { field: field.to_string(), why };
         if let Some(unified) = resources.unified().as_ref().filter(|u| !u.is_empty()) {
             if self.version == CgroupVersion::V1 {
@@ -62,7 +62,7 @@ impl Cgroups {
 
     /// Puts `resources` in force on `path` (which exists). Parts the node
     /// lacks the controller for (hugetlb, swap accounting) are left out.
-    pub fn apply(&self, path: &CgroupPath, resources: &LinuxResources) -> Result<(), CgroupError> {
+    pub(crate) fn apply(&self, path: &CgroupPath, resources: &LinuxResources) -> Result<(), CgroupError> {
         let resources = self.enforceable(path, resources);
         match self.version {
             CgroupVersion::V2 => self.apply_v2(path, &resources),
@@ -71,7 +71,7 @@ impl Cgroups {
     }
 
     /// The directory of `path` in the hierarchy that has `controller`.
-    pub fn controller_dir(&self, path: &CgroupPath, controller: &str) -> Option<PathBuf> {
+    pub(crate) fn controller_dir(&self, path: &CgroupPath, controller: &str) -> Option<PathBuf> {
         self.hierarchies
             .iter()
             .find(|h| h.controllers.iter().any(|c| c == controller))
@@ -292,7 +292,7 @@ fn describe_sizes(kib: &[u64]) -> String {
 }
 
 /// `2MB` → 2048 (KiB); the CRI/OCI spelling of a page size.
-pub fn page_size_kib(size: &str) -> Option<u64> {
+pub(crate) fn page_size_kib(size: &str) -> Option<u64> {
     let digits: String = size.chars().take_while(|c| c.is_ascii_digit()).collect();
     let value: u64 = digits.parse().ok()?;
     let unit = match &size[digits.len()..] {
@@ -305,7 +305,7 @@ pub fn page_size_kib(size: &str) -> Option<u64> {
 }
 
 /// 2048 (KiB) → `2MB`.
-pub fn format_page_size(kib: u64) -> String {
+pub(crate) fn format_page_size(kib: u64) -> String {
     if kib >= 1 << 20 && kib % (1 << 20) == 0 {
         format!("{}GB", kib >> 20)
     } else if kib >= 1 << 10 && kib % (1 << 10) == 0 {
@@ -313,11 +313,6 @@ pub fn format_page_size(kib: u64) -> String {
     } else {
         format!("{kib}KB")
     }
-}
-
-/// The hugepage sizes (CRI spelling) kubelet may name on this node.
-pub fn hugepage_sizes() -> Vec<String> {
-    node_hugepage_sizes().into_iter().map(format_page_size).collect()
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ pub const DAEMON_LEAF: &str = "nidus-daemon";
 
 /// The cgroup (path in the hierarchy) a relative root is resolved against:
 /// the daemon's own, or its parent when the daemon already lives in its leaf.
-pub fn relative_root_base(own: &str) -> &str {
+pub(crate) fn relative_root_base(own: &str) -> &str {
     match own.strip_suffix(DAEMON_LEAF) {
         Some(parent) if parent.ends_with('/') => match parent.trim_end_matches('/') {
             "" => "/",
@@ -30,7 +30,7 @@ pub fn relative_root_base(own: &str) -> &str {
 /// controllers to children: when this process is the only one in it, it moves
 /// into `base/nidus-daemon`; other processes there make that impossible.
 /// Then every controller `base` has is enabled for its children.
-pub fn make_delegatable(base: &Path, is_root: bool) -> Result<(), CgroupError> {
+pub(crate) fn make_delegatable(base: &Path, is_root: bool) -> Result<(), CgroupError> {
     let detect = |what: &Path| {
         let what = what.display().to_string();
         move |source| CgroupError::Detect { what, source }
@@ -61,7 +61,7 @@ pub fn make_delegatable(base: &Path, is_root: bool) -> Result<(), CgroupError> {
 
 /// Enables for `dir`'s children every controller `dir` has (best effort: a
 /// controller that cannot be enabled is logged and left out).
-pub fn enable_controllers(dir: &Path) {
+pub(crate) fn enable_controllers(dir: &Path) {
     let available = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
     let enabled = fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
     for controller in available.split_whitespace() {
@@ -79,7 +79,7 @@ const NEEDED: &[&str] = &["cpu", "memory", "pids"];
 
 /// Says so at start when nidus's v2 root lacks a controller pods need (its
 /// parents did not delegate it), rather than at every CreateContainer.
-pub fn warn_about_missing_controllers(root: &Path) {
+pub(crate) fn warn_about_missing_controllers(root: &Path) {
     let available = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
     let missing: Vec<&str> =
         NEEDED.iter().copied().filter(|c| !available.split_whitespace().any(|a| a == *c)).collect();

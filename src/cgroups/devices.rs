@@ -35,7 +35,7 @@ impl DeviceRule {
     }
 
     /// The v1 `devices.allow` line, e.g. `c 1:3 rwm` or `c *:* m`.
-    pub fn v1_line(&self) -> String {
+    pub(crate) fn v1_line(&self) -> String {
         let kind = match self.kind {
             DeviceKind::All => 'a',
             DeviceKind::Char => 'c',
@@ -47,7 +47,7 @@ impl DeviceRule {
 }
 
 /// The devices every non-privileged container may use.
-pub fn default_rules() -> Vec<DeviceRule> {
+pub(crate) fn default_rules() -> Vec<DeviceRule> {
     vec![
         DeviceRule { kind: DeviceKind::Char, major: None, minor: None, access: "m".into() },
         DeviceRule { kind: DeviceKind::Block, major: None, minor: None, access: "m".into() },
@@ -65,15 +65,15 @@ pub fn default_rules() -> Vec<DeviceRule> {
 
 /// A device a container's config gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantedDevice {
-    pub char_device: bool,
-    pub major: u32,
-    pub minor: u32,
-    pub permissions: String,
+pub(crate) struct GrantedDevice {
+    pub(crate) char_device: bool,
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+    pub(crate) permissions: String,
 }
 
 /// The allow-list of a container; None for a privileged one (all devices).
-pub fn rules_for(privileged: bool, granted: &[GrantedDevice]) -> Option<Vec<DeviceRule>> {
+pub(crate) fn rules_for(privileged: bool, granted: &[GrantedDevice]) -> Option<Vec<DeviceRule>> {
     if privileged {
         return None;
     }
@@ -89,13 +89,13 @@ pub fn rules_for(privileged: bool, granted: &[GrantedDevice]) -> Option<Vec<Devi
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot restrict devices in {path}: {source}")]
-pub struct DevicesError {
-    pub path: PathBuf,
-    pub source: io::Error,
+pub(crate) struct DevicesError {
+    pub(crate) path: PathBuf,
+    pub(crate) source: io::Error,
 }
 
 /// Applies `rules` to the container cgroup `path` (before any process joins it).
-pub fn restrict(cgroups: &Cgroups, path: &CgroupPath, rules: &[DeviceRule]) -> Result<(), DevicesError> {
+pub(crate) fn restrict(cgroups: &Cgroups, path: &CgroupPath, rules: &[DeviceRule]) -> Result<(), DevicesError> {
     match cgroups.version {
         CgroupVersion::V1 => {
             let Some(hierarchy) = cgroups.hierarchies.iter().find(|h| h.controllers.iter().any(|c| c == "devices"))

@@ -9,18 +9,18 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub mod ahead;
-pub mod apply;
+pub(crate) mod ahead;
+pub(crate) mod apply;
 mod delegation;
 pub mod device_program;
 pub mod devices;
-pub mod oom;
-pub mod owned;
-pub mod stats;
-pub use apply::Unenforceable;
+pub(crate) mod oom;
+pub(crate) mod owned;
+pub(crate) mod stats;
+pub(crate) use apply::Unenforceable;
 pub use delegation::DAEMON_LEAF;
-pub use owned::OwnedCgroups;
-pub use stats::CgroupStats;
+pub(crate) use owned::OwnedCgroups;
+pub(crate) use stats::CgroupStats;
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -44,7 +44,7 @@ pub const V1_CONTROLLERS: &[&str] = &[
 ];
 
 #[derive(Debug, thiserror::Error)]
-pub enum CgroupError {
+pub(crate) enum CgroupError {
     #[error("cannot read the cgroup setup ({what}): {source}")]
     Detect { what: String, source: io::Error },
     #[error("no cgroup hierarchy found (is /sys/fs/cgroup mounted?)")]
@@ -71,7 +71,7 @@ pub enum CgroupError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CgroupVersion {
+pub(crate) enum CgroupVersion {
     /// cgroup v1 controllers (legacy, or hybrid with an empty cgroup2 beside them).
     V1,
     /// The unified cgroup v2 hierarchy.
@@ -80,22 +80,22 @@ pub enum CgroupVersion {
 
 /// One mounted hierarchy and where nidus's root sits in it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Hierarchy {
-    pub controllers: Vec<String>,
-    pub mount_point: PathBuf,
+pub(crate) struct Hierarchy {
+    pub(crate) controllers: Vec<String>,
+    pub(crate) mount_point: PathBuf,
     /// nidus's cgroup root inside this hierarchy, as a directory.
-    pub root_dir: PathBuf,
+    pub(crate) root_dir: PathBuf,
 }
 
 /// A cgroup below nidus's root, as a relative path such as
 /// `kubepods/burstable/pod123/<sandbox id>`; the same path in every hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
-pub struct CgroupPath(String);
+pub(crate) struct CgroupPath(String);
 
 impl CgroupPath {
     /// Validates a path given by a client (e.g. `cgroup_parent`): absolute or
     /// relative, no `..`, no empty or odd segments.
-    pub fn parse(path: &str) -> Result<Self, CgroupError> {
+    pub(crate) fn parse(path: &str) -> Result<Self, CgroupError> {
         let bad = |why| CgroupError::InvalidPath { path: path.to_string(), why };
         if path.len() > 2048 {
             return Err(bad("longer than 2048 bytes"));
@@ -119,15 +119,15 @@ impl CgroupPath {
     }
 
     /// The parent cgroup; None at the top.
-    pub fn parent(&self) -> Option<Self> {
+    pub(crate) fn parent(&self) -> Option<Self> {
         self.0.rsplit_once('/').map(|(parent, _)| Self(parent.to_string()))
     }
 
-    pub fn join(&self, child: &str) -> Result<Self, CgroupError> {
+    pub(crate) fn join(&self, child: &str) -> Result<Self, CgroupError> {
         Self::parse(&format!("{}/{child}", self.0))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -140,15 +140,15 @@ impl std::fmt::Display for CgroupPath {
 
 /// The node's cgroup setup with nidus's root resolved in it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Cgroups {
-    pub version: CgroupVersion,
-    pub hierarchies: Vec<Hierarchy>,
+pub(crate) struct Cgroups {
+    pub(crate) version: CgroupVersion,
+    pub(crate) hierarchies: Vec<Hierarchy>,
 }
 
 impl Cgroups {
     /// Detects the cgroup version and resolves `cgroup_root` in every
     /// hierarchy (relative: under this process's own cgroup), creating it.
-    pub fn detect(cgroup_root: &str) -> Result<Self, CgroupError> {
+    pub(crate) fn detect(cgroup_root: &str) -> Result<Self, CgroupError> {
         let detect_err = |what: &str| {
             let what = what.to_string();
             move |source| CgroupError::Detect { what, source }
@@ -216,7 +216,7 @@ impl Cgroups {
     }
 
     /// The directory of `path` in every hierarchy.
-    pub fn dirs(&self, path: &CgroupPath) -> Vec<PathBuf> {
+    pub(crate) fn dirs(&self, path: &CgroupPath) -> Vec<PathBuf> {
         self.hierarchies.iter().map(|h| h.root_dir.join(path.as_str())).collect()
     }
 
@@ -227,7 +227,7 @@ impl Cgroups {
     /// side waits for an RCU grace period (~13 ms here) whenever no other
     /// migration ran in the last one; `cgroup.procs` takes it every time. For
     /// a single-threaded process both move the same task. v2: `cgroup.procs`.
-    pub fn procs_files(&self, path: &CgroupPath) -> Vec<PathBuf> {
+    pub(crate) fn procs_files(&self, path: &CgroupPath) -> Vec<PathBuf> {
         let file = match self.version {
             CgroupVersion::V1 => "tasks",
             CgroupVersion::V2 => "cgroup.procs",
@@ -237,7 +237,7 @@ impl Cgroups {
 
     /// Creates `path` (and its missing parents) in every hierarchy and
     /// returns the directories it made. On failure nothing made here is left.
-    pub fn create(&self, path: &CgroupPath) -> Result<Vec<PathBuf>, CgroupError> {
+    pub(crate) fn create(&self, path: &CgroupPath) -> Result<Vec<PathBuf>, CgroupError> {
         let mut created_dirs = Vec::new();
         for h in &self.hierarchies {
             let target = h.root_dir.join(path.as_str());
@@ -252,13 +252,13 @@ impl Cgroups {
     }
 
     /// nidus's cgroup root in every hierarchy.
-    pub fn root_dirs(&self) -> impl Iterator<Item = &Path> {
+    pub(crate) fn root_dirs(&self) -> impl Iterator<Item = &Path> {
         self.hierarchies.iter().map(|h| h.root_dir.as_path())
     }
 
     /// True when `dir` is strictly below nidus's cgroup root in one of the
     /// hierarchies (and names no `..`).
-    pub fn is_below_root(&self, dir: &Path) -> bool {
+    pub(crate) fn is_below_root(&self, dir: &Path) -> bool {
         let plain =
             dir.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
         plain && self.root_dirs().any(|root| dir != root && dir.starts_with(root))
@@ -337,7 +337,7 @@ impl Cgroups {
 
     /// SIGKILLs every process in `path` (v2: through `cgroup.kill`, which
     /// also reaches processes in child cgroups and frozen ones).
-    pub fn kill(&self, path: &CgroupPath) {
+    pub(crate) fn kill(&self, path: &CgroupPath) {
         if self.version == CgroupVersion::V2 {
             for dir in self.dirs(path) {
                 let kill = dir.join("cgroup.kill");
@@ -352,7 +352,7 @@ impl Cgroups {
     }
 
     /// Pids of every process in `path`, all hierarchies together.
-    pub fn pids(&self, path: &CgroupPath) -> Vec<i32> {
+    pub(crate) fn pids(&self, path: &CgroupPath) -> Vec<i32> {
         let mut pids: Vec<i32> = self
             .dirs(path)
             .iter()
@@ -366,7 +366,7 @@ impl Cgroups {
 
     /// Removes `path` in every hierarchy, killing what still runs in it.
     /// A missing cgroup is not an error.
-    pub fn remove(&self, path: &CgroupPath) -> Result<(), CgroupError> {
+    pub(crate) fn remove(&self, path: &CgroupPath) -> Result<(), CgroupError> {
         let mut first_error = None;
         for dir in self.dirs(path) {
             if let Err(e) = remove_with_retry(&dir) {
@@ -378,7 +378,7 @@ impl Cgroups {
 
     /// One quick attempt at removing `path` and any child cgroups: kill what
     /// runs there, rmdir deepest first, no waiting. True when it is gone.
-    pub fn try_remove(&self, path: &CgroupPath) -> bool {
+    pub(crate) fn try_remove(&self, path: &CgroupPath) -> bool {
         // Every hierarchy gets its attempt, even after one fails.
         self.dirs(path).iter().filter(|dir| remove_tree_once(dir).is_err()).count() == 0
     }
@@ -387,7 +387,7 @@ impl Cgroups {
     /// that a cgroup made ahead becomes the one asked for; when a hierarchy
     /// fails midway, those already renamed go back. cgroup v2 cannot rename
     /// a cgroup (the kernel refuses), nor can siblings of different parents.
-    pub fn rename(&self, from: &CgroupPath, to: &CgroupPath) -> Result<(), CgroupError> {
+    pub(crate) fn rename(&self, from: &CgroupPath, to: &CgroupPath) -> Result<(), CgroupError> {
         let refused = |why: &str| CgroupError::Rename {
             path: PathBuf::from(from.as_str()),
             source: io::Error::new(io::ErrorKind::Unsupported, why.to_string()),
@@ -410,7 +410,7 @@ impl Cgroups {
         Ok(())
     }
 
-    pub fn exists(&self, path: &CgroupPath) -> bool {
+    pub(crate) fn exists(&self, path: &CgroupPath) -> bool {
         self.dirs(path).iter().any(|d| d.exists())
     }
 
@@ -418,7 +418,7 @@ impl Cgroups {
     /// every hierarchy, nearest first, leaving out `given` (a parent the
     /// client named) and what is above it. In a hierarchy, a parent that is
     /// there ends the walk (its own parents are there too).
-    pub fn missing_parent_dirs(&self, leaf: &CgroupPath, given: Option<&CgroupPath>) -> Vec<PathBuf> {
+    pub(crate) fn missing_parent_dirs(&self, leaf: &CgroupPath, given: Option<&CgroupPath>) -> Vec<PathBuf> {
         let mut missing = Vec::new();
         for root in self.root_dirs() {
             let mut next = leaf.parent();

@@ -10,7 +10,7 @@ use super::stats::parse_flat_keyed;
 
 /// The OOM kills recorded in the memory cgroup directory `dir`; None when
 /// the kernel does not count them there (or the cgroup is gone).
-pub fn oom_kills(dir: &Path) -> Option<u64> {
+pub(crate) fn oom_kills(dir: &Path) -> Option<u64> {
     ["memory.events", "memory.oom_control"]
         .iter()
         .find_map(|file| fs::read_to_string(dir.join(file)).ok())

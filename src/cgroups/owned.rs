@@ -24,7 +24,7 @@ use crate::store;
 const OWNED_FILE: &str = "owned-cgroups.json";
 const STALE_FILE: &str = "stale-cgroups.json";
 
-pub struct OwnedCgroups {
+pub(crate) struct OwnedCgroups {
     cgroups: Arc<Cgroups>,
     file: PathBuf,
     /// Directories nidus made, absolute, each in one hierarchy.
@@ -43,7 +43,7 @@ impl OwnedCgroups {
     /// hierarchy at once, which took kubelet's cgroups for its own: such
     /// entries are dropped (the directories stay where they are). So is an
     /// entry that is not below nidus's cgroup root in a mounted hierarchy.
-    pub fn load(cgroups: Arc<Cgroups>, dir: &Path, legacy_dir: &Path) -> Result<Self, store::StoreError> {
+    pub(crate) fn load(cgroups: Arc<Cgroups>, dir: &Path, legacy_dir: &Path) -> Result<Self, store::StoreError> {
         let (file, stale_file) = (dir.join(OWNED_FILE), dir.join(STALE_FILE));
         let mut listed: Vec<String> = store::read_json(&file)?.unwrap_or_default();
         let mut stale: BTreeSet<CgroupPath> = store::read_json(&stale_file)?.unwrap_or_default();
@@ -110,7 +110,7 @@ impl OwnedCgroups {
     /// mkdir: a daemon killed while making them leaves them recorded, and
     /// the next start prunes them (a recorded cgroup that was never made is
     /// dropped then too).
-    pub fn create(&self, leaf: &CgroupPath, given: Option<&CgroupPath>) -> Result<(), CgroupError> {
+    pub(crate) fn create(&self, leaf: &CgroupPath, given: Option<&CgroupPath>) -> Result<(), CgroupError> {
         let mut owned = self.owned();
         let planned = self.cgroups.missing_parent_dirs(leaf, given);
         let before = owned.len();
@@ -129,7 +129,7 @@ impl OwnedCgroups {
     /// Removes `leaf` (killing what runs in it). When that fails, the cgroup
     /// is remembered and retried later (`retry_stale`), and this succeeds: the
     /// container or pod it belonged to can go.
-    pub fn remove(&self, leaf: &CgroupPath) {
+    pub(crate) fn remove(&self, leaf: &CgroupPath) {
         let Err(e) = self.cgroups.remove(leaf) else { return };
         tracing::warn!(cgroup = %leaf, error = %e, "cannot remove the cgroup now; it is remembered and retried");
         let mut stale = self.stale_set();
@@ -141,18 +141,19 @@ impl OwnedCgroups {
     }
 
     /// Cgroups whose removal failed and that are still there.
-    pub fn stale(&self) -> Vec<CgroupPath> {
+    pub(crate) fn stale(&self) -> Vec<CgroupPath> {
         self.stale_set().iter().cloned().collect()
     }
 
     /// The directories nidus made and still owns.
-    pub fn owned_dirs(&self) -> Vec<PathBuf> {
+    #[cfg(test)]
+    pub(crate) fn owned_dirs(&self) -> Vec<PathBuf> {
         self.owned().iter().cloned().collect()
     }
 
     /// One more attempt at every cgroup whose removal failed (kill, rmdir,
     /// no waiting), then prunes empty parents. Returns those still left.
-    pub fn retry_stale(&self) -> Vec<CgroupPath> {
+    pub(crate) fn retry_stale(&self) -> Vec<CgroupPath> {
         let left = {
             let mut stale = self.stale_set();
             if stale.is_empty() {
@@ -183,7 +184,7 @@ impl OwnedCgroups {
     /// nothing above that can be empty, and nidus makes parents only as an
     /// unbroken chain above a leaf. So a removal costs the depth of its own
     /// branch, not a look at every pod's cgroup on the node.
-    pub fn prune_above(&self, leaf: &CgroupPath) {
+    pub(crate) fn prune_above(&self, leaf: &CgroupPath) {
         let mut owned = self.owned();
         let before = owned.len();
         for root in self.cgroups.root_dirs() {
@@ -203,7 +204,7 @@ impl OwnedCgroups {
     /// Removes every owned directory that is empty now, deepest first (at
     /// start and after retrying stale cgroups; a single removal uses
     /// `prune_above`).
-    pub fn prune(&self) {
+    pub(crate) fn prune(&self) {
         let mut owned = self.owned();
         let mut candidates: Vec<PathBuf> = owned.iter().cloned().collect();
         candidates.sort_by_key(|d| std::cmp::Reverse(d.components().count()));

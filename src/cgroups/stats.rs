@@ -11,118 +11,118 @@
 //! and on v2 it reads a dozen files (PSI, io, hugetlb) per call and fails as a
 //! whole when any one is missing. Files are read through `files::CgroupDir`.
 
-pub mod files;
-pub mod io;
-pub mod pressure;
-pub mod spec;
+pub(crate) mod files;
+pub(crate) mod io;
+pub(crate) mod pressure;
+pub(crate) mod spec;
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
 use super::{CgroupPath, CgroupVersion, Cgroups};
-pub use files::parse_flat_keyed;
+pub(crate) use files::parse_flat_keyed;
 use files::CgroupDir;
-pub use io::DeviceIo;
-pub use pressure::{Pressure, PressureLine, PressureStats};
-pub use spec::CpuSpec;
+pub(crate) use io::DeviceIo;
+pub(crate) use pressure::{Pressure, PressureLine, PressureStats};
+pub(crate) use spec::CpuSpec;
 
 /// Limits at or above this are "no limit" (v1 prints a page-rounded i64::MAX).
 const NO_LIMIT: u64 = 1 << 62;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct CpuStats {
+pub(crate) struct CpuStats {
     /// Total cpu time, in nanoseconds.
-    pub usage_ns: u64,
-    pub user_ns: u64,
-    pub system_ns: u64,
+    pub(crate) usage_ns: u64,
+    pub(crate) user_ns: u64,
+    pub(crate) system_ns: u64,
     /// CFS bandwidth periods elapsed, and those in which the cgroup was throttled.
-    pub periods: u64,
-    pub throttled_periods: u64,
-    pub throttled_ns: u64,
+    pub(crate) periods: u64,
+    pub(crate) throttled_periods: u64,
+    pub(crate) throttled_ns: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct MemoryStats {
-    pub usage_bytes: u64,
-    pub working_set_bytes: u64,
+pub(crate) struct MemoryStats {
+    pub(crate) usage_bytes: u64,
+    pub(crate) working_set_bytes: u64,
     /// Anonymous memory (v1 `total_rss`, v2 `anon`).
-    pub rss_bytes: u64,
+    pub(crate) rss_bytes: u64,
     /// Page cache.
-    pub cache_bytes: u64,
+    pub(crate) cache_bytes: u64,
     /// Page cache mapped into processes (v1 `total_mapped_file`, v2 `file_mapped`).
-    pub mapped_file_bytes: u64,
+    pub(crate) mapped_file_bytes: u64,
     /// Page faults of the cgroup and below (v1 `total_pgfault`, v2 `pgfault`).
-    pub page_faults: u64,
-    pub major_page_faults: u64,
+    pub(crate) page_faults: u64,
+    pub(crate) major_page_faults: u64,
     /// Page faults of the cgroup's own tasks (v1 `pgfault`; v2 counts the
     /// whole subtree only, so the same as `page_faults`).
-    pub own_page_faults: u64,
-    pub own_major_page_faults: u64,
+    pub(crate) own_page_faults: u64,
+    pub(crate) own_major_page_faults: u64,
     /// None: no limit.
-    pub limit_bytes: Option<u64>,
+    pub(crate) limit_bytes: Option<u64>,
     /// Swap in use (None: no swap accounting).
-    pub swap_bytes: Option<u64>,
+    pub(crate) swap_bytes: Option<u64>,
     /// Swap allowed (None: no limit, or no accounting).
-    pub swap_limit_bytes: Option<u64>,
+    pub(crate) swap_limit_bytes: Option<u64>,
     /// The swap setting as written: v1 memory + swap (`memory.memsw.limit_in_bytes`),
     /// v2 swap alone (`memory.swap.max`); None: no limit, or no accounting.
-    pub swap_setting_bytes: Option<u64>,
+    pub(crate) swap_setting_bytes: Option<u64>,
     /// Times the limit was hit (v1 `failcnt`, v2 `max` events).
-    pub fail_count: u64,
-    pub oom_kills: u64,
+    pub(crate) fail_count: u64,
+    pub(crate) oom_kills: u64,
     /// Kernel memory (v2 `kernel` of `memory.stat`, Linux 5.18+; v1
     /// `memory.kmem.usage_in_bytes`, read by `details` only).
-    pub kernel_bytes: Option<u64>,
+    pub(crate) kernel_bytes: Option<u64>,
     /// The most ever used (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`,
     /// Linux 5.19+); read by `details` only.
-    pub max_usage_bytes: Option<u64>,
+    pub(crate) max_usage_bytes: Option<u64>,
 }
 
 impl MemoryStats {
     /// What may still be allocated before the limit: limit − working set.
-    pub fn available_bytes(&self) -> Option<u64> {
+    pub(crate) fn available_bytes(&self) -> Option<u64> {
         self.limit_bytes.map(|l| l.saturating_sub(self.working_set_bytes))
     }
 }
 
 /// Tasks (threads) in the cgroup and below, and the limit on them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct PidsStats {
-    pub current: u64,
+pub(crate) struct PidsStats {
+    pub(crate) current: u64,
     /// None: no limit (`max`).
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
 }
 
 /// One reading of a cgroup; a part is None when its controller (or the
 /// kernel's support for it) is absent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CgroupStats {
-    pub cpu: Option<CpuStats>,
-    pub memory: Option<MemoryStats>,
-    pub pids: Option<PidsStats>,
-    pub pressure: PressureStats,
+pub(crate) struct CgroupStats {
+    pub(crate) cpu: Option<CpuStats>,
+    pub(crate) memory: Option<MemoryStats>,
+    pub(crate) pids: Option<PidsStats>,
+    pub(crate) pressure: PressureStats,
 }
 
 /// A reading for metrics: the stats and what only metrics need.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CgroupDetails {
-    pub stats: CgroupStats,
-    pub cpu_spec: Option<CpuSpec>,
+pub(crate) struct CgroupDetails {
+    pub(crate) stats: CgroupStats,
+    pub(crate) cpu_spec: Option<CpuSpec>,
     /// Block I/O per device (None: no io/blkio controller there).
-    pub io: Option<Vec<DeviceIo>>,
+    pub(crate) io: Option<Vec<DeviceIo>>,
     /// The processes directly in the cgroup (`cgroup.procs`).
-    pub processes: Option<Vec<i32>>,
+    pub(crate) processes: Option<Vec<i32>>,
 }
 
 impl Cgroups {
     /// Reads what the CRI stats need of `path`; a missing cgroup gives an empty reading.
-    pub fn stats(&self, path: &CgroupPath) -> CgroupStats {
+    pub(crate) fn stats(&self, path: &CgroupPath) -> CgroupStats {
         self.read(path, false).stats
     }
 
     /// Reads everything metrics report of `path`.
-    pub fn details(&self, path: &CgroupPath) -> CgroupDetails {
+    pub(crate) fn details(&self, path: &CgroupPath) -> CgroupDetails {
         self.read(path, true)
     }
 

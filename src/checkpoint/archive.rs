@@ -12,17 +12,17 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub const CONFIG_DUMP: &str = "config.dump";
-pub const SPEC_DUMP: &str = "spec.dump";
-pub const IMAGES_DIR: &str = "checkpoint";
-pub const ROOTFS_DIFF: &str = "rootfs-diff.tar";
-pub const DELETED_FILES: &str = "deleted.files";
-pub const CONTAINER_LOG: &str = "container.log";
-pub const DUMP_LOG: &str = "dump.log";
-pub const STATS_DUMP: &str = "stats-dump";
+pub(crate) const CONFIG_DUMP: &str = "config.dump";
+pub(crate) const SPEC_DUMP: &str = "spec.dump";
+pub(crate) const IMAGES_DIR: &str = "checkpoint";
+pub(crate) const ROOTFS_DIFF: &str = "rootfs-diff.tar";
+pub(crate) const DELETED_FILES: &str = "deleted.files";
+pub(crate) const CONTAINER_LOG: &str = "container.log";
+pub(crate) const DUMP_LOG: &str = "dump.log";
+pub(crate) const STATS_DUMP: &str = "stats-dump";
 
 /// The archive's entries, in the order they are written.
-pub const ENTRIES: &[&str] =
+pub(crate) const ENTRIES: &[&str] =
     &[CONFIG_DUMP, SPEC_DUMP, IMAGES_DIR, DUMP_LOG, STATS_DUMP, ROOTFS_DIFF, DELETED_FILES, CONTAINER_LOG];
 
 /// `config.dump`: the fields checkpointctl shows (its names), and under
@@ -31,43 +31,43 @@ pub const ENTRIES: &[&str] =
 #[serde(rename_all = "camelCase")]
 pub struct ConfigDump {
     pub id: String,
-    pub name: String,
+    pub(crate) name: String,
     /// The image as CreateContainer named it.
-    pub rootfs_image: String,
+    pub(crate) rootfs_image: String,
     /// The image id (`sha256:…`).
-    pub rootfs_image_ref: String,
-    pub rootfs_image_name: String,
+    pub(crate) rootfs_image_ref: String,
+    pub(crate) rootfs_image_name: String,
     #[serde(rename = "runtime")]
-    pub oci_runtime: String,
+    pub(crate) oci_runtime: String,
     /// RFC 3339.
-    pub created_time: String,
+    pub(crate) created_time: String,
     #[serde(rename = "checkpointedTime")]
-    pub checkpointed_at: String,
-    pub nidus: RestoreFacts,
+    pub(crate) checkpointed_at: String,
+    pub(crate) nidus: RestoreFacts,
 }
 
 /// What restore needs besides CRIU's images.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RestoreFacts {
+pub(crate) struct RestoreFacts {
     /// The container's CRI config at create.
-    pub config: crate::api::ContainerConfig,
+    pub(crate) config: crate::api::ContainerConfig,
     /// CRIU's names of the pipes behind the init's stdout and stderr
     /// (`pipe:[INODE]`): handed new pipes at restore (`--inherit-fd`).
-    pub stdout_pipe: String,
-    pub stderr_pipe: String,
+    pub(crate) stdout_pipe: String,
+    pub(crate) stderr_pipe: String,
     /// Destination → `--external` key of every bind mount (the pod's files,
     /// /dev/shm, volumes), re-bound from the new sandbox's sources.
-    pub external_mounts: BTreeMap<String, String>,
+    pub(crate) external_mounts: BTreeMap<String, String>,
     /// The CRIU version that dumped.
-    pub criu_version: String,
+    pub(crate) criu_version: String,
     /// How long the dump took and how big its images are.
-    pub dump_ms: u64,
-    pub images_bytes: u64,
+    pub(crate) dump_ms: u64,
+    pub(crate) images_bytes: u64,
 }
 
 /// Writes the staging directory's entries as a tar to `out`.
-pub fn write(staging: &Path, out: &mut fs::File) -> io::Result<()> {
+pub(crate) fn write(staging: &Path, out: &mut fs::File) -> io::Result<()> {
     let mut builder = tar::Builder::new(io::BufWriter::new(out));
     builder.follow_symlinks(false);
     for name in ENTRIES {
@@ -93,7 +93,7 @@ pub fn unpack(archive: &Path, dest: &Path, limit: u64) -> io::Result<()> {
 }
 
 /// Largest `config.dump` read.
-pub const MAX_CONFIG_DUMP: u64 = 16 << 20;
+pub(crate) const MAX_CONFIG_DUMP: u64 = 16 << 20;
 
 /// Reads `config.dump` out of an archive (a regular file of at most `limit`
 /// bytes) without unpacking the rest.
@@ -113,7 +113,7 @@ pub fn read_config_dump(path: &Path, limit: u64) -> Result<ConfigDump, String> {
 }
 
 /// Bytes under a directory.
-pub fn size_of(dir: &Path) -> u64 {
+pub(crate) fn size_of(dir: &Path) -> u64 {
     let Ok(entries) = fs::read_dir(dir) else { return 0 };
     entries
         .flatten()
@@ -126,7 +126,7 @@ pub fn size_of(dir: &Path) -> u64 {
 }
 
 /// Seconds since the epoch as RFC 3339 UTC (`2024-03-04T12:20:30Z`).
-pub fn rfc3339(unix_secs: i64) -> String {
+pub(crate) fn rfc3339(unix_secs: i64) -> String {
     let days = unix_secs.div_euclid(86_400);
     let secs = unix_secs.rem_euclid(86_400);
     // Civil date from days since 1970-01-01 (proleptic Gregorian).

@@ -13,20 +13,20 @@ use crate::linux::reaper::Reaper;
 use crate::store;
 
 /// Oldest CRIU that dumps on kernels ≥ 6.13 (3.x does not know `[vvar_vclock]`).
-pub const NEEDED: Version = Version { major: 4, minor: 1, patch: 0 };
+pub(crate) const NEEDED: Version = Version { major: 4, minor: 1, patch: 0 };
 
 /// The `--external` key of the pod's network namespace (dump: the init's
 /// netns inode; restore: the new sandbox's, through `--inherit-fd`).
-pub const NET_KEY: &str = "extNetNs";
+pub(crate) const NET_KEY: &str = "extNetNs";
 
 /// Where CRIU is looked for when the config names none (after PATH).
 const SEARCH_DIRS: &[&str] = &["/usr/local/sbin", "/usr/sbin"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Version {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
+pub(crate) struct Version {
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+    pub(crate) patch: u32,
 }
 
 impl std::fmt::Display for Version {
@@ -36,7 +36,7 @@ impl std::fmt::Display for Version {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CriuError {
+pub(crate) enum CriuError {
     #[error("CRIU {NEEDED} or newer is needed for checkpoints; none was found ({0})")]
     Missing(String),
     #[error("CRIU {found} at {path} is too old for this kernel; {NEEDED} or newer is needed")]
@@ -51,13 +51,13 @@ pub enum CriuError {
 
 /// A CRIU binary known to be new enough.
 #[derive(Debug, Clone)]
-pub struct Criu {
-    pub path: PathBuf,
-    pub version: Version,
+pub(crate) struct Criu {
+    pub(crate) path: PathBuf,
+    pub(crate) version: Version,
 }
 
 /// Parses `criu --version` output ("Version: 4.1.1", maybe followed by a GitID line).
-pub fn parse_version(text: &str) -> Option<Version> {
+pub(crate) fn parse_version(text: &str) -> Option<Version> {
     let line = text.lines().find_map(|l| l.trim().strip_prefix("Version:"))?;
     let mut numbers = line.trim().split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
     let major = numbers.next()?.parse().ok()?;
@@ -80,7 +80,7 @@ fn candidates(configured: Option<&Path>) -> Vec<PathBuf> {
 impl Criu {
     /// Finds CRIU and checks its version (run each time: an operator may
     /// install or upgrade CRIU while nidus runs).
-    pub async fn find(configured: Option<&Path>, reaper: &Reaper) -> Result<Criu, CriuError> {
+    pub(crate) async fn find(configured: Option<&Path>, reaper: &Reaper) -> Result<Criu, CriuError> {
         let found = candidates(configured);
         let Some(first) = found.first() else {
             return Err(CriuError::Missing("no criu in PATH, /usr/local/sbin or /usr/sbin".into()));
@@ -114,7 +114,7 @@ impl Criu {
     /// end with the same deadline ([`supervise_orphan`]), starting no other
     /// on the same tree meanwhile ([`still_running`]).
     #[allow(clippy::too_many_arguments)]
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         action: &'static str,
         enter: &[String],
@@ -163,7 +163,7 @@ impl Criu {
 
 /// The CRIU that [`Criu::run`] recorded in `running`, when it still runs
 /// (an earlier daemon's, left working when that daemon died).
-pub fn still_running(running: &Path) -> Option<ProcessIdentity> {
+pub(crate) fn still_running(running: &Path) -> Option<ProcessIdentity> {
     let identity = recorded(running)?;
     if identity.is_running() {
         return Some(identity);
@@ -173,7 +173,7 @@ pub fn still_running(running: &Path) -> Option<ProcessIdentity> {
 }
 
 /// The CRIU recorded in `running`, running or not.
-pub fn recorded(running: &Path) -> Option<ProcessIdentity> {
+pub(crate) fn recorded(running: &Path) -> Option<ProcessIdentity> {
     store::read_existing_json::<ProcessIdentity>(running).ok()
 }
 
@@ -190,7 +190,7 @@ const ORPHAN_WAIT: Duration = Duration::from_secs(5);
 
 /// How a CRIU run an earlier daemon left ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrphanEnd {
+pub(crate) enum OrphanEnd {
     /// It had ended before the restart.
     Before,
     /// It finished on its own, before its deadline.
@@ -201,13 +201,13 @@ pub enum OrphanEnd {
 
 /// What a CRIU run an earlier daemon left came to.
 #[derive(Debug)]
-pub struct Orphan {
-    pub criu: ProcessIdentity,
-    pub end: OrphanEnd,
+pub(crate) struct Orphan {
+    pub(crate) criu: ProcessIdentity,
+    pub(crate) end: OrphanEnd,
     /// The processes it forked and left in its process group, ended.
-    pub left: usize,
+    pub(crate) left: usize,
     /// Those, or CRIU, still there after being killed.
-    pub lingering: usize,
+    pub(crate) lingering: usize,
 }
 
 /// Sees the CRIU run recorded in `running` (the daemon that started it
@@ -217,7 +217,7 @@ pub struct Orphan {
 /// start-up stops itself until CRIU ends it: forever, once CRIU is
 /// killed). The record goes once CRIU has ended. None when nothing of this
 /// boot is recorded.
-pub async fn supervise_orphan(running: &Path, deadline: SystemTime) -> Option<Orphan> {
+pub(crate) async fn supervise_orphan(running: &Path, deadline: SystemTime) -> Option<Orphan> {
     let criu = recorded(running)?;
     if crate::linux::process::boot_id().ok().as_deref() != Some(criu.boot_id.as_str()) {
         forget(running, &criu);

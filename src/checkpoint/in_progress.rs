@@ -13,38 +13,38 @@ use serde::{Deserialize, Serialize};
 use crate::store::{self, StoreError};
 
 /// Its file, in the container's directory.
-pub const FILE: &str = "checkpoint-in-progress.json";
+pub(crate) const FILE: &str = "checkpoint-in-progress.json";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InProgress {
+pub(crate) struct InProgress {
     /// The requested location.
-    pub location: PathBuf,
+    pub(crate) location: PathBuf,
     /// The archive's hidden temporary name beside it (used where the file
     /// system has no O_TMPFILE; see location::Location::temp_path).
-    pub temp: PathBuf,
+    pub(crate) temp: PathBuf,
     /// When CRIU is to be stopped (nanoseconds since the epoch).
-    pub criu_deadline_ns: i64,
+    pub(crate) criu_deadline_ns: i64,
 }
 
 impl InProgress {
-    pub fn criu_deadline(&self) -> SystemTime {
+    pub(crate) fn criu_deadline(&self) -> SystemTime {
         crate::clock::at_ns(self.criu_deadline_ns)
     }
 }
 
 /// Records a checkpoint under way in container directory `dir`, durably:
 /// its temporary archive would outlive a power cut too.
-pub fn record(dir: &Path, in_progress: &InProgress) -> Result<(), StoreError> {
+pub(crate) fn record(dir: &Path, in_progress: &InProgress) -> Result<(), StoreError> {
     store::write_json_with(&dir.join(FILE), in_progress, store::Durability::Durable)
 }
 
 /// The checkpoint recorded in `dir`, if any.
-pub fn read(dir: &Path) -> Result<Option<InProgress>, StoreError> {
+pub(crate) fn read(dir: &Path) -> Result<Option<InProgress>, StoreError> {
     store::read_json(&dir.join(FILE))
 }
 
 /// Forgets the checkpoint recorded in `dir` (it ended, well or not).
-pub fn clear(dir: &Path) {
+pub(crate) fn clear(dir: &Path) {
     let _ = std::fs::remove_file(dir.join(FILE));
 }

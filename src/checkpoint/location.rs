@@ -57,8 +57,8 @@ const KERNEL_FILESYSTEMS: &[(u64, &str)] = &[
 /// A checked `location`: its parent directory, held open, the file name,
 /// and the hidden name the archive has meanwhile where there is no O_TMPFILE.
 #[derive(Debug)]
-pub struct Location {
-    pub path: PathBuf,
+pub(crate) struct Location {
+    pub(crate) path: PathBuf,
     dir: OwnedFd,
     name: OsString,
     temp_name: OsString,
@@ -68,8 +68,8 @@ pub struct Location {
 const TEMP_INFIX: &str = ".tmp-";
 
 /// The archive being written, not yet at `location`.
-pub struct PendingArchive {
-    pub file: File,
+pub(crate) struct PendingArchive {
+    pub(crate) file: File,
     /// Where the file lives meanwhile: nowhere (O_TMPFILE, gone with the
     /// last descriptor), or a hidden name beside the location.
     temp_name: Option<OsString>,
@@ -98,7 +98,7 @@ pub fn check(location: &str) -> Result<PathBuf, LocationError> {
 impl Location {
     /// Opens (making when missing, 0700) every parent directory of `path`
     /// from `/` without following symlinks, and checks nothing is at `path`.
-    pub fn open(path: &Path) -> Result<Location, LocationError> {
+    pub(crate) fn open(path: &Path) -> Result<Location, LocationError> {
         let name = path.file_name().ok_or_else(|| LocationError::Invalid(path.display().to_string()))?.to_owned();
         let dir = open_parent(path, true)?
             .ok_or_else(|| LocationError::NotDirectory { path: path.to_path_buf(), component: path.to_path_buf() })?;
@@ -112,7 +112,7 @@ impl Location {
 
     /// Where the archive is while it is written when the file system has
     /// no O_TMPFILE (a hidden name beside the location; nothing is there yet).
-    pub fn temp_path(&self) -> PathBuf {
+    pub(crate) fn temp_path(&self) -> PathBuf {
         self.path.with_file_name(&self.temp_name)
     }
 
@@ -130,7 +130,7 @@ impl Location {
     /// A new, empty, 0600 file in `location`'s directory: without a name
     /// where the file system allows (O_TMPFILE), else under a hidden
     /// temporary name beside it (O_EXCL, never a symlink).
-    pub fn create_pending(&self) -> Result<PendingArchive, LocationError> {
+    pub(crate) fn create_pending(&self) -> Result<PendingArchive, LocationError> {
         let io = |what: &'static str| {
             let path = self.path.clone();
             move |e: Errno| LocationError::Io { path, what: what.into(), source: e.into() }
@@ -164,7 +164,7 @@ impl Location {
 
     /// Flushes the archive to disk and moves it to `location` (failing if
     /// something appeared there meanwhile).
-    pub fn commit(&self, pending: PendingArchive) -> Result<(), LocationError> {
+    pub(crate) fn commit(&self, pending: PendingArchive) -> Result<(), LocationError> {
         let io = |what: &str| {
             let (path, what) = (self.path.clone(), what.to_string());
             move |source: std::io::Error| LocationError::Io { path, what, source }
@@ -210,7 +210,7 @@ impl Location {
 
     /// Removes an archive that will not be completed (a nameless one goes
     /// with its descriptor).
-    pub fn discard(&self, pending: PendingArchive) {
+    pub(crate) fn discard(&self, pending: PendingArchive) {
         drop(pending.file);
         if let Some(temp_name) = pending.temp_name {
             let _ = unlinkat(&self.dir, temp_name.as_os_str(), UnlinkatFlags::NoRemoveDir);
@@ -295,7 +295,7 @@ fn is_temp_name(name: &OsStr) -> bool {
 /// `temp` (its [`Location::temp_path`]), reached as `open` reaches a
 /// location (no symlink followed), and only if it is a regular file with
 /// such a name. True when there was one; nothing there is no error.
-pub fn remove_abandoned(temp: &Path) -> Result<bool, LocationError> {
+pub(crate) fn remove_abandoned(temp: &Path) -> Result<bool, LocationError> {
     let name = match temp.file_name() {
         Some(name) if temp.is_absolute() && is_temp_name(name) => name,
         _ => return Err(LocationError::Invalid(temp.display().to_string())),

@@ -9,17 +9,17 @@
 
 pub mod archive;
 pub mod cli;
-pub mod criu;
-pub mod in_progress;
+pub(crate) mod criu;
+pub(crate) mod in_progress;
 pub mod location;
-pub mod pod_archive;
-pub mod rootfs_diff;
+pub(crate) mod pod_archive;
+pub(crate) mod rootfs_diff;
 
-pub use criu::{Criu, CriuError};
-pub use location::{Location, LocationError};
+pub(crate) use criu::{Criu, CriuError};
+pub(crate) use location::{Location, LocationError};
 
 #[derive(Debug, thiserror::Error)]
-pub enum CheckpointError {
+pub(crate) enum CheckpointError {
     #[error(transparent)]
     Criu(#[from] CriuError),
     #[error(transparent)]

@@ -19,19 +19,19 @@ use crate::bounded_file::{self, FinalLink};
 
 use super::location::{Location, LocationError};
 
-pub const MANIFEST: &str = "pod.json";
-pub const CONTAINERS_DIR: &str = "containers";
+pub(crate) const MANIFEST: &str = "pod.json";
+pub(crate) const CONTAINERS_DIR: &str = "containers";
 /// What `pod.json` says it is.
-pub const FORMAT: &str = "nidus-pod-checkpoint";
+pub(crate) const FORMAT: &str = "nidus-pod-checkpoint";
 /// The newest version this nidus writes and reads.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 /// Most bytes of `pod.json`.
-pub const MAX_MANIFEST: u64 = 4 << 20;
+pub(crate) const MAX_MANIFEST: u64 = 4 << 20;
 /// Most containers of one pod archive.
-pub const MAX_CONTAINERS: usize = 256;
+pub(crate) const MAX_CONTAINERS: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
-pub enum PodArchiveError {
+pub(crate) enum PodArchiveError {
     #[error(transparent)]
     Location(#[from] LocationError),
     #[error(transparent)]
@@ -54,52 +54,52 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PodArchiveError 
 /// `pod.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodManifest {
-    pub format: String,
-    pub version: u32,
+pub(crate) struct PodManifest {
+    pub(crate) format: String,
+    pub(crate) version: u32,
     /// RFC 3339.
-    pub checkpointed_time: String,
+    pub(crate) checkpointed_time: String,
     /// How consistent the containers' dumps are with each other (see
     /// docs/design.md): each container is frozen during its own dump.
-    pub consistency: String,
-    pub pod: PodFacts,
-    pub containers: Vec<ContainerEntry>,
+    pub(crate) consistency: String,
+    pub(crate) pod: PodFacts,
+    pub(crate) containers: Vec<ContainerEntry>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodFacts {
+pub(crate) struct PodFacts {
     /// The sandbox's id on the node it was checkpointed on.
-    pub id: String,
+    pub(crate) id: String,
     /// The PodSandboxConfig kubelet created it with.
-    pub config: PodSandboxConfig,
-    pub runtime_handler: String,
+    pub(crate) config: PodSandboxConfig,
+    pub(crate) runtime_handler: String,
     /// Its addresses then (a restored pod gets new ones from its network).
-    pub ips: Vec<String>,
+    pub(crate) ips: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ContainerEntry {
-    pub name: String,
+pub(crate) struct ContainerEntry {
+    pub(crate) name: String,
     /// Its restart count (the CRI metadata's attempt).
-    pub attempt: u32,
+    pub(crate) attempt: u32,
     /// Its id on the node it was checkpointed on.
-    pub id: String,
+    pub(crate) id: String,
     /// Its entry in the archive: `containers/<n>-<name>.tar`.
-    pub archive: String,
+    pub(crate) archive: String,
     /// The CRI config it was created with.
-    pub config: ContainerConfig,
+    pub(crate) config: ContainerConfig,
 }
 
 /// The archive entry of the `index`th container named `name`.
-pub fn entry_name(index: usize, name: &str) -> String {
+pub(crate) fn entry_name(index: usize, name: &str) -> String {
     format!("{CONTAINERS_DIR}/{index}-{name}.tar")
 }
 
 /// Writes the archive at `location`: the manifest, then each container
 /// archive `(entry, file)`; nothing is at `location` unless all of it is.
-pub fn write(
+pub(crate) fn write(
     location: &Location,
     manifest: &PodManifest,
     containers: &[(String, PathBuf)],
@@ -144,7 +144,7 @@ pub fn write(
 /// container archive unpacked into `into` (made 0700), in manifest order.
 /// Every entry must be the manifest, first, or a container archive it
 /// names, each once.
-pub fn read(path: &Path, limit: u64, into: &Path) -> Result<(PodManifest, Vec<PathBuf>), PodArchiveError> {
+pub(crate) fn read(path: &Path, limit: u64, into: &Path) -> Result<(PodManifest, Vec<PathBuf>), PodArchiveError> {
     let (file, _) = bounded_file::open_regular(path, limit, FinalLink::Refuse)?;
     let mut archive = tar::Archive::new(file);
     let mut entries = archive.entries().map_err(io_err("reading the archive"))?;

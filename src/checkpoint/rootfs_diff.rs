@@ -12,7 +12,7 @@ use crate::linux::rootfs::{create_in_root, open_in_root};
 
 /// Writes `upper`'s contents (except whiteouts) as a tar at `out`; returns
 /// the deleted paths ("/etc/motd"), sorted.
-pub fn write(upper: &Path, out: &Path) -> io::Result<Vec<String>> {
+pub(crate) fn write(upper: &Path, out: &Path) -> io::Result<Vec<String>> {
     let mut builder = tar::Builder::new(io::BufWriter::new(fs::File::create(out)?));
     builder.follow_symlinks(false);
     let mut deleted = Vec::new();
@@ -47,7 +47,7 @@ fn add_dir(
 
 /// Parses `deleted.files` (a JSON list of absolute paths) and checks each
 /// stays inside the root.
-pub fn parse_deleted(json: &[u8]) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn parse_deleted(json: &[u8]) -> Result<Vec<PathBuf>, String> {
     let list: Vec<String> = serde_json::from_slice(json).map_err(|e| format!("deleted.files: {e}"))?;
     list.iter()
         .map(|p| {
@@ -66,7 +66,7 @@ pub fn parse_deleted(json: &[u8]) -> Result<Vec<PathBuf>, String> {
 
 /// Unpacks `diff` into the (new, empty) `upper` and whites out `deleted`,
 /// every path resolved inside `upper` (a symlink in the diff cannot lead out).
-pub fn apply(diff: &Path, deleted: &[PathBuf], upper: &Path) -> io::Result<()> {
+pub(crate) fn apply(diff: &Path, deleted: &[PathBuf], upper: &Path) -> io::Result<()> {
     let mut archive = tar::Archive::new(io::BufReader::new(fs::File::open(diff)?));
     archive.set_preserve_permissions(true);
     archive.set_preserve_ownerships(true);

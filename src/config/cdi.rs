@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 /// `[cdi]`: where CDI spec files are read.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct CdiSettings {
+pub(crate) struct CdiSettings {
     /// The directories read, in order: a later one's device overrides an
     /// earlier one's of the same name. Missing directories are skipped.
-    pub spec_dirs: Vec<PathBuf>,
+    pub(crate) spec_dirs: Vec<PathBuf>,
 }
 
 impl Default for CdiSettings {
@@ -20,7 +20,7 @@ impl Default for CdiSettings {
 }
 
 impl CdiSettings {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         match self.spec_dirs.iter().find(|d| !d.is_absolute() || crate::paths::has_dot_dot(d)) {
             Some(dir) => Err(format!("cdi.spec_dirs must hold absolute paths without '..', got {}", dir.display())),
             None => Ok(()),

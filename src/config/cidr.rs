@@ -5,7 +5,7 @@ use ipnet::IpNet;
 
 /// Parses `10.88.0.0/16` or `10.88.0.0/16,fd00:88::/64`; at most one network
 /// per family.
-pub fn parse_list(text: &str) -> Result<Vec<IpNet>, String> {
+pub(crate) fn parse_list(text: &str) -> Result<Vec<IpNet>, String> {
     let mut nets: Vec<IpNet> = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let net: IpNet = part.parse().map_err(|_| format!("{} is not a CIDR", crate::quote::quote(part)))?;

@@ -6,12 +6,12 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct MetricsSettings {
+pub(crate) struct MetricsSettings {
     /// `IP:PORT` (or a bare `PORT`, on loopback) of the `/metrics`
     /// endpoint; empty (the default): no endpoint, nothing recorded.
-    pub address: String,
+    pub(crate) address: String,
     /// Most scrapes served at once; more connections are closed at once.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
 }
 
 impl Default for MetricsSettings {
@@ -22,7 +22,7 @@ impl Default for MetricsSettings {
 
 impl MetricsSettings {
     /// Where to listen; None when the endpoint is off.
-    pub fn listen_address(&self) -> Result<Option<SocketAddr>, String> {
+    pub(crate) fn listen_address(&self) -> Result<Option<SocketAddr>, String> {
         let address = self.address.trim();
         if address.is_empty() {
             return Ok(None);
@@ -35,7 +35,7 @@ impl MetricsSettings {
         })
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.max_connections == 0 {
             return Err("metrics.max_connections must be at least 1".into());
         }

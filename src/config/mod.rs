@@ -5,12 +5,12 @@
 //! `streaming.rs`, `network.rs` with `cidr.rs`, `metrics.rs`): config sits
 //! below the modules it configures and names none of them.
 
-pub mod cdi;
-pub mod cidr;
-pub mod metrics;
-pub mod network;
-pub mod registry;
-pub mod streaming;
+pub(crate) mod cdi;
+pub(crate) mod cidr;
+pub(crate) mod metrics;
+pub(crate) mod network;
+pub(crate) mod registry;
+pub(crate) mod streaming;
 
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::paths::has_dot_dot;
 
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/nidus/config.toml";
+pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/nidus/config.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -34,34 +34,34 @@ pub enum ConfigError {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// The CRI gRPC socket kubelet and crictl connect to.
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// Persistent state: images, sandbox and container metadata, upper dirs.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Volatile state (gone at reboot): lock, pause records, /dev/shm mounts.
-    pub state: PathBuf,
+    pub(crate) state: PathBuf,
     /// Where every cgroup nidus makes is nested. Absolute: from the root of each
     /// cgroup hierarchy. Relative: under the daemon's own cgroup in each hierarchy.
-    pub cgroup_root: String,
+    pub(crate) cgroup_root: String,
     /// tracing filter, e.g. `info` or `nidus=debug`.
     pub log_level: String,
     /// `text` or `json`.
     pub log_format: LogFormat,
-    pub grpc: GrpcSettings,
-    pub sandbox: SandboxSettings,
-    pub container: ContainerSettings,
-    pub image: ImageStoreSettings,
+    pub(crate) grpc: GrpcSettings,
+    pub(crate) sandbox: SandboxSettings,
+    pub(crate) container: ContainerSettings,
+    pub(crate) image: ImageStoreSettings,
     /// Pulls from registries: mirrors, TLS, plain HTTP, parallelism, stalls,
     /// minimum rate, deadline, grace once every caller left.
-    pub registry: registry::RegistrySettings,
-    pub checkpoint: CheckpointSettings,
-    pub limits: LimitsSettings,
-    pub hooks: HooksSettings,
+    pub(crate) registry: registry::RegistrySettings,
+    pub(crate) checkpoint: CheckpointSettings,
+    pub(crate) limits: LimitsSettings,
+    pub(crate) hooks: HooksSettings,
     /// CDI devices: the spec directories.
-    pub cdi: cdi::CdiSettings,
-    pub streaming: streaming::StreamingSettings,
-    pub network: network::NetworkSettings,
+    pub(crate) cdi: cdi::CdiSettings,
+    pub(crate) streaming: streaming::StreamingSettings,
+    pub(crate) network: network::NetworkSettings,
     /// The Prometheus `/metrics` endpoint (off unless an address is set).
-    pub metrics: metrics::MetricsSettings,
+    pub(crate) metrics: metrics::MetricsSettings,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -69,12 +69,12 @@ pub struct Config {
 /// above these sizes (see `bounded_file`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct LimitsSettings {
+pub(crate) struct LimitsSettings {
     /// Largest Localhost seccomp profile, in bytes.
-    pub seccomp_profile_bytes: u64,
+    pub(crate) seccomp_profile_bytes: u64,
     /// Largest checkpoint archive a restore reads, in bytes (it holds the
     /// container's memory).
-    pub checkpoint_archive_bytes: u64,
+    pub(crate) checkpoint_archive_bytes: u64,
 }
 
 impl Default for LimitsSettings {
@@ -92,49 +92,49 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct GrpcSettings {
+pub(crate) struct GrpcSettings {
     /// Largest request or response message, in bytes (ExecSync output can be 2 × 16 MiB).
-    pub max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
     /// Also serve CRI runtime.v1alpha2 (kubelet 1.20–1.25, crictl up to 1.25)
     /// beside runtime.v1, on the same socket and by the same code.
-    pub serve_v1alpha2: bool,
+    pub(crate) serve_v1alpha2: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct SandboxSettings {
+pub(crate) struct SandboxSettings {
     /// The program run as each pod's pause process; default: `nidus-pause`
     /// beside the nidus binary.
-    pub pause_binary: Option<PathBuf>,
+    pub(crate) pause_binary: Option<PathBuf>,
     /// Size of each pod's /dev/shm tmpfs, in bytes.
-    pub shm_size_bytes: u64,
+    pub(crate) shm_size_bytes: u64,
     /// Pod cgroup parent (under cgroup_root) when the request names none;
     /// the pod then gets `<this>/<sandbox id>`.
-    pub default_cgroup_parent: String,
+    pub(crate) default_cgroup_parent: String,
     /// How long the pause process may take to set the sandbox up, in seconds.
-    pub pause_start_timeout_secs: u64,
+    pub(crate) pause_start_timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct ContainerSettings {
+pub(crate) struct ContainerSettings {
     /// The per-container monitor (and exec helper); default: `nidus-monitor`
     /// beside the nidus binary.
-    pub monitor_binary: Option<PathBuf>,
+    pub(crate) monitor_binary: Option<PathBuf>,
     /// Resource limits every container's process gets (CRI has no field for
     /// them); empty: inherit the runtime's. E.g.
     /// `rlimits = [{ type = "RLIMIT_NOFILE", soft = 1024, hard = 4096 }]`.
-    pub rlimits: Vec<Rlimit>,
+    pub(crate) rlimits: Vec<Rlimit>,
     /// The seccomp profile of a container whose config (and pod) sets none,
     /// in the legacy CRI form: "" (unconfined, as containerd),
     /// `runtime/default`, `unconfined` or `localhost/<absolute path>`.
-    pub unset_seccomp_profile: String,
+    pub(crate) unset_seccomp_profile: String,
     /// Most processes a container's cgroup may hold (CRI has no field for it,
     /// as CRI-O's `pids_limit`); 0: no limit beyond the pod's.
-    pub pids_limit: i64,
+    pub(crate) pids_limit: i64,
     /// Monitors started ahead of need, waiting for a container (each about
     /// 1 MB of RSS while it waits); 0: each starts with its CreateContainer.
-    pub spare_monitors: usize,
+    pub(crate) spare_monitors: usize,
 }
 
 impl Default for ContainerSettings {
@@ -155,13 +155,13 @@ impl Default for ContainerSettings {
 pub struct Rlimit {
     /// `RLIMIT_NOFILE`, `RLIMIT_NPROC`, `RLIMIT_CORE`, …
     #[serde(rename = "type")]
-    pub kind: String,
-    pub soft: u64,
-    pub hard: u64,
+    pub(crate) kind: String,
+    pub(crate) soft: u64,
+    pub(crate) hard: u64,
 }
 
 /// The resource limits Linux has, by name.
-pub const RLIMITS: &[&str] = &[
+pub(crate) const RLIMITS: &[&str] = &[
     "RLIMIT_CPU",
     "RLIMIT_FSIZE",
     "RLIMIT_DATA",
@@ -182,21 +182,21 @@ pub const RLIMITS: &[&str] = &[
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct ImageStoreSettings {
+pub(crate) struct ImageStoreSettings {
     /// Image archives (OCI layout directories, OCI or docker-archive
     /// tarballs) imported at start when new or changed; default `<root>/import`.
-    pub import_dir: Option<PathBuf>,
+    pub(crate) import_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct CheckpointSettings {
+pub(crate) struct CheckpointSettings {
     /// The CRIU binary (4.1 or newer); default: the first `criu` in PATH,
     /// /usr/local/sbin or /usr/sbin.
-    pub criu_binary: Option<PathBuf>,
+    pub(crate) criu_binary: Option<PathBuf>,
     /// How long a CheckpointContainer may take when the request gives no
     /// timeout, in seconds.
-    pub default_timeout_secs: u64,
+    pub(crate) default_timeout_secs: u64,
 }
 
 impl Default for CheckpointSettings {
@@ -208,11 +208,11 @@ impl Default for CheckpointSettings {
 /// OCI hooks (`hooks.d` definitions, schema 1.0.0).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct HooksSettings {
+pub(crate) struct HooksSettings {
     /// The directories read, in order: a later one's file overrides an
     /// earlier one's of the same name. Missing directories are skipped;
     /// `dirs = []` runs no hook.
-    pub dirs: Vec<PathBuf>,
+    pub(crate) dirs: Vec<PathBuf>,
 }
 
 impl Default for HooksSettings {
@@ -299,7 +299,7 @@ impl Config {
         Ok(config)
     }
 
-    pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
+    pub(crate) fn parse(text: &str) -> Result<Self, toml::de::Error> {
         toml::from_str(text)
     }
 
@@ -325,7 +325,7 @@ impl Config {
         }
     }
 
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         for (name, path) in [("socket", &self.socket), ("root", &self.root), ("state", &self.state)] {
             if !path.is_absolute() || has_dot_dot(path) {
                 return Err(ConfigError::Invalid(format!(
@@ -407,7 +407,7 @@ impl Config {
 
 impl Config {
     /// The image import directory scanned at start.
-    pub fn import_dir(&self) -> PathBuf {
+    pub(crate) fn import_dir(&self) -> PathBuf {
         self.image.import_dir.clone().unwrap_or_else(|| self.root.join("import"))
     }
 }

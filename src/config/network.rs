@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Whether the built-in network is used when no CNI configuration is found.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum BuiltinMode {
+pub(crate) enum BuiltinMode {
     /// The built-in network serves pods while no CNI configuration exists.
     Auto,
     /// Never: without a CNI configuration a pod gets loopback only.
@@ -18,25 +18,25 @@ pub enum BuiltinMode {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct NetworkSettings {
+pub(crate) struct NetworkSettings {
     /// Directory of CNI network configurations (`.conflist`, `.conf`,
     /// `.json`); the first valid one by file name is used.
-    pub cni_conf_dir: PathBuf,
+    pub(crate) cni_conf_dir: PathBuf,
     /// Directories searched, in order, for CNI plugin programs.
-    pub cni_bin_dirs: Vec<PathBuf>,
+    pub(crate) cni_bin_dirs: Vec<PathBuf>,
     /// `auto` (default) or `off`.
-    pub builtin: BuiltinMode,
+    pub(crate) builtin: BuiltinMode,
     /// The built-in network's pod addresses, one CIDR per address family,
     /// comma-separated (`UpdateRuntimeConfig` overrides it).
-    pub pod_cidr: String,
+    pub(crate) pod_cidr: String,
     /// How long one CNI plugin run may take, in seconds.
-    pub plugin_timeout_secs: u64,
+    pub(crate) plugin_timeout_secs: u64,
     /// The built-in network's Linux bridge.
-    pub bridge_name: String,
+    pub(crate) bridge_name: String,
     /// Whether the built-in network masquerades what its pods send off the
     /// node (an nftables table of its own, written with `nft`), as the CNI
     /// bridge plugin's `ipMasq` does.
-    pub masquerade: bool,
+    pub(crate) masquerade: bool,
 }
 
 impl Default for NetworkSettings {
@@ -54,7 +54,7 @@ impl Default for NetworkSettings {
 }
 
 impl NetworkSettings {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !self.cni_conf_dir.is_absolute() {
             return Err(format!("network.cni_conf_dir must be absolute, got {}", self.cni_conf_dir.display()));
         }

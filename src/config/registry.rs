@@ -12,25 +12,25 @@ use serde::{Deserialize, Serialize};
 /// Registry settings of the daemon (`[registry]` in config.toml).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct RegistrySettings {
+pub(crate) struct RegistrySettings {
     /// Layers of one pull downloaded at once.
-    pub max_concurrent_downloads: usize,
+    pub(crate) max_concurrent_downloads: usize,
     /// A pull whose download makes no progress for this long is cancelled.
-    pub stall_timeout_secs: u64,
+    pub(crate) stall_timeout_secs: u64,
     /// A download (or a registry's answer) bringing fewer bytes a second
     /// than this over `min_rate_window_secs` fails the pull; 0: no minimum.
-    pub min_bytes_per_sec: u64,
-    pub min_rate_window_secs: u64,
+    pub(crate) min_bytes_per_sec: u64,
+    pub(crate) min_rate_window_secs: u64,
     /// A pull not done this long after it began fails; 0: no deadline.
-    pub pull_deadline_secs: u64,
+    pub(crate) pull_deadline_secs: u64,
     /// A pull every caller has left is cancelled when none came back for this long.
-    pub abandoned_pull_grace_secs: u64,
+    pub(crate) abandoned_pull_grace_secs: u64,
     /// How often the daemon logs the progress of each pull in flight.
-    pub progress_interval_secs: u64,
+    pub(crate) progress_interval_secs: u64,
     /// Per registry (as images name it: `docker.io`, `registry.k8s.io`,
     /// `localhost:5000`), how to reach it; `"*"` applies to every registry
     /// without an entry of its own.
-    pub hosts: BTreeMap<String, HostConfig>,
+    pub(crate) hosts: BTreeMap<String, HostConfig>,
 }
 
 impl Default for RegistrySettings {
@@ -51,62 +51,62 @@ impl Default for RegistrySettings {
 /// How to reach one registry.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct HostConfig {
+pub(crate) struct HostConfig {
     /// Tried in order before the registry itself.
-    pub mirrors: Vec<MirrorConfig>,
+    pub(crate) mirrors: Vec<MirrorConfig>,
     /// Only the mirrors are asked, never the registry itself.
-    pub mirrors_only: bool,
+    pub(crate) mirrors_only: bool,
     /// The registry speaks plain HTTP.
-    pub plain_http: bool,
+    pub(crate) plain_http: bool,
     #[serde(flatten)]
-    pub tls: TlsConfig,
+    pub(crate) tls: TlsConfig,
 }
 
 /// TLS settings of one endpoint.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct TlsConfig {
+pub(crate) struct TlsConfig {
     /// Extra CA certificates (PEM files) trusted besides the built-in roots.
-    pub ca_certs: Vec<PathBuf>,
+    pub(crate) ca_certs: Vec<PathBuf>,
     /// Client certificate (PEM) presented to the endpoint, with `client_key`.
-    pub client_cert: Option<PathBuf>,
+    pub(crate) client_cert: Option<PathBuf>,
     /// Private key (PEM) of `client_cert`.
-    pub client_key: Option<PathBuf>,
+    pub(crate) client_key: Option<PathBuf>,
 }
 
 /// A mirror of a registry.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct MirrorConfig {
+pub(crate) struct MirrorConfig {
     /// `https://host[:port]` or `http://host[:port]`, optionally with a path
     /// prefix (`http://127.0.0.1:5000/k8s` serves `registry.k8s.io/pause`
     /// as `/v2/k8s/pause/...`).
-    pub url: String,
+    pub(crate) url: String,
     /// Repository prefixes replaced on this mirror, first match wins, e.g.
     /// `{ from = "library/", to = "dockerhub/" }`.
-    pub rewrite: Vec<Rewrite>,
+    pub(crate) rewrite: Vec<Rewrite>,
     #[serde(flatten)]
-    pub tls: TlsConfig,
+    pub(crate) tls: TlsConfig,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Rewrite {
-    pub from: String,
-    pub to: String,
+pub(crate) struct Rewrite {
+    pub(crate) from: String,
+    pub(crate) to: String,
 }
 
 /// Why a host configuration is unusable.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 #[error("registry.hosts.{host}: {why}")]
-pub struct HostsError {
-    pub host: String,
-    pub why: String,
+pub(crate) struct HostsError {
+    pub(crate) host: String,
+    pub(crate) why: String,
 }
 
 impl RegistrySettings {
     /// Checks what serde cannot.
-    pub fn validate(&self) -> Result<(), HostsError> {
+    pub(crate) fn validate(&self) -> Result<(), HostsError> {
         if self.max_concurrent_downloads == 0 {
             return Err(HostsError { host: "-".into(), why: "max_concurrent_downloads must be at least 1".into() });
         }
@@ -129,7 +129,7 @@ impl RegistrySettings {
 }
 
 /// `scheme://host[:port][/prefix]` → (scheme, host, prefix).
-pub fn parse_url(url: &str) -> Result<(&'static str, String, String), String> {
+pub(crate) fn parse_url(url: &str) -> Result<(&'static str, String, String), String> {
     let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
         ("https", rest)
     } else if let Some(rest) = url.strip_prefix("http://") {

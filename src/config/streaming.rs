@@ -8,33 +8,33 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct StreamingSettings {
+pub(crate) struct StreamingSettings {
     /// The address the server listens on; loopback by default, so nothing is
     /// reachable from outside the node unless asked for.
-    pub address: String,
+    pub(crate) address: String,
     /// The port; 0 picks a free one at each start.
-    pub port: u16,
+    pub(crate) port: u16,
     /// A session with no traffic either way for this long is closed
     /// (containerd's `stream_idle_timeout`).
-    pub idle_timeout_secs: u64,
+    pub(crate) idle_timeout_secs: u64,
     /// How long the URL an Exec/Attach/PortForward call returns stays
     /// usable (once).
-    pub token_ttl_secs: u64,
+    pub(crate) token_ttl_secs: u64,
     /// Most sessions open at once; more are refused (HTTP 429).
-    pub max_sessions: usize,
+    pub(crate) max_sessions: usize,
     /// Most connections at once that have not become a session yet; more
     /// are closed as they come. Each must send its whole request within
     /// `request_timeout_secs`.
-    pub max_connections: usize,
-    pub request_timeout_secs: u64,
+    pub(crate) max_connections: usize,
+    pub(crate) request_timeout_secs: u64,
     /// Most session URLs handed out and not used yet; an Exec, Attach or
     /// PortForward beyond them is refused (ResourceExhausted) until some
     /// are used or expire.
-    pub max_pending_urls: usize,
+    pub(crate) max_pending_urls: usize,
     /// TLS: the server's certificate chain and private key (PEM files);
     /// both or neither. With them the URLs are `https://`.
-    pub tls_cert_file: Option<PathBuf>,
-    pub tls_key_file: Option<PathBuf>,
+    pub(crate) tls_cert_file: Option<PathBuf>,
+    pub(crate) tls_key_file: Option<PathBuf>,
 }
 
 impl Default for StreamingSettings {
@@ -55,7 +55,7 @@ impl Default for StreamingSettings {
 }
 
 impl StreamingSettings {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         self.ip()?;
         match (&self.tls_cert_file, &self.tls_key_file) {
             (None, None) => {}
@@ -87,7 +87,7 @@ impl StreamingSettings {
         Ok(())
     }
 
-    pub fn ip(&self) -> Result<IpAddr, String> {
+    pub(crate) fn ip(&self) -> Result<IpAddr, String> {
         self.address
             .parse()
             .map_err(|_| format!("streaming.address must be an IP address, got {}", crate::quote::quote(&self.address)))

@@ -16,7 +16,7 @@ use crate::quote::quote;
 
 /// Adds the CDI nodes to a container's devices (a CDI node replaces a
 /// device of the same container path).
-pub fn merge_devices(devices: &mut Vec<HostDevice>, resolved: &Resolved) {
+pub(crate) fn merge_devices(devices: &mut Vec<HostDevice>, resolved: &Resolved) {
     for node in &resolved.nodes {
         devices.retain(|d| d.container_path != node.path);
         devices.push(HostDevice {
@@ -31,7 +31,7 @@ pub fn merge_devices(devices: &mut Vec<HostDevice>, resolved: &Resolved) {
 }
 
 /// Adds the CDI groups to a process's additional groups.
-pub fn add_groups(gids: &mut Vec<u32>, resolved: &Resolved) {
+pub(crate) fn add_groups(gids: &mut Vec<u32>, resolved: &Resolved) {
     for gid in &resolved.additional_gids {
         if !gids.contains(gid) {
             gids.push(*gid);
@@ -41,7 +41,7 @@ pub fn add_groups(gids: &mut Vec<u32>, resolved: &Resolved) {
 
 /// Applies the edits the spec builder does not: environment, mounts, device
 /// node owners and hooks.
-pub fn to_spec(spec: &mut Spec, resolved: &Resolved) -> Result<(), String> {
+pub(crate) fn to_spec(spec: &mut Spec, resolved: &Resolved) -> Result<(), String> {
     let mut process = spec.process().clone().unwrap_or_default();
     let mut env = process.env().clone().unwrap_or_default();
     for entry in &resolved.env {

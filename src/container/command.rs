@@ -6,7 +6,7 @@ use crate::monitor::plan::DEFAULT_PATH;
 
 /// Kubernetes' rules: a command replaces the Entrypoint and drops the Cmd;
 /// args alone replace the Cmd and keep the Entrypoint.
-pub fn argv(command: &[String], args: &[String], entrypoint: &[String], cmd: &[String]) -> Vec<String> {
+pub(crate) fn argv(command: &[String], args: &[String], entrypoint: &[String], cmd: &[String]) -> Vec<String> {
     match (command.is_empty(), args.is_empty()) {
         (false, false) => command.iter().chain(args).cloned().collect(),
         (false, true) => command.to_vec(),
@@ -19,7 +19,7 @@ pub fn argv(command: &[String], args: &[String], entrypoint: &[String], cmd: &[S
 /// and the pod's HOSTNAME, overlaid by the image's environment, overlaid by
 /// the config's (same key: the later wins, in the earlier's position); then
 /// HOME, the user's, when none of them set it.
-pub fn env(hostname: &str, home: &str, image_env: &[String], config_env: &[(String, String)]) -> Vec<String> {
+pub(crate) fn env(hostname: &str, home: &str, image_env: &[String], config_env: &[(String, String)]) -> Vec<String> {
     let mut out: Vec<(String, String)> =
         vec![("PATH".into(), DEFAULT_PATH.into()), ("HOSTNAME".into(), hostname.into())];
     let mut set = |key: &str, value: &str| match out.iter_mut().find(|(k, _)| k == key) {
@@ -40,7 +40,7 @@ pub fn env(hostname: &str, home: &str, image_env: &[String], config_env: &[(Stri
 }
 
 /// The config's working dir, else the image's, else `/`.
-pub fn working_dir(config: &str, image: &str) -> String {
+pub(crate) fn working_dir(config: &str, image: &str) -> String {
     [config, image].into_iter().find(|d| !d.is_empty()).unwrap_or("/").to_string()
 }
 

@@ -17,7 +17,7 @@ use super::security::SeccompChoice;
 
 /// Why a profile cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfinementError {
+pub(crate) enum ConfinementError {
     #[error("seccomp profile {path} not found (from {source_field})")]
     Missing { path: String, source_field: String },
     #[error("seccomp profile {path}: {why}")]
@@ -25,17 +25,17 @@ pub enum ConfinementError {
 }
 
 /// A container's compiled profile and what it cost.
-pub struct SeccompProgram {
+pub(crate) struct SeccompProgram {
     /// The resolved profile, for the spec's `linux.seccomp`.
-    pub profile: Profile,
-    pub program: Arc<CompiledProfile>,
-    pub cached: bool,
+    pub(crate) profile: Profile,
+    pub(crate) program: Arc<CompiledProfile>,
+    pub(crate) cached: bool,
     /// Reading, resolving and compiling (or finding in the cache), in µs.
-    pub prepare_us: u64,
+    pub(crate) prepare_us: u64,
 }
 
 /// The RuntimeDefault template and the compiled programs of this daemon.
-pub struct SeccompPrograms {
+pub(crate) struct SeccompPrograms {
     /// Parsed once; an error here is a build defect (unit tests parse it),
     /// reported to whoever asks for RuntimeDefault.
     runtime_default: Result<Profile, String>,
@@ -48,19 +48,19 @@ const RUNTIME_DEFAULT_NAME: &str = "(embedded RuntimeDefault)";
 
 impl SeccompPrograms {
     /// `profile_limit`: the largest Localhost profile read, in bytes.
-    pub fn new(profile_limit: u64) -> Self {
+    pub(crate) fn new(profile_limit: u64) -> Self {
         let runtime_default = Profile::parse(RUNTIME_DEFAULT_JSON.as_bytes()).map_err(|e| e.to_string());
         Self { runtime_default, cache: ProgramCache::new(), profile_limit }
     }
 
-    pub fn cache_stats(&self) -> crate::seccomp::cache::CacheStats {
+    pub(crate) fn cache_stats(&self) -> crate::seccomp::cache::CacheStats {
         self.cache.stats()
     }
 
     /// The program for `choice` given the container's bounding set (`CAP_…`
     /// names); None when unconfined. `source_field` names the setting that
     /// chose it, for error messages.
-    pub fn prepare(
+    pub(crate) fn prepare(
         &self,
         choice: &SeccompChoice,
         bounding: &BTreeSet<String>,

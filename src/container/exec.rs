@@ -13,17 +13,17 @@ use crate::linux::reaper::{ExitStatus, Reaper};
 use crate::monitor::plan::ExecRequest;
 
 /// Most bytes kept of each of stdout and stderr.
-pub const OUTPUT_CAP: usize = 16 << 20;
+pub(crate) const OUTPUT_CAP: usize = 16 << 20;
 
 #[derive(Debug)]
-pub struct ExecOutput {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub exit_code: i32,
+pub(crate) struct ExecOutput {
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
+    pub(crate) exit_code: i32,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ExecError {
+pub(crate) enum ExecError {
     #[error("the command did not finish within {0:?} and was killed")]
     Timeout(Duration),
     #[error("{0}")]
@@ -32,7 +32,7 @@ pub enum ExecError {
     Helper { binary: String, source: std::io::Error },
 }
 
-pub async fn exec_sync(
+pub(crate) async fn exec_sync(
     helper: &Path,
     request: &ExecRequest,
     timeout: Option<Duration>,

@@ -16,22 +16,22 @@ use crate::monitor::plan::ExecRequest;
 use crate::streaming::runtime::{self, ExecIo, ExecStdio};
 
 /// Everything needed to start the command later, when the client connects.
-pub struct ExecLaunch {
-    pub container_id: String,
-    pub helper: PathBuf,
-    pub request: ExecRequest,
-    pub reaper: Reaper,
+pub(crate) struct ExecLaunch {
+    pub(crate) container_id: String,
+    pub(crate) helper: PathBuf,
+    pub(crate) request: ExecRequest,
+    pub(crate) reaper: Reaper,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ExecStreamError {
+pub(crate) enum ExecStreamError {
     #[error("cannot start the exec helper {binary}: {source}")]
     Helper { binary: String, source: std::io::Error },
     #[error("{0}")]
     CannotStart(String),
 }
 
-pub struct RunningExec {
+pub(crate) struct RunningExec {
     pid: i32,
     /// Present until the helper is reaped: a kill cannot hit a reused pid.
     pidfd: Mutex<Option<Pidfd>>,
@@ -41,7 +41,7 @@ pub struct RunningExec {
 
 impl ExecLaunch {
     /// Starts the command; the helper joins the container and execs it.
-    pub fn start(mut self, stdio: ExecStdio) -> Result<(RunningExec, ExecIo), ExecStreamError> {
+    pub(crate) fn start(mut self, stdio: ExecStdio) -> Result<(RunningExec, ExecIo), ExecStreamError> {
         let binary = self.helper.display().to_string();
         let helper_err = |source: std::io::Error| ExecStreamError::Helper { binary: binary.clone(), source };
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from);
@@ -119,7 +119,7 @@ fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 impl RunningExec {
     /// Waits for the command to end: its exit code (128 + signal when
     /// killed), or why it could not start.
-    pub async fn wait(&self) -> Result<i32, ExecStreamError> {
+    pub(crate) async fn wait(&self) -> Result<i32, ExecStreamError> {
         let status = self.reaper.wait(self.pid).await;
         self.pidfd.lock().unwrap_or_else(|p| p.into_inner()).take();
         let errors = self.errors.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -136,7 +136,7 @@ impl RunningExec {
     }
 
     /// Kills the helper, and with it the command (its parent-death signal).
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         if let Some(helper) = self.pidfd.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             let _ = helper.send_signal(libc::SIGKILL);
         }

@@ -13,13 +13,13 @@ use crate::linux::beneath::{ConfinedDir, ConfinedRoot};
 
 /// What a sub path names in the merged image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Found {
+pub(crate) enum Found {
     Directory,
     File,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SubPathError {
+pub(crate) enum SubPathError {
     #[error("{} must be a relative path of plain names (no '..', '.' or leading '/')", crate::quote::quote(.0))]
     NotPlain(String),
     #[error("{} does not exist in the image", crate::quote::quote(.0))]
@@ -36,7 +36,7 @@ pub enum SubPathError {
 
 /// Looks `sub_path` up in the image whose unpacked layers are `layers`
 /// (lowest first).
-pub fn find(layers: &[PathBuf], sub_path: &str) -> Result<Found, SubPathError> {
+pub(crate) fn find(layers: &[PathBuf], sub_path: &str) -> Result<Found, SubPathError> {
     let names = plain_names(sub_path)?;
     let io = |e: std::io::Error| SubPathError::Io(e.to_string());
     // The directories that make up the merged one at the current depth, topmost first.

@@ -45,7 +45,6 @@ mod start;
 mod status;
 mod stop;
 mod update_resources;
-pub use checkpoint::CheckpointReport;
 
 /// How long the monitor may take to build a container.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -80,7 +79,7 @@ pub struct ContainerCreate {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ContainerError {
+pub(crate) enum ContainerError {
     #[error("container {} not found", crate::quote::quote(.0))]
     NotFound(String),
     #[error("container id prefix {} matches more than one container", crate::quote::quote(.0))]
@@ -128,7 +127,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerState {
+pub(crate) enum ContainerState {
     Created,
     Running,
     Exited,
@@ -138,13 +137,13 @@ pub enum ContainerState {
 #[derive(Debug, Clone)]
 pub struct ContainerView {
     pub record: ContainerRecord,
-    pub state: ContainerState,
-    pub started_at_ns: Option<i64>,
-    pub exit: Option<ExitRecord>,
-    pub init: Option<ProcessIdentity>,
+    pub(crate) state: ContainerState,
+    pub(crate) started_at_ns: Option<i64>,
+    pub(crate) exit: Option<ExitRecord>,
+    pub(crate) init: Option<ProcessIdentity>,
     /// How the init joined its cgroup (while its run directory exists).
-    pub cgroup_join: Option<CgroupJoin>,
-    pub paths: ContainerPaths,
+    pub(crate) cgroup_join: Option<CgroupJoin>,
+    pub(crate) paths: ContainerPaths,
 }
 
 struct InitProcess {
@@ -178,7 +177,7 @@ impl Tracked for Live {
 
 type Entry = registry::Entry<Live>;
 
-pub struct Containers {
+pub(crate) struct Containers {
     config: Arc<Config>,
     cgroups: Arc<Cgroups>,
     owned_cgroups: Arc<OwnedCgroups>,
@@ -209,7 +208,7 @@ fn name_slot(sandbox_id: &str, name_key: &str) -> String {
 }
 
 impl Containers {
-    pub fn new(
+    pub(crate) fn new(
         config: Arc<Config>,
         cgroups: Arc<Cgroups>,
         owned_cgroups: Arc<OwnedCgroups>,
@@ -248,13 +247,13 @@ impl Containers {
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).
-    pub fn reporting_to(mut self, events: Emitter<ContainerView>) -> Self {
+    pub(crate) fn reporting_to(mut self, events: Emitter<ContainerView>) -> Self {
         self.events = events;
         self
     }
 
     /// Where OOM kills are counted.
-    pub fn observed_by(mut self, metrics: crate::metrics::Metrics) -> Self {
+    pub(crate) fn observed_by(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.metrics = metrics;
         self
     }
@@ -266,7 +265,7 @@ impl Containers {
 
     /// Starts the spare monitors and makes the spare container directories
     /// (in the background).
-    pub fn refill_spares(&self) {
+    pub(crate) fn refill_spares(&self) {
         self.monitors.refill();
         self.dirs.refill();
     }
@@ -286,7 +285,7 @@ impl Containers {
     }
 
     /// Compiled seccomp programs: how many, compiled and reused since start.
-    pub fn seccomp_cache_stats(&self) -> crate::seccomp::cache::CacheStats {
+    pub(crate) fn seccomp_cache_stats(&self) -> crate::seccomp::cache::CacheStats {
         self.seccomp.cache_stats()
     }
 
@@ -294,7 +293,7 @@ impl Containers {
         ContainerPaths::new(&self.config.root, &self.config.state, id)
     }
 
-    pub fn resolve(&self, id: &str) -> Result<String, ContainerError> {
+    pub(crate) fn resolve(&self, id: &str) -> Result<String, ContainerError> {
         Ok(self.index.resolve(id)?)
     }
 

@@ -2,44 +2,45 @@
 //! monitor that builds and watches each one, their lifecycle and status, and
 //! ExecSync. The image store is reached through `ImageSource`.
 
-pub mod cdi_edits;
-pub mod command;
-pub mod confinement;
-pub mod exec;
-pub mod exec_stream;
-pub mod image_source;
-pub mod image_volume;
-pub mod manager;
-pub mod monitor_pool;
-pub mod record;
-pub mod security;
-pub mod signal;
-pub mod spare_dirs;
+pub(crate) mod cdi_edits;
+pub(crate) mod command;
+pub(crate) mod confinement;
+pub(crate) mod exec;
+pub(crate) mod exec_stream;
+pub(crate) mod image_source;
+pub(crate) mod image_volume;
+pub(crate) mod manager;
+pub(crate) mod monitor_pool;
+pub(crate) mod record;
+pub(crate) mod security;
+pub(crate) mod signal;
+pub(crate) mod spare_dirs;
 pub mod spec;
 pub mod user;
 
 use std::path::PathBuf;
 
-pub use manager::{ContainerCreate, ContainerError, ContainerState, ContainerView, Containers, PidMode};
+pub use manager::{ContainerCreate, PidMode};
+pub(crate) use manager::{ContainerError, ContainerState, ContainerView, Containers};
 
 /// An image as containers need it.
 #[derive(Debug, Clone, Default)]
-pub struct SourceImage {
+pub(crate) struct SourceImage {
     /// `sha256:` config digest.
-    pub id: String,
+    pub(crate) id: String,
     /// A name to show (first repo tag, else the id).
-    pub name: String,
+    pub(crate) name: String,
     /// A pinned reference (first repo digest, else the id).
-    pub reference: String,
-    pub defaults: spec::ImageDefaults,
+    pub(crate) reference: String,
+    pub(crate) defaults: spec::ImageDefaults,
     /// The image config's User.
-    pub user: String,
+    pub(crate) user: String,
     /// The image config's StopSignal.
-    pub stop_signal: String,
+    pub(crate) stop_signal: String,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ImageSourceError {
+pub(crate) enum ImageSourceError {
     #[error("image {} not found", crate::quote::quote(.0))]
     NotFound(String),
     #[error("{0}")]
@@ -49,7 +50,7 @@ pub enum ImageSourceError {
 }
 
 /// Where containers get images and their layers from.
-pub trait ImageSource: Send + Sync {
+pub(crate) trait ImageSource: Send + Sync {
     fn resolve(&self, reference: &str) -> Result<SourceImage, ImageSourceError>;
     /// The unpacked layer directories of `image_id`, lowest first, kept for `holder`.
     fn lease_layers(&self, holder: &str, image_id: &str) -> Result<Vec<PathBuf>, ImageSourceError>;

@@ -31,10 +31,10 @@ use crate::store;
 use crate::wire::{Answer, BuildStep, Message, Settled};
 
 /// A started monitor: its pid, and the pipes to say `go` and read its reply.
-pub struct PendingMonitor {
-    pub pid: i32,
-    pub go: ChildStdin,
-    pub reply: ChildStdout,
+pub(crate) struct PendingMonitor {
+    pub(crate) pid: i32,
+    pub(crate) go: ChildStdin,
+    pub(crate) reply: ChildStdout,
     /// Its directory: a spare's own until it is taken, then the run dir.
     dir: PathBuf,
     /// A handle that stays on this process even if the pid is reused: a
@@ -51,12 +51,12 @@ impl PendingMonitor {
     /// written: its init builds (or it reads the spec) while the daemon
     /// finishes the cgroup. A monitor that died already fails this, and
     /// later `go` too.
-    pub fn plan_written(&self) {
+    pub(crate) fn plan_written(&self) {
         helper::say(&self.go, &BuildStep::Plan);
     }
 
     /// A copy of the monitor's input, to say `go` on from another thread.
-    pub fn go_copy(&self) -> io::Result<std::os::fd::OwnedFd> {
+    pub(crate) fn go_copy(&self) -> io::Result<std::os::fd::OwnedFd> {
         self.go.as_fd().try_clone_to_owned()
     }
 
@@ -72,12 +72,12 @@ impl PendingMonitor {
     /// A handle to wait for this monitor's end on (None when it has none):
     /// a failed create's undo waits on it, once the input has closed, so
     /// that nothing of the monitor writes in a run dir being removed.
-    pub fn exit_watch(&self) -> Option<Pidfd> {
+    pub(crate) fn exit_watch(&self) -> Option<Pidfd> {
         self.handle.as_ref().and_then(|h| h.try_clone().ok())
     }
 }
 
-pub struct MonitorPool {
+pub(crate) struct MonitorPool {
     binary: PathBuf,
     /// How many spares to keep (0: none, every monitor starts on demand).
     size: usize,
@@ -99,14 +99,14 @@ impl Drop for MonitorPool {
 impl MonitorPool {
     /// A pool whose monitors settle under `spare_root`. What an earlier
     /// daemon's spares left there goes (they end with that daemon).
-    pub fn new(binary: PathBuf, size: usize, spare_root: PathBuf) -> Arc<Self> {
+    pub(crate) fn new(binary: PathBuf, size: usize, spare_root: PathBuf) -> Arc<Self> {
         if let Err(e) = store::remove_tree(&spare_root) {
             tracing::warn!(dir = %spare_root.display(), error = %e, "cannot remove earlier spare monitors' directories");
         }
         Arc::new(Self { binary, size, spares: Mutex::new(Vec::new()), spare_root })
     }
 
-    pub fn binary(&self) -> &Path {
+    pub(crate) fn binary(&self) -> &Path {
         &self.binary
     }
 
@@ -115,7 +115,7 @@ impl MonitorPool {
     }
 
     /// How many spares wait now.
-    pub fn idle(&self) -> usize {
+    pub(crate) fn idle(&self) -> usize {
         self.spares().len()
     }
 
@@ -168,7 +168,7 @@ impl MonitorPool {
     /// then waits for `go`, and dropped without `go`, it ends. The caller
     /// has spares refilled later once it has said `go`, and `refill` when
     /// its create failed (an undo of the create).
-    pub async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
+    pub(crate) async fn take(self: &Arc<Self>, assignment: &MonitorAssignment) -> io::Result<PendingMonitor> {
         let mut line = assignment.try_encode().map_err(io::Error::other)?.into_bytes();
         line.push(b'\n');
         let spare = self.spares().pop();
@@ -218,7 +218,7 @@ impl MonitorPool {
     /// child starved between fork and exec holds copies of all the daemon's
     /// descriptors, and would keep a daemon killed meanwhile from releasing
     /// its socket to the next one.
-    pub fn refill(self: &Arc<Self>) {
+    pub(crate) fn refill(self: &Arc<Self>) {
         if self.full() {
             return;
         }
@@ -227,7 +227,7 @@ impl MonitorPool {
     }
 
     /// Whether all the spares wait.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.idle() >= self.size
     }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{self, security_profile::ProfileType, SecurityProfile};
 use crate::seccomp::choice::{field_error, localhost_path, LOCALHOST_PREFIX};
-pub use crate::seccomp::choice::{from_legacy_path, FieldError, SeccompChoice};
+pub(crate) use crate::seccomp::choice::{from_legacy_path, FieldError, SeccompChoice};
 use crate::seccomp::program::ProgramSummary;
 
 /// The structured field.
@@ -32,7 +32,7 @@ fn from_profile(field: &str, profile: &SecurityProfile) -> Result<SeccompChoice,
 }
 
 /// The pod's side of the decision (its sandbox security context).
-pub fn pod_seccomp(sc: &api::LinuxSandboxSecurityContext) -> Result<Option<SeccompChoice>, FieldError> {
+pub(crate) fn pod_seccomp(sc: &api::LinuxSandboxSecurityContext) -> Result<Option<SeccompChoice>, FieldError> {
     const FIELD: &str = "config.linux.security_context";
     if let Some(profile) = &sc.seccomp {
         return from_profile(&format!("{FIELD}.seccomp"), profile).map(Some);
@@ -41,7 +41,7 @@ pub fn pod_seccomp(sc: &api::LinuxSandboxSecurityContext) -> Result<Option<Secco
 }
 
 /// Which profile a container gets, and which setting decided it.
-pub fn seccomp_choice(
+pub(crate) fn seccomp_choice(
     container: &api::LinuxContainerSecurityContext,
     pod: Option<&api::LinuxSandboxSecurityContext>,
     unset_profile: &str,
@@ -80,40 +80,40 @@ pub fn seccomp_choice(
 /// What a container's status says about its seccomp profile.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct SeccompReport {
+pub(crate) struct SeccompReport {
     /// `Unconfined`, `RuntimeDefault` or `Localhost`.
-    pub profile: String,
+    pub(crate) profile: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub localhost_ref: Option<PathBuf>,
+    pub(crate) localhost_ref: Option<PathBuf>,
     /// The setting that decided it.
-    pub source: String,
+    pub(crate) source: String,
     /// The compiled program (none when unconfined).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub program: Option<ProgramSummary>,
+    pub(crate) program: Option<ProgramSummary>,
 }
 
 /// What a container asked of a Linux security module nidus does not enforce.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct LsmReport {
+pub(crate) struct LsmReport {
     /// What the config asked for ("" when nothing).
-    pub requested: String,
-    pub enforced: bool,
+    pub(crate) requested: String,
+    pub(crate) enforced: bool,
     /// Whether the node runs this security module at all.
-    pub host_has_module: bool,
+    pub(crate) host_has_module: bool,
 }
 
 /// The confinement of a container, kept in its record for status.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct SecurityReport {
-    pub seccomp: SeccompReport,
-    pub apparmor: LsmReport,
-    pub selinux: LsmReport,
+pub(crate) struct SecurityReport {
+    pub(crate) seccomp: SeccompReport,
+    pub(crate) apparmor: LsmReport,
+    pub(crate) selinux: LsmReport,
 }
 
 /// The AppArmor request of a container, as text ("" when none).
-pub fn apparmor_request(sc: &api::LinuxContainerSecurityContext) -> String {
+pub(crate) fn apparmor_request(sc: &api::LinuxContainerSecurityContext) -> String {
     match &sc.apparmor {
         Some(p) => match ProfileType::try_from(p.profile_type) {
             Ok(ProfileType::Localhost) => format!("localhost/{}", p.localhost_ref.trim_start_matches(LOCALHOST_PREFIX)),
@@ -125,7 +125,7 @@ pub fn apparmor_request(sc: &api::LinuxContainerSecurityContext) -> String {
 }
 
 /// The SELinux options of a container, as text ("" when none).
-pub fn selinux_request(sc: &api::LinuxContainerSecurityContext) -> String {
+pub(crate) fn selinux_request(sc: &api::LinuxContainerSecurityContext) -> String {
     sc.selinux_options
         .as_ref()
         .map(|o| [o.user.as_str(), o.role.as_str(), o.r#type.as_str(), o.level.as_str()].join(":"))
@@ -135,13 +135,13 @@ pub fn selinux_request(sc: &api::LinuxContainerSecurityContext) -> String {
 
 /// The security modules the node runs (read from sysfs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HostModules {
-    pub apparmor: bool,
-    pub selinux: bool,
+pub(crate) struct HostModules {
+    pub(crate) apparmor: bool,
+    pub(crate) selinux: bool,
 }
 
 impl HostModules {
-    pub fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         let apparmor = std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
             .map(|s| s.trim().eq_ignore_ascii_case("y"))
             .unwrap_or(false);
@@ -152,7 +152,7 @@ impl HostModules {
 
 /// The AppArmor and SELinux parts of a container's report: accepted, never
 /// enforced by nidus.
-pub fn lsm_reports(sc: &api::LinuxContainerSecurityContext, host: HostModules) -> (LsmReport, LsmReport) {
+pub(crate) fn lsm_reports(sc: &api::LinuxContainerSecurityContext, host: HostModules) -> (LsmReport, LsmReport) {
     (
         LsmReport { requested: apparmor_request(sc), enforced: false, host_has_module: host.apparmor },
         LsmReport { requested: selinux_request(sc), enforced: false, host_has_module: host.selinux },

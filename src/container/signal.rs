@@ -3,7 +3,7 @@
 use crate::api::Signal as CriSignal;
 
 /// Parses `SIGTERM`, `TERM`, `15` or `SIGRTMIN+3` into a signal number.
-pub fn parse(name: &str) -> Option<i32> {
+pub(crate) fn parse(name: &str) -> Option<i32> {
     let name = name.trim();
     if let Ok(n) = name.parse::<i32>() {
         return (1..=64).contains(&n).then_some(n);
@@ -30,7 +30,7 @@ pub fn parse(name: &str) -> Option<i32> {
 }
 
 /// The signal a CRI `Signal` value names; None for RUNTIME_DEFAULT.
-pub fn from_cri(value: i32) -> Option<i32> {
+pub(crate) fn from_cri(value: i32) -> Option<i32> {
     let signal = CriSignal::try_from(value).ok()?;
     if signal == CriSignal::RuntimeDefault {
         return None;
@@ -39,7 +39,7 @@ pub fn from_cri(value: i32) -> Option<i32> {
 }
 
 /// The CRI `Signal` for a signal number (RUNTIME_DEFAULT when it has no name there).
-pub fn to_cri(signal: i32) -> CriSignal {
+pub(crate) fn to_cri(signal: i32) -> CriSignal {
     nix::sys::signal::Signal::try_from(signal)
         .ok()
         .and_then(|s| CriSignal::from_str_name(&format!("SIGNAL_{}", s.as_str())))

@@ -34,12 +34,12 @@ const MOUNT_POINTS: [&str; 3] = ["hostname", "hosts", "resolv.conf"];
 /// (`store::PreparedWrite::into_spare`), so that they allocate no inode:
 /// the first record, the durable record once created, and config.json.
 /// Named as temp files: one never used goes with the directory.
-pub const FIRST_RECORD: &str = ".tmp-container.json-first";
-pub const CREATED_RECORD: &str = ".tmp-container.json-created";
-pub const SPEC: &str = ".tmp-config.json-first";
+pub(crate) const FIRST_RECORD: &str = ".tmp-container.json-first";
+pub(crate) const CREATED_RECORD: &str = ".tmp-container.json-created";
+pub(crate) const SPEC: &str = ".tmp-config.json-first";
 const SPARE_FILES: [&str; 3] = [FIRST_RECORD, CREATED_RECORD, SPEC];
 
-pub struct SpareDirs {
+pub(crate) struct SpareDirs {
     /// On the file system of the containers' directories they are renamed to.
     root: PathBuf,
     /// How many to keep (0: each container's directory is made on demand).
@@ -59,7 +59,7 @@ impl Drop for SpareDirs {
 impl SpareDirs {
     /// A pool whose spares are made under `root`. What an earlier daemon
     /// left there goes (spares are not carried over: they are cheap).
-    pub fn new(root: PathBuf, size: usize) -> Arc<Self> {
+    pub(crate) fn new(root: PathBuf, size: usize) -> Arc<Self> {
         if let Err(e) = store::remove_tree(&root) {
             tracing::warn!(dir = %root.display(), error = %e, "cannot remove earlier spare container directories");
         }
@@ -71,14 +71,14 @@ impl SpareDirs {
     }
 
     /// How many spares wait now.
-    pub fn idle(&self) -> usize {
+    pub(crate) fn idle(&self) -> usize {
         self.spares().len()
     }
 
     /// Makes `dest` (which must not exist) a new container directory: a
     /// spare renamed when one waits, else made here. The caller has spares
     /// refilled (see `Containers::refill_spares_later`).
-    pub fn take(&self, dest: &Path) -> io::Result<()> {
+    pub(crate) fn take(&self, dest: &Path) -> io::Result<()> {
         let spare = self.spares().pop();
         if let Some(spare) = spare {
             match rename_new(&spare, dest) {
@@ -96,12 +96,12 @@ impl SpareDirs {
     }
 
     /// Whether all the spares wait.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.idle() >= self.size
     }
 
     /// Makes spares in the background until `size` wait.
-    pub fn refill(self: &Arc<Self>) {
+    pub(crate) fn refill(self: &Arc<Self>) {
         if self.full() {
             return;
         }
@@ -179,7 +179,7 @@ fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
 
 /// What the image has at /etc (its top-most layer that has it), for the
 /// mount points' `etc` in the upper directory.
-pub enum ImageEtc {
+pub(crate) enum ImageEtc {
     /// A directory (in a layer, at this path): the upper `etc` takes its
     /// owner, mode, times and extended attributes.
     Directory(PathBuf, Metadata),
@@ -191,7 +191,7 @@ pub enum ImageEtc {
 
 /// Gives `upper/etc` what the image's /etc has (see `ImageEtc`), as the
 /// overlay's copy-up of /etc would.
-pub fn fit_to_image(upper: &Path, image_etc: &ImageEtc) -> io::Result<()> {
+pub(crate) fn fit_to_image(upper: &Path, image_etc: &ImageEtc) -> io::Result<()> {
     let etc = upper.join("etc");
     match image_etc {
         ImageEtc::Missing => Ok(()),
@@ -236,7 +236,7 @@ fn copy_xattrs(from: &Path, to: &Path) -> io::Result<()> {
 /// the container's root owns its root directory, as the image's root owns
 /// it in the image). The work directory stays the node's root's (only the
 /// overlay, mounted by it, uses it).
-pub fn give_to_user_namespace(upper: &Path, maps: &crate::linux::userns::IdMaps) -> io::Result<()> {
+pub(crate) fn give_to_user_namespace(upper: &Path, maps: &crate::linux::userns::IdMaps) -> io::Result<()> {
     let mut entries = vec![upper.to_path_buf()];
     let etc = upper.join("etc");
     if fs::symlink_metadata(&etc).is_ok_and(|m| m.is_dir()) {
@@ -260,7 +260,7 @@ pub fn give_to_user_namespace(upper: &Path, maps: &crate::linux::userns::IdMaps)
 
 /// Removes the mount points made ahead (a container restored from a
 /// checkpoint gets its upper directory from the checkpoint).
-pub fn remove_mount_points(upper: &Path) -> io::Result<()> {
+pub(crate) fn remove_mount_points(upper: &Path) -> io::Result<()> {
     store::remove_tree(&upper.join("etc"))
 }
 

@@ -36,24 +36,24 @@ pub const DEFAULT_READONLY_PATHS: &[&str] = &["/proc/bus", "/proc/fs", "/proc/ir
 /// The pod's side of a container: its files and namespaces.
 #[derive(Debug, Clone, Default)]
 pub struct PodFacts {
-    pub sandbox_id: String,
-    pub name: String,
-    pub namespace: String,
-    pub uid: String,
+    pub(crate) sandbox_id: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) uid: String,
     /// The pod's hostname (its config's, or the node's): HOSTNAME in the environment.
-    pub hostname: String,
-    pub hostname_file: PathBuf,
-    pub hosts_file: PathBuf,
-    pub resolv_conf_file: PathBuf,
+    pub(crate) hostname: String,
+    pub(crate) hostname_file: PathBuf,
+    pub(crate) hosts_file: PathBuf,
+    pub(crate) resolv_conf_file: PathBuf,
     /// The pod's /dev/shm (None: the node's, for host IPC).
-    pub shm: Option<PathBuf>,
+    pub(crate) shm: Option<PathBuf>,
     /// Namespace files of the pause process; None where the pod uses the node's.
-    pub net_ns: Option<PathBuf>,
-    pub ipc_ns: Option<PathBuf>,
-    pub uts_ns: Option<PathBuf>,
+    pub(crate) net_ns: Option<PathBuf>,
+    pub(crate) ipc_ns: Option<PathBuf>,
+    pub(crate) uts_ns: Option<PathBuf>,
     pub pid_ns: Option<PathBuf>,
     /// The pod's user namespace (its file and ID maps), when it has one.
-    pub user_ns: Option<(PathBuf, crate::linux::userns::IdMaps)>,
+    pub(crate) user_ns: Option<(PathBuf, crate::linux::userns::IdMaps)>,
 }
 
 impl PodFacts {
@@ -95,10 +95,10 @@ pub enum PidNamespace {
 /// What the image says about the process.
 #[derive(Debug, Clone, Default)]
 pub struct ImageDefaults {
-    pub entrypoint: Vec<String>,
-    pub cmd: Vec<String>,
-    pub env: Vec<String>,
-    pub working_dir: String,
+    pub(crate) entrypoint: Vec<String>,
+    pub(crate) cmd: Vec<String>,
+    pub(crate) env: Vec<String>,
+    pub(crate) working_dir: String,
 }
 
 /// Everything the spec is made of.
@@ -134,11 +134,11 @@ pub struct SpecInput<'a> {
 /// where the whole image is mounted first then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageVolume {
-    pub container_path: String,
-    pub image_id: String,
-    pub layers: Vec<PathBuf>,
-    pub sub_path: Option<String>,
-    pub scratch: PathBuf,
+    pub(crate) container_path: String,
+    pub(crate) image_id: String,
+    pub(crate) layers: Vec<PathBuf>,
+    pub(crate) sub_path: Option<String>,
+    pub(crate) scratch: PathBuf,
 }
 
 impl ImageVolume {
@@ -164,12 +164,12 @@ impl ImageVolume {
 /// A host device node a container gets (its type and numbers read on the host).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostDevice {
-    pub container_path: String,
-    pub char_device: bool,
-    pub major: i64,
-    pub minor: i64,
-    pub file_mode: u32,
-    pub permissions: String,
+    pub(crate) container_path: String,
+    pub(crate) char_device: bool,
+    pub(crate) major: i64,
+    pub(crate) minor: i64,
+    pub(crate) file_mode: u32,
+    pub(crate) permissions: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,7 +201,7 @@ fn security(config: &api::ContainerConfig) -> api::LinuxContainerSecurityContext
 
 /// The container's mounts, in the order they are made: the standard
 /// filesystems, the pod's files, then the config's mounts, parents first.
-pub fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
+pub(crate) fn mounts(input: &SpecInput) -> Result<Vec<Mount>, SpecError> {
     let sc = security(input.config);
     let ro_unless_privileged = if sc.privileged { "rw" } else { "ro" };
     let mut out = vec![

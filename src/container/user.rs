@@ -4,17 +4,17 @@
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PasswdEntry {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub home: String,
+    pub(crate) name: String,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) home: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupEntry {
-    pub name: String,
-    pub gid: u32,
-    pub members: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) gid: u32,
+    pub(crate) members: Vec<String>,
 }
 
 pub fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
@@ -64,19 +64,19 @@ pub struct UserRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedUser {
-    pub uid: u32,
-    pub gid: u32,
-    pub additional_gids: Vec<u32>,
-    pub username: Option<String>,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) additional_gids: Vec<u32>,
+    pub(crate) username: Option<String>,
     /// The user's home in the image's /etc/passwd; `/` when it has none.
-    pub home: String,
+    pub(crate) home: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{field}: {why}")]
 pub struct UserError {
-    pub field: &'static str,
-    pub why: String,
+    pub(crate) field: &'static str,
+    pub(crate) why: String,
 }
 
 fn id(field: &'static str, value: i64) -> Result<u32, UserError> {

@@ -7,14 +7,14 @@ use crate::api;
 use crate::container::{ContainerState, ContainerView};
 use crate::pod::{SandboxState, SandboxView};
 
-pub fn sandbox_state(state: SandboxState) -> api::PodSandboxState {
+pub(crate) fn sandbox_state(state: SandboxState) -> api::PodSandboxState {
     match state {
         SandboxState::Ready => api::PodSandboxState::SandboxReady,
         SandboxState::NotReady => api::PodSandboxState::SandboxNotready,
     }
 }
 
-pub fn pod_sandbox(view: &SandboxView) -> api::PodSandbox {
+pub(crate) fn pod_sandbox(view: &SandboxView) -> api::PodSandbox {
     let config = &view.record.config;
     api::PodSandbox {
         id: view.record.id.clone(),
@@ -27,7 +27,7 @@ pub fn pod_sandbox(view: &SandboxView) -> api::PodSandbox {
     }
 }
 
-pub fn pod_sandbox_status(view: &SandboxView) -> api::PodSandboxStatus {
+pub(crate) fn pod_sandbox_status(view: &SandboxView) -> api::PodSandboxStatus {
     let config = &view.record.config;
     let options = config
         .linux
@@ -69,7 +69,7 @@ fn pod_network_status(view: &SandboxView) -> api::PodSandboxNetworkStatus {
 
 /// The verbose `info` of PodSandboxStatus: one "info" key holding JSON, as
 /// containerd does, so `crictl inspectp` shows it.
-pub fn sandbox_info(view: &SandboxView) -> HashMap<String, String> {
+pub(crate) fn sandbox_info(view: &SandboxView) -> HashMap<String, String> {
     let record = &view.record;
     let pid = view.pause.as_ref().map(|p| p.pid);
     let ns_path = |kind: &str, own: bool| -> serde_json::Value {
@@ -107,17 +107,17 @@ pub fn sandbox_info(view: &SandboxView) -> HashMap<String, String> {
 }
 
 /// True when `labels` has every key=value of `selector`.
-pub fn labels_match(selector: &HashMap<String, String>, labels: &HashMap<String, String>) -> bool {
+pub(crate) fn labels_match(selector: &HashMap<String, String>, labels: &HashMap<String, String>) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-pub fn sandbox_matches(filter: &api::PodSandboxFilter, view: &SandboxView) -> bool {
+pub(crate) fn sandbox_matches(filter: &api::PodSandboxFilter, view: &SandboxView) -> bool {
     (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
         && filter.state.as_ref().is_none_or(|s| s.state == sandbox_state(view.state) as i32)
         && labels_match(&filter.label_selector, &view.record.config.labels)
 }
 
-pub fn container_state(state: ContainerState) -> api::ContainerState {
+pub(crate) fn container_state(state: ContainerState) -> api::ContainerState {
     match state {
         ContainerState::Created => api::ContainerState::ContainerCreated,
         ContainerState::Running => api::ContainerState::ContainerRunning,
@@ -134,7 +134,7 @@ fn image_spec(view: &ContainerView) -> api::ImageSpec {
     }
 }
 
-pub fn container(view: &ContainerView) -> api::Container {
+pub(crate) fn container(view: &ContainerView) -> api::Container {
     let config = &view.record.config;
     api::Container {
         id: view.record.id.clone(),
@@ -150,7 +150,7 @@ pub fn container(view: &ContainerView) -> api::Container {
     }
 }
 
-pub fn container_status(view: &ContainerView) -> api::ContainerStatus {
+pub(crate) fn container_status(view: &ContainerView) -> api::ContainerStatus {
     let record = &view.record;
     let config = &record.config;
     let exit = view.exit.clone();
@@ -206,7 +206,7 @@ pub fn container_status(view: &ContainerView) -> api::ContainerStatus {
 }
 
 /// The verbose `info` of ContainerStatus: one "info" key holding JSON.
-pub fn container_info(view: &ContainerView) -> HashMap<String, String> {
+pub(crate) fn container_info(view: &ContainerView) -> HashMap<String, String> {
     let record = &view.record;
     let spec: serde_json::Value = std::fs::read(view.paths.spec())
         .ok()
@@ -231,7 +231,7 @@ pub fn container_info(view: &ContainerView) -> HashMap<String, String> {
     HashMap::from([("info".to_string(), info.to_string())])
 }
 
-pub fn container_matches(filter: &api::ContainerFilter, view: &ContainerView) -> bool {
+pub(crate) fn container_matches(filter: &api::ContainerFilter, view: &ContainerView) -> bool {
     (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
         && (filter.pod_sandbox_id.is_empty() || view.record.sandbox_id.starts_with(&filter.pod_sandbox_id))
         && filter.state.as_ref().is_none_or(|s| s.state == container_state(view.state) as i32)

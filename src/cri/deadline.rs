@@ -19,7 +19,7 @@ const MAX_MARGIN: Duration = Duration::from_secs(1);
 
 /// The time left until the client's deadline, less a margin; `None` when
 /// the client set none (or an unreadable one, which the server ignores too).
-pub fn client_deadline(metadata: &MetadataMap) -> Option<Duration> {
+pub(crate) fn client_deadline(metadata: &MetadataMap) -> Option<Duration> {
     budget_of(metadata.get("grpc-timeout")?.to_str().ok()?)
 }
 
@@ -32,7 +32,7 @@ fn budget_of(grpc_timeout: &str) -> Option<Duration> {
 /// DeadlineExceeded, naming the call (the work of a call that must run to
 /// its end goes on, `cri::detached`).
 #[derive(Clone, Copy, Default)]
-pub struct DeadlineLayer;
+pub(crate) struct DeadlineLayer;
 
 impl<S> tower::Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
@@ -42,7 +42,7 @@ impl<S> tower::Layer<S> for DeadlineLayer {
 }
 
 #[derive(Clone)]
-pub struct Deadline<S> {
+pub(crate) struct Deadline<S> {
     inner: S,
 }
 
@@ -79,7 +79,7 @@ where
 }
 
 /// The sooner of two optional limits.
-pub fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+pub(crate) fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 /// Runs `work` in a task of its own and returns its result, which the
 /// caller may no longer be there to hear.
-pub async fn to_the_end<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> Result<T, Status> {
+pub(crate) async fn to_the_end<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> Result<T, Status> {
     // The work keeps the call's span (cri::instrument).
     tokio::spawn(work.instrument(tracing::Span::current()))
         .await
@@ -23,7 +23,7 @@ pub async fn to_the_end<T: Send + 'static>(work: impl Future<Output = T> + Send 
 /// its own. When its caller has gone by the time it is made, `undo` takes it
 /// back: a caller that never heard the id must not find the name taken when
 /// it tries again, and nothing is left that nobody knows of.
-pub async fn made_or_undone<T, E, W, U, F>(work: W, undo: U) -> Result<Result<T, E>, Status>
+pub(crate) async fn made_or_undone<T, E, W, U, F>(work: W, undo: U) -> Result<Result<T, E>, Status>
 where
     T: Send + 'static,
     E: Send + 'static,

@@ -15,7 +15,7 @@ use crate::network::NetworkError;
 use crate::pod::SandboxError;
 use crate::runtime::PodError;
 
-pub fn invalid(field: &str, why: impl std::fmt::Display) -> Status {
+pub(crate) fn invalid(field: &str, why: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("{field}: {why}"))
 }
 
@@ -105,7 +105,7 @@ impl From<PodError> for Status {
 
 /// An image store error as a gRPC status; `field` names the request field
 /// that held the image reference.
-pub fn image_error(field: &str, e: ImageError) -> Status {
+pub(crate) fn image_error(field: &str, e: ImageError) -> Status {
     match e {
         ImageError::NotFound(_) => Status::not_found(e.to_string()),
         ImageError::InvalidReference(_) | ImageError::Ambiguous(_) => invalid(field, e),
@@ -119,7 +119,7 @@ pub fn image_error(field: &str, e: ImageError) -> Status {
 }
 
 /// A failed pull → its gRPC status (kubelet shows the message in ErrImagePull).
-pub fn pull_status(e: crate::image::pull::PullError) -> Status {
+pub(crate) fn pull_status(e: crate::image::pull::PullError) -> Status {
     use crate::image::pull::PullError;
     let message = e.to_string();
     match e {

@@ -26,24 +26,24 @@ use super::runtime_service::StreamOf;
 /// What an event happened to, as it was right after: a container or a
 /// sandbox (the managers' views, wrapped as each reports to the daemon's hub).
 #[derive(Debug, Clone)]
-pub enum Subject {
+pub(crate) enum Subject {
     Container(Box<ContainerView>),
     Sandbox(Box<SandboxView>),
 }
 
 impl Subject {
     /// The containers' emitter's wrap.
-    pub fn container(view: ContainerView) -> Self {
+    pub(crate) fn container(view: ContainerView) -> Self {
         Self::Container(Box::new(view))
     }
 
     /// The sandboxes' emitter's wrap.
-    pub fn sandbox(view: SandboxView) -> Self {
+    pub(crate) fn sandbox(view: SandboxView) -> Self {
         Self::Sandbox(Box::new(view))
     }
 
     /// The container's or the sandbox's id.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             Self::Container(view) => &view.record.id,
             Self::Sandbox(view) => &view.record.id,
@@ -51,7 +51,7 @@ impl Subject {
     }
 
     /// The pod it belongs to (a sandbox's own id).
-    pub fn pod_id(&self) -> &str {
+    pub(crate) fn pod_id(&self) -> &str {
         match self {
             Self::Container(view) => &view.record.sandbox_id,
             Self::Sandbox(view) => &view.record.id,
@@ -65,7 +65,7 @@ type Event = crate::events::Event<Subject>;
 const QUEUE: usize = 256;
 
 /// A new subscriber's stream of events.
-pub fn stream(daemon: Arc<Daemon>) -> StreamOf<ContainerEventResponse> {
+pub(crate) fn stream(daemon: Arc<Daemon>) -> StreamOf<ContainerEventResponse> {
     let subscription = daemon.events.subscribe();
     let (sender, receiver) = mpsc::channel(QUEUE);
     let cut_off: Arc<Mutex<Option<Status>>> = Arc::default();
@@ -128,7 +128,7 @@ fn queue(
 
 /// The CRI's message for `event`: the pod's status and every container of
 /// the pod as they are now, except the one that changed, as it was then.
-pub fn response(daemon: &Daemon, event: &Event) -> ContainerEventResponse {
+pub(crate) fn response(daemon: &Daemon, event: &Event) -> ContainerEventResponse {
     let pod_id = event.subject.pod_id();
     let pod_sandbox_status = match &event.subject {
         Subject::Sandbox(view) => Some(convert::pod_sandbox_status(view)),

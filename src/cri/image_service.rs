@@ -13,12 +13,12 @@ use crate::image::{self, pull, ImageError, ImageStore, ImageUser};
 use super::errors::{image_error, pull_status};
 use super::runtime_service::{chunked, StreamOf};
 
-pub struct ImageApi {
+pub(crate) struct ImageApi {
     daemon: Arc<Daemon>,
 }
 
 impl ImageApi {
-    pub fn new(daemon: Arc<Daemon>) -> Self {
+    pub(crate) fn new(daemon: Arc<Daemon>) -> Self {
         Self { daemon }
     }
 

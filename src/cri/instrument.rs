@@ -22,7 +22,7 @@ const ID_FIELDS: [(&str, &str); 2] = [("pod_sandbox_id", "pod_id"), ("container_
 
 /// Records `value` as the current call's pod or container id when `field`
 /// names one.
-pub fn record_id(field: &str, value: &str) {
+pub(crate) fn record_id(field: &str, value: &str) {
     if let Some((_, name)) = ID_FIELDS.iter().find(|(f, _)| *f == field) {
         tracing::Span::current().record(*name, tracing::field::display(value));
     }
@@ -30,8 +30,8 @@ pub fn record_id(field: &str, value: &str) {
 
 /// The layer; `metrics` counts each call and records its time by call and code.
 #[derive(Clone, Default)]
-pub struct InstrumentLayer {
-    pub metrics: Metrics,
+pub(crate) struct InstrumentLayer {
+    pub(crate) metrics: Metrics,
 }
 
 impl<S> tower::Layer<S> for InstrumentLayer {
@@ -42,7 +42,7 @@ impl<S> tower::Layer<S> for InstrumentLayer {
 }
 
 #[derive(Clone)]
-pub struct Instrumented<S> {
+pub(crate) struct Instrumented<S> {
     inner: S,
     metrics: Metrics,
 }

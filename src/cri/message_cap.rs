@@ -12,7 +12,7 @@ pub const MAX_STATUS_MESSAGE: usize = 4096;
 const CUT_MARK: &[u8] = b"%20...%20(cut)";
 
 /// Cuts an answer's `grpc-message` to [`MAX_STATUS_MESSAGE`] bytes.
-pub fn cap_status_message<B>(mut response: http::Response<B>) -> http::Response<B> {
+pub(crate) fn cap_status_message<B>(mut response: http::Response<B>) -> http::Response<B> {
     if let Some(value) = response.headers().get("grpc-message") {
         if let Some(cut) = cut(value.as_bytes()) {
             response.headers_mut().insert("grpc-message", cut);

@@ -27,7 +27,7 @@ use super::errors::invalid;
 use super::validate;
 
 /// Below the daemon's root: the staging directories of pod checkpoints and restores.
-pub const STAGING: &str = "pod-checkpoints";
+pub(crate) const STAGING: &str = "pod-checkpoints";
 
 /// What the archive says of the dumps' consistency.
 const CONSISTENCY: &str =
@@ -40,7 +40,7 @@ const RESTORING: &str = "restoring";
 /// Removes what an interrupted CheckpointPod or RestorePod left (at start,
 /// after the records are read): the pods of restores that never answered,
 /// then every staging directory.
-pub async fn remove_abandoned(root: &Path, sandboxes: &Sandboxes, containers: &Containers) {
+pub(crate) async fn remove_abandoned(root: &Path, sandboxes: &Sandboxes, containers: &Containers) {
     let dir = root.join(STAGING);
     if !dir.exists() {
         return;
@@ -80,7 +80,7 @@ impl Drop for Staging {
     }
 }
 
-pub async fn checkpoint(daemon: Arc<Daemon>, request: CheckpointPodRequest) -> Result<(), Status> {
+pub(crate) async fn checkpoint(daemon: Arc<Daemon>, request: CheckpointPodRequest) -> Result<(), Status> {
     let pod_id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
     let output = location::check(&request.output_path).map_err(|e| invalid("output_path", e))?;
     let pod = daemon.sandboxes.get(pod_id)?;
@@ -193,7 +193,7 @@ pub async fn checkpoint(daemon: Arc<Daemon>, request: CheckpointPodRequest) -> R
     Ok(())
 }
 
-pub async fn restore(daemon: Arc<Daemon>, request: RestorePodRequest) -> Result<RestorePodResponse, Status> {
+pub(crate) async fn restore(daemon: Arc<Daemon>, request: RestorePodRequest) -> Result<RestorePodResponse, Status> {
     let path = location::check(&request.checkpoint_path).map_err(|e| invalid("checkpoint_path", e))?;
     let staging = Staging::new(&daemon.config.root)?;
     let (into, limit, reading) = (staging.0.clone(), daemon.config.limits.checkpoint_archive_bytes, path.clone());

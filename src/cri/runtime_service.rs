@@ -18,12 +18,12 @@ use super::validate;
 /// Most items one message of a Stream* list RPC carries.
 const STREAM_CHUNK: usize = 256;
 
-pub struct RuntimeApi {
+pub(crate) struct RuntimeApi {
     daemon: Arc<Daemon>,
 }
 
 impl RuntimeApi {
-    pub fn new(daemon: Arc<Daemon>) -> Self {
+    pub(crate) fn new(daemon: Arc<Daemon>) -> Self {
         Self { daemon }
     }
 

@@ -14,31 +14,31 @@ use crate::linux::runtime_program::RuntimeProgram;
 use crate::pod::Sandboxes;
 
 /// Everything the CRI services share.
-pub struct Daemon {
-    pub config: Arc<Config>,
-    pub cgroups: Arc<Cgroups>,
-    pub sandboxes: Sandboxes,
+pub(crate) struct Daemon {
+    pub(crate) config: Arc<Config>,
+    pub(crate) cgroups: Arc<Cgroups>,
+    pub(crate) sandboxes: Sandboxes,
     /// Pod networks (CNI or built-in) and NetworkReady.
-    pub network: Arc<crate::network::PodNetworks>,
-    pub containers: Containers,
-    pub pause_binary: PathBuf,
-    pub monitor_binary: PathBuf,
-    pub images: Arc<ImageStore>,
+    pub(crate) network: Arc<crate::network::PodNetworks>,
+    pub(crate) containers: Containers,
+    pub(crate) pause_binary: PathBuf,
+    pub(crate) monitor_binary: PathBuf,
+    pub(crate) images: Arc<ImageStore>,
     /// Pulls from registries into `images`.
-    pub puller: Arc<crate::image::pull::Puller>,
+    pub(crate) puller: Arc<crate::image::pull::Puller>,
     /// pause and monitor as exec'd (from read-only mounts of their files).
-    pub runtime_programs: Vec<RuntimeProgram>,
+    pub(crate) runtime_programs: Vec<RuntimeProgram>,
     /// Cgroups nidus still has to remove (reported in Status verbose).
-    pub owned_cgroups: Arc<OwnedCgroups>,
+    pub(crate) owned_cgroups: Arc<OwnedCgroups>,
     /// Usage readings for the stats and metrics RPCs.
-    pub stats: crate::stats::Collector,
+    pub(crate) stats: crate::stats::Collector,
     /// The Exec/Attach/PortForward session server.
-    pub streaming: crate::streaming::StreamingServer,
+    pub(crate) streaming: crate::streaming::StreamingServer,
     /// Whether pods with a user namespace of their own can work here (the
     /// probe at start), or why not.
-    pub user_namespaces: Result<(), String>,
+    pub(crate) user_namespaces: Result<(), String>,
     /// Container and sandbox lifecycle events (GetContainerEvents).
-    pub events: crate::events::EventHub<super::Subject>,
+    pub(crate) events: crate::events::EventHub<super::Subject>,
     /// The state directories' locks, held while the daemon runs.
     pub(crate) _locks: Vec<LockFile>,
 }
@@ -46,7 +46,7 @@ pub struct Daemon {
 impl Daemon {
     /// The RuntimeReady check: state directories writable, cgroup root
     /// present, the pause program present.
-    pub fn health(&self) -> Result<(), String> {
+    pub(crate) fn health(&self) -> Result<(), String> {
         for dir in [&self.config.root, &self.config.state] {
             nix::unistd::access(dir.as_path(), nix::unistd::AccessFlags::W_OK)
                 .map_err(|e| format!("state directory {} is not writable: {e}", dir.display()))?;
@@ -65,7 +65,7 @@ impl Daemon {
     }
 
     /// Pods and containers by state, for the metrics.
-    pub fn state_counts(&self) -> crate::metrics::StateCounts {
+    pub(crate) fn state_counts(&self) -> crate::metrics::StateCounts {
         use crate::container::manager::ContainerState;
         use crate::pod::manager::SandboxState;
         let (mut ready, mut not_ready) = (0, 0);
@@ -90,7 +90,7 @@ impl Daemon {
     }
 
     /// Status(verbose) info: versions, config, cgroup setup.
-    pub fn verbose_info(&self) -> serde_json::Value {
+    pub(crate) fn verbose_info(&self) -> serde_json::Value {
         serde_json::json!({
             "runtimeName": "nidus",
             "runtimeVersion": env!("CARGO_PKG_VERSION"),

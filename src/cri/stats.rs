@@ -21,10 +21,10 @@ use crate::stats::network::{default_interface, InterfaceUsage};
 use crate::stats::{ContainerUsage, PodUsage};
 
 use super::convert::labels_match;
-pub use metrics::list_pods as list_pod_metrics;
+pub(crate) use metrics::list_pods as list_pod_metrics;
 
 /// The descriptors of every metric nidus reports on this node (the same set every time).
-pub fn metric_descriptors(daemon: &Daemon) -> Vec<api::MetricDescriptor> {
+pub(crate) fn metric_descriptors(daemon: &Daemon) -> Vec<api::MetricDescriptor> {
     metrics::descriptors(daemon.stats.has_pressure())
 }
 
@@ -34,7 +34,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 }
 
 /// ContainerStats of one container (exited ones report no usage).
-pub async fn one_container(daemon: Arc<Daemon>, id: &str) -> Result<api::ContainerStats, Status> {
+pub(crate) async fn one_container(daemon: Arc<Daemon>, id: &str) -> Result<api::ContainerStats, Status> {
     let view = daemon.containers.get(id)?;
     blocking(move || {
         let usage = daemon.stats.container(&view);
@@ -44,7 +44,7 @@ pub async fn one_container(daemon: Arc<Daemon>, id: &str) -> Result<api::Contain
 }
 
 /// ListContainerStats: the containers that have a cgroup (created or running).
-pub async fn list_containers(
+pub(crate) async fn list_containers(
     daemon: Arc<Daemon>,
     filter: Option<api::ContainerStatsFilter>,
 ) -> Result<Vec<api::ContainerStats>, Status> {
@@ -79,7 +79,7 @@ fn pod_reading(daemon: &Daemon, sandbox: &SandboxView, all: &[ContainerView]) ->
 }
 
 /// PodSandboxStats of one pod.
-pub async fn one_pod(daemon: Arc<Daemon>, id: &str) -> Result<api::PodSandboxStats, Status> {
+pub(crate) async fn one_pod(daemon: Arc<Daemon>, id: &str) -> Result<api::PodSandboxStats, Status> {
     let sandbox = daemon.sandboxes.get(id)?;
     blocking(move || {
         let (usage, own) = pod_reading(&daemon, &sandbox, &daemon.containers.list());
@@ -89,7 +89,7 @@ pub async fn one_pod(daemon: Arc<Daemon>, id: &str) -> Result<api::PodSandboxSta
 }
 
 /// ListPodSandboxStats: the ready pods the filter matches.
-pub async fn list_pods(
+pub(crate) async fn list_pods(
     daemon: Arc<Daemon>,
     filter: Option<api::PodSandboxStatsFilter>,
 ) -> Result<Vec<api::PodSandboxStats>, Status> {
@@ -116,7 +116,7 @@ fn value(v: u64) -> Option<UInt64Value> {
     Some(UInt64Value { value: v })
 }
 
-pub fn container_attributes(view: &ContainerView) -> api::ContainerAttributes {
+pub(crate) fn container_attributes(view: &ContainerView) -> api::ContainerAttributes {
     let config = &view.record.config;
     api::ContainerAttributes {
         id: view.record.id.clone(),
@@ -167,7 +167,11 @@ fn memory(at_ns: i64, usage: &CgroupStats) -> Option<api::MemoryUsage> {
     })
 }
 
-pub fn container_stats(usage: &ContainerUsage, view: &ContainerView, containers_dir: &Path) -> api::ContainerStats {
+pub(crate) fn container_stats(
+    usage: &ContainerUsage,
+    view: &ContainerView,
+    containers_dir: &Path,
+) -> api::ContainerStats {
     let at = usage.at_ns;
     api::ContainerStats {
         attributes: Some(container_attributes(view)),
@@ -200,7 +204,7 @@ fn interface(i: &InterfaceUsage) -> api::NetworkInterfaceUsage {
     }
 }
 
-pub fn pod_stats(
+pub(crate) fn pod_stats(
     usage: &PodUsage,
     sandbox: &SandboxView,
     containers: &[ContainerView],
@@ -238,13 +242,13 @@ pub fn pod_stats(
     }
 }
 
-pub fn container_stats_matches(filter: &api::ContainerStatsFilter, view: &ContainerView) -> bool {
+pub(crate) fn container_stats_matches(filter: &api::ContainerStatsFilter, view: &ContainerView) -> bool {
     (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
         && (filter.pod_sandbox_id.is_empty() || view.record.sandbox_id.starts_with(&filter.pod_sandbox_id))
         && labels_match(&filter.label_selector, &view.record.config.labels)
 }
 
-pub fn pod_stats_matches(filter: &api::PodSandboxStatsFilter, view: &SandboxView) -> bool {
+pub(crate) fn pod_stats_matches(filter: &api::PodSandboxStatsFilter, view: &SandboxView) -> bool {
     (filter.id.is_empty() || view.record.id.starts_with(&filter.id))
         && labels_match(&filter.label_selector, &view.record.config.labels)
 }

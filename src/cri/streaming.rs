@@ -12,7 +12,7 @@ use crate::pod::SandboxState;
 use crate::streaming::portforward::PodNetwork;
 use crate::streaming::runtime::ExecStdio;
 
-pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Status> {
+pub(crate) fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Status> {
     let id = validate::id("container_id", &request.container_id)?;
     validate::exec_command(&request.cmd)?;
     let stdio = streams(request.stdin, request.stdout, request.stderr, request.tty)?;
@@ -21,7 +21,7 @@ pub fn exec(daemon: &Daemon, request: ExecRequest) -> Result<ExecResponse, Statu
     Ok(ExecResponse { url: daemon.streaming.exec_url(Box::new(launch), stdio).map_err(full)? })
 }
 
-pub fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {
+pub(crate) fn attach(daemon: &Daemon, request: AttachRequest) -> Result<AttachResponse, Status> {
     let id = validate::id("container_id", &request.container_id)?;
     let stdio = streams(request.stdin, request.stdout, request.stderr, request.tty)?;
     let launch = daemon.containers.prepare_attach(id)?;
@@ -47,7 +47,7 @@ fn streams(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> Result<ExecStd
     Ok(ExecStdio { stdin, stdout, stderr, tty })
 }
 
-pub fn port_forward(daemon: &Daemon, request: PortForwardRequest) -> Result<PortForwardResponse, Status> {
+pub(crate) fn port_forward(daemon: &Daemon, request: PortForwardRequest) -> Result<PortForwardResponse, Status> {
     let id = validate::id("pod_sandbox_id", &request.pod_sandbox_id)?;
     if let Some(port) = request.port.iter().find(|p| !(1..=65535).contains(*p)) {
         return Err(invalid("port", format!("{port} is not a TCP port (1 to 65535)")));

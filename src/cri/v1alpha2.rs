@@ -18,19 +18,19 @@ use crate::api_v1alpha2::runtime_service_server::RuntimeService;
 use super::{ImageApi, RuntimeApi};
 
 /// runtime.v1alpha2.RuntimeService, served by a shared [`RuntimeApi`].
-pub struct RuntimeApiV1alpha2(Arc<RuntimeApi>);
+pub(crate) struct RuntimeApiV1alpha2(Arc<RuntimeApi>);
 
 impl RuntimeApiV1alpha2 {
-    pub fn new(v1: Arc<RuntimeApi>) -> Self {
+    pub(crate) fn new(v1: Arc<RuntimeApi>) -> Self {
         Self(v1)
     }
 }
 
 /// runtime.v1alpha2.ImageService, served by a shared [`ImageApi`].
-pub struct ImageApiV1alpha2(Arc<ImageApi>);
+pub(crate) struct ImageApiV1alpha2(Arc<ImageApi>);
 
 impl ImageApiV1alpha2 {
-    pub fn new(v1: Arc<ImageApi>) -> Self {
+    pub(crate) fn new(v1: Arc<ImageApi>) -> Self {
         Self(v1)
     }
 }

@@ -24,7 +24,7 @@ const MAX_MAP_BYTES: usize = 256 * 1024;
 const MAX_PATH: usize = 4096;
 
 /// An id field: required, an id or unique id prefix.
-pub fn id<'a>(field: &str, value: &'a str) -> Result<&'a str, Status> {
+pub(crate) fn id<'a>(field: &str, value: &'a str) -> Result<&'a str, Status> {
     if value.is_empty() {
         return Err(invalid(field, "must not be empty"));
     }
@@ -38,7 +38,7 @@ pub fn id<'a>(field: &str, value: &'a str) -> Result<&'a str, Status> {
 /// The id of a Stop or Remove call. These are idempotent: a string that
 /// cannot be an id of ours (a UUID, say) names nothing, so `None` (done);
 /// an empty one is still refused.
-pub fn id_to_end<'a>(field: &str, value: &'a str) -> Result<Option<&'a str>, Status> {
+pub(crate) fn id_to_end<'a>(field: &str, value: &'a str) -> Result<Option<&'a str>, Status> {
     if value.is_empty() {
         return Err(invalid(field, "must not be empty"));
     }
@@ -63,7 +63,7 @@ fn name(field: &str, value: &str, max: usize) -> Result<(), Status> {
 }
 
 /// The `cmd` of ExecSync and Exec: a command named, no NUL byte anywhere.
-pub fn exec_command(cmd: &[String]) -> Result<(), Status> {
+pub(crate) fn exec_command(cmd: &[String]) -> Result<(), Status> {
     if cmd.first().is_none_or(|first| first.is_empty()) {
         return Err(invalid("cmd", "must name a command"));
     }
@@ -74,7 +74,7 @@ pub fn exec_command(cmd: &[String]) -> Result<(), Status> {
 }
 
 /// Labels and annotations: non-empty keys, bounded total size.
-pub fn string_map(field: &str, map: &HashMap<String, String>) -> Result<(), Status> {
+pub(crate) fn string_map(field: &str, map: &HashMap<String, String>) -> Result<(), Status> {
     let mut total = 0;
     for (k, v) in map {
         if k.is_empty() {
@@ -89,7 +89,7 @@ pub fn string_map(field: &str, map: &HashMap<String, String>) -> Result<(), Stat
 }
 
 /// An absolute host path without `..`.
-pub fn absolute_path(field: &str, value: &str) -> Result<(), Status> {
+pub(crate) fn absolute_path(field: &str, value: &str) -> Result<(), Status> {
     if value.len() > MAX_PATH {
         return Err(invalid(field, format!("longer than {MAX_PATH} bytes")));
     }
@@ -108,7 +108,7 @@ fn namespace_mode(field: &str, value: i32) -> Result<NamespaceMode, Status> {
 }
 
 /// Builds the sandbox spec of a RunPodSandbox request.
-pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> Result<SandboxSpec, Status> {
+pub(crate) fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> Result<SandboxSpec, Status> {
     let config = config.ok_or_else(|| invalid("config", "is required"))?;
     if !runtime_handler.is_empty() {
         return Err(invalid(
@@ -211,7 +211,7 @@ pub fn sandbox_spec(config: Option<PodSandboxConfig>, runtime_handler: &str) -> 
 /// maps them: the kernel refuses others) and not the node's root (ID 0,
 /// which would make the pod's root the node's). CONTAINER and TARGET are no
 /// pod modes.
-pub fn user_namespace(field: &str, options: Option<&api::UserNamespace>) -> Result<Option<IdMaps>, Status> {
+pub(crate) fn user_namespace(field: &str, options: Option<&api::UserNamespace>) -> Result<Option<IdMaps>, Status> {
     let Some(options) = options else { return Ok(None) };
     match namespace_mode(&format!("{field}.mode"), options.mode)? {
         NamespaceMode::Node => {
@@ -270,7 +270,7 @@ fn id_map(field: &str, map: &api::IdMapping, kind: &str) -> Result<IdMap, Status
 }
 
 /// The options a bind mount takes (`Mount.mount_options`, KEP-5855).
-pub const BIND_MOUNT_OPTIONS: &[&str] = &[
+pub(crate) const BIND_MOUNT_OPTIONS: &[&str] = &[
     "ro",
     "rw",
     "noexec",
@@ -344,7 +344,7 @@ fn idmapped_mount(field: &str, mount: &api::Mount, pod: Option<&IdMaps>) -> Resu
 }
 
 /// Resource values (cpu, memory, hugepages, unified keys) below `field`.
-pub fn resources(field: &str, r: Option<&api::LinuxContainerResources>) -> Result<(), Status> {
+pub(crate) fn resources(field: &str, r: Option<&api::LinuxContainerResources>) -> Result<(), Status> {
     match r {
         Some(r) => crate::resources::validate(r).map_err(|e| invalid(&format!("{field}.{}", e.field), e.why)),
         None => Ok(()),
@@ -364,7 +364,7 @@ fn relative_path(field: &str, value: &str) -> Result<(), Status> {
 }
 
 /// Builds the container request of a CreateContainer call.
-pub fn container_create(
+pub(crate) fn container_create(
     request: api::CreateContainerRequest,
     sandbox: crate::pod::SandboxView,
 ) -> Result<crate::container::ContainerCreate, Status> {

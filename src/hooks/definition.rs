@@ -12,11 +12,11 @@ use serde::Deserialize;
 use crate::quote::quote;
 
 /// The only schema version defined.
-pub const SCHEMA_VERSION: &str = "1.0.0";
+pub(crate) const SCHEMA_VERSION: &str = "1.0.0";
 
 /// The OCI lifecycle points a hook can run at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Stage {
+pub(crate) enum Stage {
     Prestart,
     CreateRuntime,
     CreateContainer,
@@ -26,7 +26,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "prestart" => Self::Prestart,
             "createRuntime" => Self::CreateRuntime,
@@ -38,7 +38,7 @@ impl Stage {
         })
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Prestart => "prestart",
             Self::CreateRuntime => "createRuntime",
@@ -51,7 +51,7 @@ impl Stage {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum DefinitionError {
+pub(crate) enum DefinitionError {
     #[error("not JSON of the hooks.d schema: {0}")]
     Json(#[from] serde_json::Error),
     #[error("version {} is not supported (only {SCHEMA_VERSION})", quote(.0))]
@@ -107,9 +107,9 @@ struct RawWhen {
 
 /// A valid definition, its patterns compiled.
 #[derive(Debug, Clone)]
-pub struct Definition {
-    pub hook: oci_spec::runtime::Hook,
-    pub stages: Vec<Stage>,
+pub(crate) struct Definition {
+    pub(crate) hook: oci_spec::runtime::Hook,
+    pub(crate) stages: Vec<Stage>,
     when: When,
 }
 
@@ -123,17 +123,17 @@ struct When {
 }
 
 /// What of a container the `when` conditions look at.
-pub struct ContainerFacts<'a> {
-    pub annotations: &'a HashMap<String, String>,
+pub(crate) struct ContainerFacts<'a> {
+    pub(crate) annotations: &'a HashMap<String, String>,
     /// The command path (the process's args[0]).
-    pub command: Option<&'a str>,
+    pub(crate) command: Option<&'a str>,
     /// The caller asked for bind mounts (the CRI config's mounts).
-    pub has_bind_mounts: bool,
+    pub(crate) has_bind_mounts: bool,
 }
 
 impl Definition {
     /// Parses and validates a definition (its hook's path is checked on disk).
-    pub fn parse(data: &[u8]) -> Result<Self, DefinitionError> {
+    pub(crate) fn parse(data: &[u8]) -> Result<Self, DefinitionError> {
         let raw: RawDefinition = serde_json::from_slice(data)?;
         if raw.version != SCHEMA_VERSION {
             return Err(DefinitionError::Version(raw.version));
@@ -189,7 +189,7 @@ impl Definition {
     /// `always`, or an annotation whose key and value both match a pattern
     /// pair, or a command pattern matching the command path, or
     /// `hasBindMounts` with bind mounts asked for.
-    pub fn matches(&self, facts: &ContainerFacts<'_>) -> bool {
+    pub(crate) fn matches(&self, facts: &ContainerFacts<'_>) -> bool {
         let when = &self.when;
         when.always
             || when

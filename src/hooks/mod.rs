@@ -6,19 +6,19 @@
 //! createContainer and startContainer by the init itself; poststart and
 //! poststop by the daemon (`container::manager`).
 
-pub mod definition;
-pub mod registry;
-pub mod run;
+pub(crate) mod definition;
+pub(crate) mod registry;
+pub(crate) mod run;
 
-pub use definition::{ContainerFacts, Stage};
-pub use registry::HookRegistry;
-pub use run::{run_stage, HookError, State};
+pub(crate) use definition::{ContainerFacts, Stage};
+pub(crate) use registry::HookRegistry;
+pub(crate) use run::{run_stage, HookError, State};
 
 /// The OCI state's `ociVersion`.
-pub const OCI_VERSION: &str = "1.2.0";
+pub(crate) const OCI_VERSION: &str = "1.2.0";
 
 /// The hooks of `stage` in a container's set.
-pub fn of_stage(hooks: &oci_spec::runtime::Hooks, stage: Stage) -> &[oci_spec::runtime::Hook] {
+pub(crate) fn of_stage(hooks: &oci_spec::runtime::Hooks, stage: Stage) -> &[oci_spec::runtime::Hook] {
     let list = match stage {
         Stage::Prestart => hooks.prestart(),
         Stage::CreateRuntime => hooks.create_runtime(),
@@ -31,7 +31,7 @@ pub fn of_stage(hooks: &oci_spec::runtime::Hooks, stage: Stage) -> &[oci_spec::r
 }
 
 /// Every stage, in the order of a container's life.
-pub const STAGES: [Stage; 6] = [
+pub(crate) const STAGES: [Stage; 6] = [
     Stage::Prestart,
     Stage::CreateRuntime,
     Stage::CreateContainer,
@@ -41,7 +41,7 @@ pub const STAGES: [Stage; 6] = [
 ];
 
 /// Replaces the hooks of `stage` in `hooks` (none when `list` is empty).
-pub fn set_stage(hooks: &mut oci_spec::runtime::Hooks, stage: Stage, list: Vec<oci_spec::runtime::Hook>) {
+pub(crate) fn set_stage(hooks: &mut oci_spec::runtime::Hooks, stage: Stage, list: Vec<oci_spec::runtime::Hook>) {
     let list = (!list.is_empty()).then_some(list);
     match stage {
         Stage::Prestart => hooks.set_prestart(list),
@@ -54,7 +54,7 @@ pub fn set_stage(hooks: &mut oci_spec::runtime::Hooks, stage: Stage, list: Vec<o
 }
 
 /// `first`'s hooks, then `second`'s, stage by stage; None when neither has any.
-pub fn merged(
+pub(crate) fn merged(
     first: Option<oci_spec::runtime::Hooks>,
     second: Option<oci_spec::runtime::Hooks>,
 ) -> Option<oci_spec::runtime::Hooks> {
@@ -73,19 +73,19 @@ pub fn merged(
 /// with the annotations its state shows: kept in its record and its
 /// monitor's plan, and put in its OCI spec.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct ContainerHooks {
-    pub hooks: oci_spec::runtime::Hooks,
-    pub annotations: std::collections::HashMap<String, String>,
+pub(crate) struct ContainerHooks {
+    pub(crate) hooks: oci_spec::runtime::Hooks,
+    pub(crate) annotations: std::collections::HashMap<String, String>,
 }
 
 impl ContainerHooks {
     /// Whether any hook runs at `stage` (no work at all when none does).
-    pub fn has(&self, stage: Stage) -> bool {
+    pub(crate) fn has(&self, stage: Stage) -> bool {
         !of_stage(&self.hooks, stage).is_empty()
     }
 
     /// Runs the hooks of `stage` with the container's state.
-    pub fn run(
+    pub(crate) fn run(
         &self,
         stage: Stage,
         id: &str,

@@ -36,19 +36,19 @@ struct Loaded {
     definitions: Vec<(String, Definition)>,
 }
 
-pub struct HookRegistry {
+pub(crate) struct HookRegistry {
     dirs: Vec<PathBuf>,
     loaded: Mutex<Loaded>,
 }
 
 impl HookRegistry {
-    pub fn new(dirs: Vec<PathBuf>) -> Self {
+    pub(crate) fn new(dirs: Vec<PathBuf>) -> Self {
         Self { dirs, loaded: Mutex::default() }
     }
 
     /// Loads the definitions now (at daemon start, so an invalid file is
     /// reported before the first container).
-    pub fn load_now(&self) {
+    pub(crate) fn load_now(&self) {
         let mut loaded = self.lock();
         self.refresh(&mut loaded);
     }
@@ -59,7 +59,7 @@ impl HookRegistry {
 
     /// The hooks, by stage, of every definition that applies to a container
     /// with these facts; None when none does.
-    pub fn matching(&self, facts: &ContainerFacts<'_>) -> Option<Hooks> {
+    pub(crate) fn matching(&self, facts: &ContainerFacts<'_>) -> Option<Hooks> {
         let mut loaded = self.lock();
         self.refresh(&mut loaded);
         let mut by_stage: BTreeMap<Stage, Vec<Hook>> = BTreeMap::new();

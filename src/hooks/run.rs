@@ -23,26 +23,26 @@ use super::definition::Stage;
 
 /// How long a hook that sets no timeout may run: no hook may hold a CRI
 /// call (or the daemon's exit handling) forever.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of a failed hook's output its error quotes (the end of it).
 const OUTPUT_QUOTED: u64 = 4096;
 
 /// The OCI state a hook reads on stdin.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct State<'a> {
-    pub oci_version: &'a str,
-    pub id: &'a str,
+pub(crate) struct State<'a> {
+    pub(crate) oci_version: &'a str,
+    pub(crate) id: &'a str,
     /// creating, created, running or stopped.
-    pub status: &'a str,
+    pub(crate) status: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<i32>,
-    pub bundle: &'a Path,
-    pub annotations: &'a HashMap<String, String>,
+    pub(crate) pid: Option<i32>,
+    pub(crate) bundle: &'a Path,
+    pub(crate) annotations: &'a HashMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum HookError {
+pub(crate) enum HookError {
     #[error("{stage} hook {path}: cannot start it: {why}")]
     Spawn { stage: &'static str, path: String, why: String },
     #[error("{stage} hook {path} failed ({status}){output}")]
@@ -52,7 +52,7 @@ pub enum HookError {
 }
 
 /// Runs `hooks` in order with `state` on stdin; the first failure ends the stage.
-pub fn run_stage(stage: Stage, hooks: &[Hook], state: &State<'_>) -> Result<(), HookError> {
+pub(crate) fn run_stage(stage: Stage, hooks: &[Hook], state: &State<'_>) -> Result<(), HookError> {
     if hooks.is_empty() {
         return Ok(());
     }

@@ -13,51 +13,51 @@ use super::{temp, ImageError};
 use crate::store;
 
 /// Largest manifest, index or config this store reads into memory.
-pub const MAX_JSON_BYTES: u64 = 8 << 20;
+pub(crate) const MAX_JSON_BYTES: u64 = 8 << 20;
 
 #[derive(Debug)]
-pub struct ContentStore {
+pub(crate) struct ContentStore {
     dir: PathBuf,
 }
 
 /// What a blob must be when it is written.
 #[derive(Debug, Clone, Default)]
-pub struct Expected<'a> {
-    pub digest: Option<&'a Digest>,
-    pub size: Option<u64>,
+pub(crate) struct Expected<'a> {
+    pub(crate) digest: Option<&'a Digest>,
+    pub(crate) size: Option<u64>,
 }
 
 impl ContentStore {
     /// The store in `dir` (`images/blobs`), created when missing.
-    pub fn open(dir: &Path) -> Result<Self, ImageError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, ImageError> {
         let sha = dir.join("sha256");
         store::create_dir_all(&sha, 0o700).map_err(|e| ImageError::io(format!("creating {}", sha.display()), e))?;
         Ok(Self { dir: dir.to_path_buf() })
     }
 
-    pub fn path(&self, digest: &Digest) -> PathBuf {
+    pub(crate) fn path(&self, digest: &Digest) -> PathBuf {
         self.dir.join("sha256").join(digest.hex())
     }
 
-    pub fn contains(&self, digest: &Digest) -> bool {
+    pub(crate) fn contains(&self, digest: &Digest) -> bool {
         self.path(digest).is_file()
     }
 
-    pub fn open_blob(&self, digest: &Digest) -> Result<File, ImageError> {
+    pub(crate) fn open_blob(&self, digest: &Digest) -> Result<File, ImageError> {
         File::open(self.path(digest)).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => ImageError::BlobMissing(digest.clone()),
             _ => ImageError::io(format!("opening blob {digest}"), e),
         })
     }
 
-    pub fn size(&self, digest: &Digest) -> Result<u64, ImageError> {
+    pub(crate) fn size(&self, digest: &Digest) -> Result<u64, ImageError> {
         fs::metadata(self.path(digest))
             .map(|m| m.len())
             .map_err(|e| ImageError::io(format!("reading blob {digest}"), e))
     }
 
     /// A small blob (manifest, index, config) read whole.
-    pub fn read_small(&self, digest: &Digest) -> Result<Vec<u8>, ImageError> {
+    pub(crate) fn read_small(&self, digest: &Digest) -> Result<Vec<u8>, ImageError> {
         let mut data = Vec::new();
         self.open_blob(digest)?
             .take(MAX_JSON_BYTES + 1)
@@ -74,7 +74,7 @@ impl ContentStore {
     /// Stores what `source` yields and returns its digest and size; refuses
     /// (storing nothing) when it does not match `expected`. Content already
     /// stored under the digest is kept as it is.
-    pub fn write(&self, source: &mut dyn Read, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
+    pub(crate) fn write(&self, source: &mut dyn Read, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
         let mut blob = self.create()?;
         let limit = expected.size.map(|s| s + 1).unwrap_or(u64::MAX);
         io::copy(&mut source.take(limit), &mut blob).map_err(|e| ImageError::io("copying blob", e))?;
@@ -83,7 +83,7 @@ impl ContentStore {
 
     /// A blob to be written piece by piece, then checked and published by
     /// [`BlobWriter::commit`] (once); dropped uncommitted, it leaves nothing.
-    pub fn create(&self) -> Result<BlobWriter<'_>, ImageError> {
+    pub(crate) fn create(&self) -> Result<BlobWriter<'_>, ImageError> {
         let tmp = self.dir.join("sha256").join(temp::new_name());
         let file = OpenOptions::new()
             .write(true)
@@ -96,7 +96,7 @@ impl ContentStore {
     }
 
     /// Stores `data` (a manifest nidus wrote itself).
-    pub fn write_bytes(&self, data: &[u8]) -> Result<Digest, ImageError> {
+    pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<Digest, ImageError> {
         let digest = Digest::of(data);
         self.write_known(data, &digest)?;
         Ok(digest)
@@ -104,7 +104,7 @@ impl ContentStore {
 
     /// Stores `data`, checked against `digest`, unless a blob of that
     /// digest is stored already.
-    pub fn write_known(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
+    pub(crate) fn write_known(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
         if !self.contains(digest) {
             self.write(&mut &data[..], Expected { digest: Some(digest), size: Some(data.len() as u64) })?;
         }
@@ -112,14 +112,14 @@ impl ContentStore {
     }
 
     /// Every stored blob.
-    pub fn list(&self) -> Result<Vec<Digest>, ImageError> {
+    pub(crate) fn list(&self) -> Result<Vec<Digest>, ImageError> {
         let dir = self.dir.join("sha256");
         let entries = fs::read_dir(&dir).map_err(|e| ImageError::io(format!("listing {}", dir.display()), e))?;
         Ok(entries.flatten().filter_map(|e| Digest::from_hex(&e.file_name().to_string_lossy()).ok()).collect())
     }
 
     /// Removes a blob; a missing one is not an error.
-    pub fn remove(&self, digest: &Digest) -> Result<(), ImageError> {
+    pub(crate) fn remove(&self, digest: &Digest) -> Result<(), ImageError> {
         match fs::remove_file(self.path(digest)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ImageError::io(format!("removing blob {digest}"), e)),
             _ => Ok(()),
@@ -127,7 +127,7 @@ impl ContentStore {
     }
 
     /// Removes temp files of writers that died.
-    pub fn remove_stale_temps(&self) {
+    pub(crate) fn remove_stale_temps(&self) {
         let Ok(entries) = fs::read_dir(self.dir.join("sha256")) else { return };
         for entry in entries.flatten() {
             if temp::is_stale(&entry.file_name().to_string_lossy()) {
@@ -137,7 +137,7 @@ impl ContentStore {
     }
 
     /// Bytes (allocated) and inodes the blobs use.
-    pub fn usage(&self) -> (u64, u64) {
+    pub(crate) fn usage(&self) -> (u64, u64) {
         use std::os::unix::fs::MetadataExt;
         let Ok(entries) = fs::read_dir(self.dir.join("sha256")) else { return (0, 0) };
         entries
@@ -148,7 +148,7 @@ impl ContentStore {
 }
 
 /// A blob being written: its bytes go to a temp file, hashed on the way.
-pub struct BlobWriter<'a> {
+pub(crate) struct BlobWriter<'a> {
     store: &'a ContentStore,
     tmp: PathBuf,
     /// `None` once committed.
@@ -179,7 +179,7 @@ impl io::Write for BlobWriter<'_> {
 impl BlobWriter<'_> {
     /// Checks what was written against `expected`, makes it durable and
     /// renames it into place (keeping a blob already stored under the digest).
-    pub fn commit(&mut self, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
+    pub(crate) fn commit(&mut self, expected: Expected<'_>) -> Result<(Digest, u64), ImageError> {
         let writer = self.writer.take().ok_or_else(|| ImageError::io("committing a blob", committed()))?;
         let (buffered, digest, size) = writer.finish();
         if let Some(want) = expected.size {
@@ -211,9 +211,9 @@ impl BlobWriter<'_> {
 }
 
 /// Reads through to `inner` and writes everything read into a blob.
-pub struct Tee<'b, 'a, R> {
-    pub inner: R,
-    pub blob: &'b mut BlobWriter<'a>,
+pub(crate) struct Tee<'b, 'a, R> {
+    pub(crate) inner: R,
+    pub(crate) blob: &'b mut BlobWriter<'a>,
 }
 
 impl<R: Read> Read for Tee<'_, '_, R> {

@@ -17,8 +17,8 @@ pub struct Digest {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{} is not a digest: {why}", crate::quote::quote(.value))]
 pub struct DigestError {
-    pub value: String,
-    pub why: &'static str,
+    pub(crate) value: String,
+    pub(crate) why: &'static str,
 }
 
 impl Digest {
@@ -33,7 +33,7 @@ impl Digest {
     }
 
     /// A digest from its 64 hex digits (as in `blobs/sha256/<hex>`).
-    pub fn from_hex(hex: &str) -> Result<Self, DigestError> {
+    pub(crate) fn from_hex(hex: &str) -> Result<Self, DigestError> {
         let err = |why| DigestError { value: hex.to_string(), why };
         if hex.len() != 64 {
             return Err(err("a sha256 digest has 64 hexadecimal digits"));
@@ -79,19 +79,19 @@ impl<'de> Deserialize<'de> for Digest {
 }
 
 /// Hashes what is read through it.
-pub struct HashingReader<R> {
+pub(crate) struct HashingReader<R> {
     inner: R,
     hasher: Sha256,
     bytes: u64,
 }
 
 impl<R: Read> HashingReader<R> {
-    pub fn new(inner: R) -> Self {
+    pub(crate) fn new(inner: R) -> Self {
         Self { inner, hasher: Sha256::new(), bytes: 0 }
     }
 
     /// Reads what is left, then returns the digest and length of everything read.
-    pub fn finish(mut self) -> io::Result<(Digest, u64)> {
+    pub(crate) fn finish(mut self) -> io::Result<(Digest, u64)> {
         io::copy(&mut self, &mut io::sink())?;
         Ok((Digest { hex: hex::encode(self.hasher.finalize()) }, self.bytes))
     }
@@ -107,19 +107,19 @@ impl<R: Read> Read for HashingReader<R> {
 }
 
 /// Hashes what is written through it.
-pub struct HashingWriter<W> {
+pub(crate) struct HashingWriter<W> {
     inner: W,
     hasher: Sha256,
     bytes: u64,
 }
 
 impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> Self {
+    pub(crate) fn new(inner: W) -> Self {
         Self { inner, hasher: Sha256::new(), bytes: 0 }
     }
 
     /// The inner writer, the digest and the length of everything written.
-    pub fn finish(self) -> (W, Digest, u64) {
+    pub(crate) fn finish(self) -> (W, Digest, u64) {
         (self.inner, Digest { hex: hex::encode(self.hasher.finalize()) }, self.bytes)
     }
 }
@@ -138,7 +138,7 @@ impl<W: Write> Write for HashingWriter<W> {
 }
 
 /// The chain id of a layer stack (lowest first), as the OCI image spec defines it.
-pub fn chain_id(diff_ids: &[Digest]) -> Option<Digest> {
+pub(crate) fn chain_id(diff_ids: &[Digest]) -> Option<Digest> {
     let mut ids = diff_ids.iter();
     let mut chain = ids.next()?.clone();
     for id in ids {

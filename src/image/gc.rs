@@ -11,13 +11,13 @@ use super::lease::Lease;
 
 /// Blobs and layers (diff ids) to delete.
 #[derive(Debug, Default, PartialEq)]
-pub struct Garbage {
-    pub blobs: Vec<Digest>,
-    pub layers: Vec<Digest>,
+pub(crate) struct Garbage {
+    pub(crate) blobs: Vec<Digest>,
+    pub(crate) layers: Vec<Digest>,
 }
 
 /// Of the `blobs` and `layers` present, those nothing uses.
-pub fn find_garbage(index: &Index, leases: &[Lease], blobs: &[Digest], layers: &[Digest]) -> Garbage {
+pub(crate) fn find_garbage(index: &Index, leases: &[Lease], blobs: &[Digest], layers: &[Digest]) -> Garbage {
     let mut used_blobs = HashSet::new();
     let mut used_layers = HashSet::new();
     for image in &index.images {

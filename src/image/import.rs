@@ -17,14 +17,14 @@ use super::digest::Digest;
 use super::unpack::{decompressed, Compression};
 use super::ImageError;
 
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
-pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-pub const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-pub const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub(crate) const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub(crate) const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub(crate) const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+pub(crate) const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 const OCI_LAYER: &str = "application/vnd.oci.image.layer.v1.tar";
-pub const LAYER_TYPES: &[&str] = &[
+pub(crate) const LAYER_TYPES: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar",
     "application/vnd.oci.image.layer.v1.tar+gzip",
     "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -43,24 +43,24 @@ const MAX_LINK_HOPS: usize = 16;
 
 /// One image of an archive, its blobs stored.
 #[derive(Debug, Clone)]
-pub struct Candidate {
-    pub manifest: Digest,
-    pub manifest_size: u64,
-    pub config: Digest,
-    pub config_size: u64,
-    pub layers: Vec<StoredLayer>,
+pub(crate) struct Candidate {
+    pub(crate) manifest: Digest,
+    pub(crate) manifest_size: u64,
+    pub(crate) config: Digest,
+    pub(crate) config_size: u64,
+    pub(crate) layers: Vec<StoredLayer>,
     /// Names the archive gives the image (unparsed).
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// The manifest came with the archive (so `name@digest` means something
     /// to a registry); false for docker-archives, whose manifest nidus writes.
-    pub registry_manifest: bool,
+    pub(crate) registry_manifest: bool,
 }
 
 #[derive(Debug, Clone)]
-pub struct StoredLayer {
-    pub digest: Digest,
-    pub size: u64,
-    pub media_type: String,
+pub(crate) struct StoredLayer {
+    pub(crate) digest: Digest,
+    pub(crate) size: u64,
+    pub(crate) media_type: String,
 }
 
 fn bad(why: impl Into<String>) -> ImageError {
@@ -68,7 +68,7 @@ fn bad(why: impl Into<String>) -> ImageError {
 }
 
 /// Reads the archive at `path` into `content` and lists its images.
-pub fn read_archive(path: &Path, content: &ContentStore) -> Result<Vec<Candidate>, ImageError> {
+pub(crate) fn read_archive(path: &Path, content: &ContentStore) -> Result<Vec<Candidate>, ImageError> {
     let meta = std::fs::metadata(path).map_err(|e| ImageError::io(format!("reading {}", path.display()), e))?;
     let source = if meta.is_dir() {
         Source::Dir(path.to_path_buf())
@@ -270,7 +270,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(what: &str, data: &[u8]) -> Result
 }
 
 /// The architecture name images use for this machine (Go's GOARCH).
-pub fn host_architecture() -> &'static str {
+pub(crate) fn host_architecture() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",

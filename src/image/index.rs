@@ -23,17 +23,17 @@ use crate::store;
 const FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Index {
-    pub version: u32,
-    pub images: Vec<ImageRecord>,
+pub(crate) struct Index {
+    pub(crate) version: u32,
+    pub(crate) images: Vec<ImageRecord>,
     /// Archives of the import directory already imported, by path.
     #[serde(default)]
-    pub sources: BTreeMap<String, SourceRecord>,
+    pub(crate) sources: BTreeMap<String, SourceRecord>,
 }
 
 impl Index {
     /// True when an image in the index has the unpacked layer `diff_id`.
-    pub fn uses_layer(&self, diff_id: &Digest) -> bool {
+    pub(crate) fn uses_layer(&self, diff_id: &Digest) -> bool {
         self.images.iter().any(|image| image.layers.iter().any(|layer| &layer.diff_id == diff_id))
     }
 }
@@ -45,27 +45,27 @@ impl Default for Index {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ImageRecord {
+pub(crate) struct ImageRecord {
     /// The config digest: the image id.
-    pub id: Digest,
-    pub manifest_digest: Digest,
-    pub manifest_size: u64,
-    pub config_size: u64,
-    pub repo_tags: Vec<String>,
-    pub repo_digests: Vec<String>,
-    pub layers: Vec<ImageLayer>,
-    pub config: ImageConfig,
+    pub(crate) id: Digest,
+    pub(crate) manifest_digest: Digest,
+    pub(crate) manifest_size: u64,
+    pub(crate) config_size: u64,
+    pub(crate) repo_tags: Vec<String>,
+    pub(crate) repo_digests: Vec<String>,
+    pub(crate) layers: Vec<ImageLayer>,
+    pub(crate) config: ImageConfig,
     #[serde(default)]
-    pub created: Option<String>,
-    pub imported_at_ns: i64,
+    pub(crate) created: Option<String>,
+    pub(crate) imported_at_ns: i64,
 }
 
 impl ImageRecord {
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.manifest_size + self.config_size + self.layers.iter().map(|l| l.size).sum::<u64>()
     }
 
-    pub fn to_image(&self) -> Image {
+    pub(crate) fn to_image(&self) -> Image {
         Image {
             id: self.id.to_string(),
             repo_tags: self.repo_tags.clone(),
@@ -80,15 +80,15 @@ impl ImageRecord {
 
 /// An archive imported from the import directory, as it was then.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SourceRecord {
-    pub size: u64,
-    pub mtime_ns: i64,
-    pub images: Vec<Digest>,
+pub(crate) struct SourceRecord {
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) images: Vec<Digest>,
 }
 
 /// The index file and the last version this process parsed.
 #[derive(Debug)]
-pub struct IndexFile {
+pub(crate) struct IndexFile {
     path: PathBuf,
     cached: Mutex<Option<Cached>>,
 }
@@ -104,16 +104,16 @@ struct Cached {
 }
 
 impl IndexFile {
-    pub fn new(path: &Path) -> Self {
+    pub(crate) fn new(path: &Path) -> Self {
         Self { path: path.to_path_buf(), cached: Mutex::new(None) }
     }
 
-    pub fn exists(&self) -> bool {
+    pub(crate) fn exists(&self) -> bool {
         self.path.is_file()
     }
 
     /// The index as it is on disk now; cheap (one `stat`) when unchanged.
-    pub fn current(&self) -> Result<Arc<Index>, ImageError> {
+    pub(crate) fn current(&self) -> Result<Arc<Index>, ImageError> {
         let meta =
             std::fs::metadata(&self.path).map_err(|e| ImageError::io(format!("reading {}", self.path.display()), e))?;
         let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
@@ -147,7 +147,7 @@ impl IndexFile {
     }
 
     /// Replaces the index on disk; the caller holds the store lock.
-    pub fn write(&self, index: &Index) -> Result<(), ImageError> {
+    pub(crate) fn write(&self, index: &Index) -> Result<(), ImageError> {
         let data =
             serde_json::to_vec_pretty(index).map_err(|e| ImageError::io("encoding the index", io::Error::other(e)))?;
         store::write_atomic(&self.path, &data, 0o600)
@@ -157,7 +157,7 @@ impl IndexFile {
 
 /// The image `reference` names in `index`: `sha256:<hex>` (id or id prefix),
 /// a tag or digest reference, or a bare id prefix.
-pub fn find<'a>(index: &'a Index, reference: &str) -> Result<&'a ImageRecord, ImageError> {
+pub(crate) fn find<'a>(index: &'a Index, reference: &str) -> Result<&'a ImageRecord, ImageError> {
     let invalid =
         |why: &str| ImageError::InvalidReference(ReferenceError { reference: reference.into(), why: why.into() });
     if reference.is_empty() {
@@ -201,7 +201,7 @@ fn by_id_prefix<'a>(index: &'a Index, hex: &str, reference: &str) -> Result<&'a 
 /// Adds an imported image: its names move to it from other images (an image
 /// left without any name is dropped, as containerd does), and an image with
 /// the same id gains the new names.
-pub fn add_image(index: &mut Index, mut new: ImageRecord) {
+pub(crate) fn add_image(index: &mut Index, mut new: ImageRecord) {
     let mut orphaned = Vec::new();
     for other in index.images.iter_mut().filter(|i| i.id != new.id) {
         let had_tags = !other.repo_tags.is_empty();

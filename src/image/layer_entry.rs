@@ -12,7 +12,7 @@ const META_PREFIX: &[u8] = b".wh..wh.";
 const OPAQUE: &[u8] = b".wh..wh..opq";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntryName {
+pub(crate) enum EntryName {
     /// The layer root itself (`./`).
     Root,
     /// An entry `name` in the directory `parent` (relative to the layer root).
@@ -27,7 +27,7 @@ pub enum EntryName {
 
 /// Why an entry name is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
+pub(crate) enum NameError {
     #[error("absolute paths are not allowed in a layer")]
     Absolute,
     #[error("'..' leads outside the layer")]
@@ -38,7 +38,7 @@ pub enum NameError {
 
 impl EntryName {
     /// Reads a raw tar entry name.
-    pub fn parse(raw: &[u8]) -> Result<Self, NameError> {
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, NameError> {
         let mut components = split(raw)?;
         let Some(last) = components.pop() else { return Ok(Self::Root) };
         let parent: PathBuf = components.iter().map(|c| OsStr::from_bytes(c)).collect();
@@ -58,7 +58,7 @@ impl EntryName {
     }
 
     /// Reads the target of a hard link: a plain path inside the layer.
-    pub fn parse_link_target(raw: &[u8]) -> Result<Option<(PathBuf, OsString)>, NameError> {
+    pub(crate) fn parse_link_target(raw: &[u8]) -> Result<Option<(PathBuf, OsString)>, NameError> {
         let mut components = split(raw)?;
         let Some(last) = components.pop() else { return Ok(None) };
         let parent: PathBuf = components.iter().map(|c| OsStr::from_bytes(c)).collect();

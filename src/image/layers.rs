@@ -20,23 +20,23 @@ const RECORD: &str = "layer.json";
 
 /// What the store knows of an unpacked layer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LayerRecord {
-    pub diff_id: Digest,
+pub(crate) struct LayerRecord {
+    pub(crate) diff_id: Digest,
     /// Bytes allocated on disk by the unpacked tree.
-    pub used_bytes: u64,
+    pub(crate) used_bytes: u64,
     /// Inodes of the unpacked tree.
-    pub inodes: u64,
+    pub(crate) inodes: u64,
     /// Wall time of the unpack, in nanoseconds since the epoch.
-    pub unpacked_at_ns: i64,
+    pub(crate) unpacked_at_ns: i64,
 }
 
 #[derive(Debug)]
-pub struct LayerStore {
+pub(crate) struct LayerStore {
     dir: PathBuf,
 }
 
 impl LayerStore {
-    pub fn open(dir: &Path) -> Result<Self, ImageError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, ImageError> {
         store::create_dir_all(dir, 0o700).map_err(|e| ImageError::io(format!("creating {}", dir.display()), e))?;
         Ok(Self { dir: dir.to_path_buf() })
     }
@@ -46,19 +46,24 @@ impl LayerStore {
     }
 
     /// The overlayfs lower dir of a layer.
-    pub fn fs_path(&self, diff_id: &Digest) -> PathBuf {
+    pub(crate) fn fs_path(&self, diff_id: &Digest) -> PathBuf {
         self.layer_dir(diff_id).join(FS_DIR)
     }
 
     /// The record of an unpacked layer; `None` when it is not unpacked.
-    pub fn record(&self, diff_id: &Digest) -> Result<Option<LayerRecord>, ImageError> {
+    pub(crate) fn record(&self, diff_id: &Digest) -> Result<Option<LayerRecord>, ImageError> {
         let path = self.layer_dir(diff_id).join(RECORD);
         store::read_json(&path).map_err(|e| ImageError::io(format!("reading {}", path.display()), io::Error::other(e)))
     }
 
     /// Unpacks the layer blob at `blob` unless the layer is there already,
     /// verifying that its uncompressed content has the digest `diff_id`.
-    pub fn unpack(&self, blob: &Path, blob_digest: &Digest, diff_id: &Digest) -> Result<LayerRecord, ImageError> {
+    pub(crate) fn unpack(
+        &self,
+        blob: &Path,
+        blob_digest: &Digest,
+        diff_id: &Digest,
+    ) -> Result<LayerRecord, ImageError> {
         if let Some(record) = self.record(diff_id)? {
             return Ok(record);
         }
@@ -74,7 +79,7 @@ impl LayerStore {
     /// the layer is published: it reads what is left of `source` and checks
     /// the blob (a failure there publishes nothing). A layer already
     /// unpacked is not unpacked again; `complete` still runs.
-    pub fn unpack_stream<R: io::Read>(
+    pub(crate) fn unpack_stream<R: io::Read>(
         &self,
         source: &mut R,
         blob_digest: &Digest,
@@ -144,7 +149,7 @@ impl LayerStore {
     }
 
     /// Diff ids of every unpacked layer.
-    pub fn list(&self) -> Result<Vec<Digest>, ImageError> {
+    pub(crate) fn list(&self) -> Result<Vec<Digest>, ImageError> {
         let entries =
             fs::read_dir(&self.dir).map_err(|e| ImageError::io(format!("listing {}", self.dir.display()), e))?;
         Ok(entries.flatten().filter_map(|e| Digest::from_hex(&e.file_name().to_string_lossy()).ok()).collect())
@@ -152,7 +157,7 @@ impl LayerStore {
 
     /// Takes a layer out of the store at once (a rename) and returns the
     /// directory to delete at leisure.
-    pub fn detach(&self, diff_id: &Digest) -> Result<Option<PathBuf>, ImageError> {
+    pub(crate) fn detach(&self, diff_id: &Digest) -> Result<Option<PathBuf>, ImageError> {
         let doomed = self.dir.join(temp::new_name());
         match fs::rename(self.layer_dir(diff_id), &doomed) {
             Ok(()) => Ok(Some(doomed)),
@@ -162,7 +167,7 @@ impl LayerStore {
     }
 
     /// Removes work directories of processes that died mid-unpack or mid-removal.
-    pub fn remove_stale_temps(&self) {
+    pub(crate) fn remove_stale_temps(&self) {
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
             if temp::is_stale(&entry.file_name().to_string_lossy()) {
@@ -172,7 +177,7 @@ impl LayerStore {
     }
 
     /// Bytes and inodes every unpacked layer uses (from their records).
-    pub fn usage(&self) -> (u64, u64) {
+    pub(crate) fn usage(&self) -> (u64, u64) {
         let mut total = (0, 1);
         for diff_id in self.list().unwrap_or_default() {
             if let Ok(Some(record)) = self.record(&diff_id) {

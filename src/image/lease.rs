@@ -21,30 +21,30 @@ use crate::store;
 const MAX_HOLDER: usize = 128;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Lease {
-    pub holder: String,
+pub(crate) struct Lease {
+    pub(crate) holder: String,
     /// Images the holder leased layers of.
-    pub images: Vec<String>,
-    pub diff_ids: Vec<Digest>,
+    pub(crate) images: Vec<String>,
+    pub(crate) diff_ids: Vec<Digest>,
     /// Blobs kept too (a pull's, until its image is in the index).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub blobs: Vec<Digest>,
+    pub(crate) blobs: Vec<Digest>,
     /// Images the holder mounts as volumes: they cannot be removed while it does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mounted: Vec<String>,
+    pub(crate) mounted: Vec<String>,
     /// The process whose work the lease lasts for (a pull's), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<ProcessIdentity>,
-    pub created_at_ns: i64,
+    pub(crate) process: Option<ProcessIdentity>,
+    pub(crate) created_at_ns: i64,
 }
 
 #[derive(Debug)]
-pub struct Leases {
+pub(crate) struct Leases {
     dir: PathBuf,
 }
 
 /// A holder names a file: letters, digits, `_`, `-`, `.`; not hidden.
-pub fn validate_holder(holder: &str) -> Result<(), ImageError> {
+pub(crate) fn validate_holder(holder: &str) -> Result<(), ImageError> {
     let ok = !holder.is_empty()
         && holder.len() <= MAX_HOLDER
         && !holder.starts_with('.')
@@ -57,7 +57,7 @@ pub fn validate_holder(holder: &str) -> Result<(), ImageError> {
 }
 
 impl Leases {
-    pub fn open(dir: &Path) -> Result<Self, ImageError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, ImageError> {
         store::create_dir_all(dir, 0o700).map_err(|e| ImageError::io(format!("creating {}", dir.display()), e))?;
         Ok(Self { dir: dir.to_path_buf() })
     }
@@ -69,7 +69,7 @@ impl Leases {
     /// Removes what interrupted writes left, and leases a power loss tore
     /// (unreadable JSON: no container they protected survived it); the
     /// caller holds the store lock (under which every lease is written).
-    pub fn remove_interrupted_writes(&self) {
+    pub(crate) fn remove_interrupted_writes(&self) {
         store::remove_interrupted_writes(&self.dir);
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
@@ -83,20 +83,20 @@ impl Leases {
         }
     }
 
-    pub fn get(&self, holder: &str) -> Result<Option<Lease>, ImageError> {
+    pub(crate) fn get(&self, holder: &str) -> Result<Option<Lease>, ImageError> {
         let path = self.path(holder);
         store::read_json(&path).map_err(|e| ImageError::io(format!("reading {}", path.display()), io::Error::other(e)))
     }
 
     /// Records a lease (atomically, not fsynced); the caller holds the store lock.
-    pub fn put(&self, lease: &Lease) -> Result<(), ImageError> {
+    pub(crate) fn put(&self, lease: &Lease) -> Result<(), ImageError> {
         let path = self.path(&lease.holder);
         store::write_json_with(&path, lease, store::Durability::Volatile)
             .map_err(|e| ImageError::io(format!("writing {}", path.display()), io::Error::other(e)))
     }
 
     /// Drops a lease; true when there was one. The caller holds the store lock.
-    pub fn remove(&self, holder: &str) -> Result<bool, ImageError> {
+    pub(crate) fn remove(&self, holder: &str) -> Result<bool, ImageError> {
         let path = self.path(holder);
         match fs::remove_file(&path) {
             Ok(()) => Ok(true),
@@ -107,7 +107,7 @@ impl Leases {
 
     /// Every lease. A lease that cannot be read is an error: garbage
     /// collection must not guess what it protects.
-    pub fn all(&self) -> Result<Vec<Lease>, ImageError> {
+    pub(crate) fn all(&self) -> Result<Vec<Lease>, ImageError> {
         let entries =
             fs::read_dir(&self.dir).map_err(|e| ImageError::io(format!("listing {}", self.dir.display()), e))?;
         let mut leases = Vec::new();

@@ -5,17 +5,17 @@
 //! Imports read OCI image layouts and OCI / docker-archive tarballs.
 
 pub mod cli;
-pub mod content;
-pub mod digest;
+pub(crate) mod content;
+pub(crate) mod digest;
 mod gc;
 mod import;
 mod index;
 mod layer_entry;
-pub mod layers;
+pub(crate) mod layers;
 mod lease;
 pub mod pull;
 mod pull_lease;
-pub mod reference;
+pub(crate) mod reference;
 mod store;
 mod temp;
 pub mod unpack;
@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 
 pub use digest::Digest;
 pub use reference::Reference;
-pub use store::{GcReport, ImageStore, ImportedImage, StoreUsage};
+pub use store::ImageStore;
+pub(crate) use store::ImportedImage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -54,7 +55,7 @@ pub enum ImageError {
 }
 
 impl ImageError {
-    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Self::Io { context: context.into(), source }
     }
 }
@@ -67,42 +68,42 @@ pub struct Image {
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
     /// Bytes of its manifest, config and (compressed) layer blobs.
-    pub size: u64,
-    pub config: ImageConfig,
+    pub(crate) size: u64,
+    pub(crate) config: ImageConfig,
     /// Digest of the manifest.
-    pub manifest_digest: String,
+    pub(crate) manifest_digest: String,
     /// Its layers, lowest first.
-    pub layers: Vec<ImageLayer>,
+    pub(crate) layers: Vec<ImageLayer>,
 }
 
 /// One layer of an image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ImageLayer {
+pub(crate) struct ImageLayer {
     /// Digest of the blob (compressed as stored).
-    pub digest: Digest,
+    pub(crate) digest: Digest,
     /// Digest of the uncompressed tar.
-    pub diff_id: Digest,
-    pub size: u64,
-    pub media_type: String,
+    pub(crate) diff_id: Digest,
+    pub(crate) size: u64,
+    pub(crate) media_type: String,
 }
 
 /// What the image config says about running the image; empty where it says nothing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ImageConfig {
-    pub user: String,
-    pub env: Vec<String>,
-    pub entrypoint: Vec<String>,
-    pub cmd: Vec<String>,
-    pub working_dir: String,
-    pub stop_signal: String,
-    pub labels: HashMap<String, String>,
-    pub volumes: Vec<String>,
+pub(crate) struct ImageConfig {
+    pub(crate) user: String,
+    pub(crate) env: Vec<String>,
+    pub(crate) entrypoint: Vec<String>,
+    pub(crate) cmd: Vec<String>,
+    pub(crate) working_dir: String,
+    pub(crate) stop_signal: String,
+    pub(crate) labels: HashMap<String, String>,
+    pub(crate) volumes: Vec<String>,
 }
 
 /// Who the image runs as, as CRI's Image message reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImageUser {
+pub(crate) enum ImageUser {
     /// The config names no user (root).
     Unset,
     Uid(i64),
@@ -111,7 +112,7 @@ pub enum ImageUser {
 
 impl ImageConfig {
     /// The user part of `User` (`name`, `uid`, `name:group`, `uid:gid`).
-    pub fn image_user(&self) -> ImageUser {
+    pub(crate) fn image_user(&self) -> ImageUser {
         let user = self.user.split(':').next().unwrap_or_default();
         if user.is_empty() {
             ImageUser::Unset

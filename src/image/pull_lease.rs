@@ -17,14 +17,14 @@ use crate::clock::now_ns;
 use crate::linux::process::ProcessIdentity;
 
 #[derive(Debug)]
-pub struct PullLeases {
+pub(crate) struct PullLeases {
     leases: Leases,
     /// This process, as its leases record it.
     me: ProcessIdentity,
 }
 
 impl PullLeases {
-    pub fn open(dir: &Path) -> Result<Self, ImageError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, ImageError> {
         let pid = std::process::id() as i32;
         let me = ProcessIdentity::of(pid).map_err(|e| ImageError::io("reading this process's identity", e))?;
         Ok(Self { leases: Leases::open(dir)?, me })
@@ -32,7 +32,7 @@ impl PullLeases {
 
     /// Records a lease of this process on `blobs` and `layers` (diff ids);
     /// returns its holder name.
-    pub fn put(&self, blobs: Vec<Digest>, layers: Vec<Digest>) -> Result<String, ImageError> {
+    pub(crate) fn put(&self, blobs: Vec<Digest>, layers: Vec<Digest>) -> Result<String, ImageError> {
         let holder = format!("pull-{}-{:016x}", self.me.pid, rand::random::<u64>());
         let lease = Lease {
             mounted: Vec::new(),
@@ -47,13 +47,13 @@ impl PullLeases {
         Ok(holder)
     }
 
-    pub fn remove(&self, holder: &str) -> Result<bool, ImageError> {
+    pub(crate) fn remove(&self, holder: &str) -> Result<bool, ImageError> {
         self.leases.remove(holder)
     }
 
     /// The leases of processes still running; those of processes that are
     /// gone, and what interrupted writes left, are removed.
-    pub fn live(&self) -> Result<Vec<Lease>, ImageError> {
+    pub(crate) fn live(&self) -> Result<Vec<Lease>, ImageError> {
         self.leases.remove_interrupted_writes();
         let mut live = Vec::new();
         for lease in self.leases.all()? {

@@ -7,10 +7,10 @@ use std::fmt;
 
 use super::digest::Digest;
 
-pub const DEFAULT_DOMAIN: &str = "docker.io";
+pub(crate) const DEFAULT_DOMAIN: &str = "docker.io";
 const LEGACY_DOMAIN: &str = "index.docker.io";
 const OFFICIAL_PREFIX: &str = "library/";
-pub const DEFAULT_TAG: &str = "latest";
+pub(crate) const DEFAULT_TAG: &str = "latest";
 const MAX_NAME: usize = 255;
 const MAX_TAG: usize = 128;
 
@@ -18,9 +18,9 @@ const MAX_TAG: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
     /// Registry host with optional port, e.g. `docker.io`, `localhost:5000`.
-    pub domain: String,
+    pub(crate) domain: String,
     /// Repository path, e.g. `library/busybox`.
-    pub path: String,
+    pub(crate) path: String,
     /// The tag; `latest` when the reference names neither tag nor digest.
     pub tag: Option<String>,
     pub digest: Option<Digest>,
@@ -29,8 +29,8 @@ pub struct Reference {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{} is not a valid image reference: {why}", crate::quote::quote(.reference))]
 pub struct ReferenceError {
-    pub reference: String,
-    pub why: String,
+    pub(crate) reference: String,
+    pub(crate) why: String,
 }
 
 impl Reference {
@@ -86,7 +86,7 @@ impl Reference {
     }
 
     /// `repository@digest` for another digest (a repo digest of this repository).
-    pub fn with_digest(&self, digest: &Digest) -> String {
+    pub(crate) fn with_digest(&self, digest: &Digest) -> String {
         format!("{}@{digest}", self.repository())
     }
 }

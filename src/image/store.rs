@@ -45,7 +45,7 @@ pub struct ImageStore {
 
 /// Keeps what a pull stores from garbage collection until dropped.
 #[derive(Debug)]
-pub struct HeldForPull {
+pub(crate) struct HeldForPull {
     store: Arc<ImageStore>,
     holder: String,
 }
@@ -63,28 +63,28 @@ impl Drop for HeldForPull {
 /// An image an import stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportedImage {
-    pub id: String,
-    pub repo_tags: Vec<String>,
-    pub layers: usize,
+    pub(crate) id: String,
+    pub(crate) repo_tags: Vec<String>,
+    pub(crate) layers: usize,
     /// Bytes the image's unpacked layers use on disk.
-    pub unpacked_bytes: u64,
+    pub(crate) unpacked_bytes: u64,
 }
 
 /// What the image store uses of its filesystem.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoreUsage {
-    pub mountpoint: PathBuf,
-    pub used_bytes: u64,
-    pub inodes: u64,
+pub(crate) struct StoreUsage {
+    pub(crate) mountpoint: PathBuf,
+    pub(crate) used_bytes: u64,
+    pub(crate) inodes: u64,
 }
 
 /// What a garbage collection removed.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     /// Another process was importing or unpacking: nothing was collected.
-    pub deferred: bool,
-    pub blobs: usize,
-    pub layers: usize,
+    pub(crate) deferred: bool,
+    pub(crate) blobs: usize,
+    pub(crate) layers: usize,
 }
 
 fn lock_error(e: lock::LockError) -> ImageError {
@@ -120,7 +120,7 @@ impl ImageStore {
 
     /// Opens the store for the daemon: imports what is new in `import_dir`
     /// (failures are logged, not fatal) and collects garbage left by crashes.
-    pub fn open_and_import(root: &Path, import_dir: &Path) -> Result<Self, ImageError> {
+    pub(crate) fn open_and_import(root: &Path, import_dir: &Path) -> Result<Self, ImageError> {
         let images = Self::open(root)?;
         for (path, outcome) in images.import_directory(import_dir) {
             match outcome {
@@ -139,11 +139,6 @@ impl ImageStore {
         Ok(images)
     }
 
-    /// `<root>/images`.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn lock(&self) -> Result<LockFile, ImageError> {
         lock::wait(&self.dir.join(STORE_LOCK), false).map_err(lock_error)
     }
@@ -151,7 +146,7 @@ impl ImageStore {
     /// Held while blobs and layers are being added by an import or a
     /// container's unpack: garbage collection waits until then. (A pull
     /// leases what it stores instead: [`hold_for_pull`](Self::hold_for_pull).)
-    pub fn work_in_flight(&self) -> Result<LockFile, ImageError> {
+    pub(crate) fn work_in_flight(&self) -> Result<LockFile, ImageError> {
         lock::wait(&self.dir.join(GC_LOCK), true).map_err(lock_error)
     }
 
@@ -175,7 +170,7 @@ impl ImageStore {
     }
 
     /// Like [`resolve`](Self::resolve), with `None` for an absent image.
-    pub fn find(&self, reference: &str) -> Result<Option<Image>, ImageError> {
+    pub(crate) fn find(&self, reference: &str) -> Result<Option<Image>, ImageError> {
         match self.resolve(reference) {
             Ok(image) => Ok(Some(image)),
             Err(ImageError::NotFound(_)) => Ok(None),
@@ -185,7 +180,7 @@ impl ImageStore {
 
     /// Removes the image `reference` names, with all its names (idempotent:
     /// `None` when there was none), then collects what nothing uses any more.
-    pub fn remove(&self, reference: &str) -> Result<Option<Image>, ImageError> {
+    pub(crate) fn remove(&self, reference: &str) -> Result<Option<Image>, ImageError> {
         let removed = self.update_index(|index| {
             let id = match find(index, reference) {
                 Ok(record) => record.id.clone(),
@@ -317,7 +312,7 @@ impl ImageStore {
     /// Imports the archives in `dir` that are new or changed since they were
     /// imported last (or whose images were removed since): the import
     /// directory scanned at start. Each archive's outcome is returned.
-    pub fn import_directory(&self, dir: &Path) -> Vec<(PathBuf, Result<Vec<ImportedImage>, ImageError>)> {
+    pub(crate) fn import_directory(&self, dir: &Path) -> Vec<(PathBuf, Result<Vec<ImportedImage>, ImageError>)> {
         let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(entries) => entries
                 .flatten()
@@ -360,13 +355,13 @@ impl ImageStore {
     /// lowest first, for overlayfs. Records a durable lease for `holder` (a
     /// container id) so they are never deleted while leased — even if the
     /// image is removed meanwhile, and across restarts.
-    pub fn lease_layers(&self, holder: &str, image: &Image) -> Result<Vec<PathBuf>, ImageError> {
+    pub(crate) fn lease_layers(&self, holder: &str, image: &Image) -> Result<Vec<PathBuf>, ImageError> {
         self.lease_layers_for(holder, image, false)
     }
 
     /// `lease_layers` for an image `holder` mounts as a volume: the image
     /// then cannot be removed until the lease goes.
-    pub fn lease_volume(&self, holder: &str, image: &Image) -> Result<Vec<PathBuf>, ImageError> {
+    pub(crate) fn lease_volume(&self, holder: &str, image: &Image) -> Result<Vec<PathBuf>, ImageError> {
         self.lease_layers_for(holder, image, true)
     }
 
@@ -419,7 +414,7 @@ impl ImageStore {
     /// no lease uses any more. Garbage collection reads every lease, so it
     /// runs only when this lease held a layer no image in the index uses
     /// (its image was removed meanwhile): otherwise the release frees nothing.
-    pub fn release(&self, holder: &str) -> Result<(), ImageError> {
+    pub(crate) fn release(&self, holder: &str) -> Result<(), ImageError> {
         validate_holder(holder)?;
         let may_free = {
             let _lock = self.lock()?;
@@ -447,7 +442,7 @@ impl ImageStore {
     /// Keeps `blobs` and the layers `diff_ids` from garbage collection until
     /// the answer is dropped: a pull holds it from before it stores its
     /// first blob until its image is in the index.
-    pub fn hold_for_pull(
+    pub(crate) fn hold_for_pull(
         self: &Arc<Self>,
         blobs: Vec<Digest>,
         diff_ids: Vec<Digest>,
@@ -459,12 +454,12 @@ impl ImageStore {
         Ok(HeldForPull { store: self.clone(), holder })
     }
 
-    pub fn has_blob(&self, digest: &Digest) -> bool {
+    pub(crate) fn has_blob(&self, digest: &Digest) -> bool {
         self.content.contains(digest)
     }
 
     /// Stores a manifest or config a pull fetched, verified against `digest`.
-    pub fn store_fetched(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
+    pub(crate) fn store_fetched(&self, data: &[u8], digest: &Digest) -> Result<(), ImageError> {
         self.content.write_known(data, digest)
     }
 
@@ -472,7 +467,7 @@ impl ImageStore {
     /// it on the way unless its layer `diff_id` is unpacked already. The blob
     /// is checked against `digest` and the layer against `diff_id` before
     /// either is published; on failure neither is left behind.
-    pub fn store_layer(
+    pub(crate) fn store_layer(
         &self,
         source: &mut dyn std::io::Read,
         digest: &Digest,
@@ -491,7 +486,7 @@ impl ImageStore {
 
     /// Adds a pulled image under `name`, its repo digest `name@repo_digest`
     /// (the digest the registry serves it by: the index's for a multi-platform image).
-    pub fn add_pulled(
+    pub(crate) fn add_pulled(
         &self,
         candidate: Candidate,
         name: &Reference,
@@ -509,14 +504,14 @@ impl ImageStore {
     }
 
     /// Holders of leases (containers, to reconcile with those that exist).
-    pub fn lease_holders(&self) -> Result<Vec<String>, ImageError> {
+    pub(crate) fn lease_holders(&self) -> Result<Vec<String>, ImageError> {
         Ok(self.leases.all()?.into_iter().map(|l| l.holder).collect())
     }
 
     /// Deletes blobs no image and no pull in flight references and layers no
     /// image and no lease uses, and the leftovers of processes that died
     /// mid-work.
-    pub fn collect_garbage(&self) -> Result<GcReport, ImageError> {
+    pub(crate) fn collect_garbage(&self) -> Result<GcReport, ImageError> {
         let Some(_exclusive) = lock::try_exclusive(&self.dir.join(GC_LOCK)).map_err(lock_error)? else {
             tracing::debug!("garbage collection deferred: an import or a container's unpack is in progress");
             return Ok(GcReport { deferred: true, ..Default::default() });
@@ -553,14 +548,14 @@ impl ImageStore {
         Ok(report)
     }
 
-    pub fn collect_garbage_logged(&self) {
+    pub(crate) fn collect_garbage_logged(&self) {
         if let Err(e) = self.collect_garbage() {
             tracing::warn!(error = %e, "image garbage collection failed; it is retried at the next one");
         }
     }
 
     /// Bytes and inodes the store uses on its filesystem.
-    pub fn usage(&self) -> StoreUsage {
+    pub(crate) fn usage(&self) -> StoreUsage {
         let (layer_bytes, layer_inodes) = self.layers.usage();
         let (blob_bytes, blob_inodes) = self.content.usage();
         let leases = self.leases.all().map(|l| l.len() as u64).unwrap_or_default();
@@ -589,7 +584,7 @@ impl ImageStore {
     }
 
     /// Where a layer is unpacked, if it is.
-    pub fn unpacked_path(&self, diff_id: &Digest) -> Option<PathBuf> {
+    pub(crate) fn unpacked_path(&self, diff_id: &Digest) -> Option<PathBuf> {
         self.layers.record(diff_id).ok().flatten().map(|_| self.layers.fs_path(diff_id))
     }
 

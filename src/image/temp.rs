@@ -7,13 +7,13 @@ use std::path::Path;
 const PREFIX: &str = ".tmp-";
 
 /// A fresh in-progress name owned by this process.
-pub fn new_name() -> String {
+pub(crate) fn new_name() -> String {
     format!("{PREFIX}{}-{:016x}", std::process::id(), rand::random::<u64>())
 }
 
 /// True for an in-progress name whose process is gone (pids are read in this
 /// process's PID namespace, which is the one nidus and its CLI share).
-pub fn is_stale(name: &str) -> bool {
+pub(crate) fn is_stale(name: &str) -> bool {
     let Some(rest) = name.strip_prefix(PREFIX) else { return false };
     match rest.split_once('-').and_then(|(pid, _)| pid.parse::<u32>().ok()) {
         Some(pid) => pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists(),

@@ -46,7 +46,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    pub fn sniff(head: &[u8]) -> Self {
+    pub(crate) fn sniff(head: &[u8]) -> Self {
         if head.starts_with(GZIP_MAGIC) {
             Self::Gzip
         } else if head.starts_with(ZSTD_MAGIC) {
@@ -58,7 +58,7 @@ impl Compression {
 }
 
 /// The uncompressed stream of `source`, whatever its compression.
-pub fn decompressed<'a>(source: impl Read + 'a) -> io::Result<Box<dyn Read + 'a>> {
+pub(crate) fn decompressed<'a>(source: impl Read + 'a) -> io::Result<Box<dyn Read + 'a>> {
     let mut buffered = BufReader::with_capacity(256 << 10, source);
     let compression = Compression::sniff(buffered.fill_buf()?);
     Ok(match compression {

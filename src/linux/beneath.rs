@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
@@ -20,7 +20,7 @@ use nix::unistd::{fchownat, linkat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags
 
 /// The kind of special file `mknod` makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     Char,
     Block,
     Fifo,
@@ -28,15 +28,14 @@ pub enum NodeKind {
 
 /// The root of a confined tree.
 #[derive(Debug)]
-pub struct ConfinedRoot {
+pub(crate) struct ConfinedRoot {
     fd: OwnedFd,
-    path: PathBuf,
 }
 
 /// A directory inside a confined tree, held open; names given to its methods
 /// are single path components.
 #[derive(Debug)]
-pub struct ConfinedDir {
+pub(crate) struct ConfinedDir {
     fd: OwnedFd,
 }
 
@@ -54,7 +53,7 @@ fn check_name(name: &OsStr) -> io::Result<()> {
 
 impl ConfinedRoot {
     /// Opens the directory `path` (which must not be a symlink) as a tree root.
-    pub fn open(path: &Path) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let fd = openat(
             nix::fcntl::AT_FDCWD,
             path,
@@ -62,22 +61,18 @@ impl ConfinedRoot {
             Mode::empty(),
         )
         .map_err(io_err)?;
-        Ok(Self { fd, path: path.to_path_buf() })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(Self { fd })
     }
 
     /// The root itself as a directory.
-    pub fn root_dir(&self) -> io::Result<ConfinedDir> {
+    pub(crate) fn root_dir(&self) -> io::Result<ConfinedDir> {
         Ok(ConfinedDir { fd: self.fd.try_clone()? })
     }
 
     /// Opens the directory at `relative` beneath the root. Symlinks on the way
     /// are followed only while they stay beneath the root: a path that would
     /// leave it fails with `EXDEV` (`io::ErrorKind::CrossesDevices`).
-    pub fn dir(&self, relative: &Path) -> io::Result<ConfinedDir> {
+    pub(crate) fn dir(&self, relative: &Path) -> io::Result<ConfinedDir> {
         if relative.as_os_str().is_empty() {
             return self.root_dir();
         }
@@ -91,7 +86,7 @@ impl ConfinedRoot {
 
 impl ConfinedDir {
     /// The entry `name` without following a symlink; `None` when absent.
-    pub fn lstat(&self, name: &OsStr) -> io::Result<Option<FileStat>> {
+    pub(crate) fn lstat(&self, name: &OsStr) -> io::Result<Option<FileStat>> {
         check_name(name)?;
         match fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(st)),
@@ -102,7 +97,7 @@ impl ConfinedDir {
 
     /// True when this directory is marked opaque for overlayfs (xattr
     /// `trusted.overlay.opaque=y`): the layers below it do not show through.
-    pub fn is_overlay_opaque(&self) -> bool {
+    pub(crate) fn is_overlay_opaque(&self) -> bool {
         let name = c"trusted.overlay.opaque";
         let mut value = [0u8; 4];
         // SAFETY: the fd is an open directory; name is a valid C string; value
@@ -114,7 +109,7 @@ impl ConfinedDir {
     }
 
     /// The subdirectory `name`, which must be a real directory (not a symlink).
-    pub fn subdir(&self, name: &OsStr) -> io::Result<ConfinedDir> {
+    pub(crate) fn subdir(&self, name: &OsStr) -> io::Result<ConfinedDir> {
         check_name(name)?;
         let fd = openat(
             &self.fd,
@@ -126,13 +121,13 @@ impl ConfinedDir {
         Ok(ConfinedDir { fd })
     }
 
-    pub fn mkdir(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+    pub(crate) fn mkdir(&self, name: &OsStr, mode: u32) -> io::Result<()> {
         check_name(name)?;
         mkdirat(&self.fd, name, Mode::from_bits_truncate(mode)).map_err(io_err)
     }
 
     /// Creates the regular file `name`, which must not exist, for writing.
-    pub fn create_file(&self, name: &OsStr) -> io::Result<File> {
+    pub(crate) fn create_file(&self, name: &OsStr) -> io::Result<File> {
         check_name(name)?;
         let fd = openat(
             &self.fd,
@@ -144,20 +139,20 @@ impl ConfinedDir {
         Ok(File::from(fd))
     }
 
-    pub fn symlink(&self, name: &OsStr, target: &OsStr) -> io::Result<()> {
+    pub(crate) fn symlink(&self, name: &OsStr, target: &OsStr) -> io::Result<()> {
         check_name(name)?;
         symlinkat(target, &self.fd, name).map_err(io_err)
     }
 
     /// Makes `name` here a hard link to `source_name` in `source_dir` (a
     /// symlink is linked itself, not followed).
-    pub fn hard_link(&self, name: &OsStr, source_dir: &ConfinedDir, source_name: &OsStr) -> io::Result<()> {
+    pub(crate) fn hard_link(&self, name: &OsStr, source_dir: &ConfinedDir, source_name: &OsStr) -> io::Result<()> {
         check_name(name)?;
         check_name(source_name)?;
         linkat(&source_dir.fd, source_name, &self.fd, name, AtFlags::empty()).map_err(io_err)
     }
 
-    pub fn mknod(&self, name: &OsStr, kind: NodeKind, mode: u32, major: u64, minor: u64) -> io::Result<()> {
+    pub(crate) fn mknod(&self, name: &OsStr, kind: NodeKind, mode: u32, major: u64, minor: u64) -> io::Result<()> {
         check_name(name)?;
         let kind = match kind {
             NodeKind::Char => SFlag::S_IFCHR,
@@ -169,13 +164,13 @@ impl ConfinedDir {
     }
 
     /// Removes the non-directory entry `name`.
-    pub fn unlink(&self, name: &OsStr) -> io::Result<()> {
+    pub(crate) fn unlink(&self, name: &OsStr) -> io::Result<()> {
         check_name(name)?;
         unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir).map_err(io_err)
     }
 
     /// Removes the directory `name` and everything in it, never following a symlink.
-    pub fn remove_tree(&self, name: &OsStr) -> io::Result<()> {
+    pub(crate) fn remove_tree(&self, name: &OsStr) -> io::Result<()> {
         check_name(name)?;
         let dir = self.subdir(name)?;
         dir.empty_out()?;
@@ -200,7 +195,7 @@ impl ConfinedDir {
     }
 
     /// Sets the owner of `name` without following a symlink.
-    pub fn chown(&self, name: &OsStr, uid: u32, gid: u32) -> io::Result<()> {
+    pub(crate) fn chown(&self, name: &OsStr, uid: u32, gid: u32) -> io::Result<()> {
         check_name(name)?;
         fchownat(&self.fd, name, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)), AtFlags::AT_SYMLINK_NOFOLLOW)
             .map_err(io_err)
@@ -208,13 +203,13 @@ impl ConfinedDir {
 
     /// Sets the mode of `name`, which the caller knows is not a symlink
     /// (Linux cannot change a symlink's mode).
-    pub fn chmod(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+    pub(crate) fn chmod(&self, name: &OsStr, mode: u32) -> io::Result<()> {
         check_name(name)?;
         fchmodat(&self.fd, name, Mode::from_bits_truncate(mode), FchmodatFlags::FollowSymlink).map_err(io_err)
     }
 
     /// Sets access and modification time of `name` without following a symlink.
-    pub fn set_mtime(&self, name: &OsStr, seconds: i64) -> io::Result<()> {
+    pub(crate) fn set_mtime(&self, name: &OsStr, seconds: i64) -> io::Result<()> {
         check_name(name)?;
         let t = TimeSpec::new(seconds, 0);
         utimensat(&self.fd, name, &t, &t, UtimensatFlags::NoFollowSymlink).map_err(io_err)
@@ -222,7 +217,7 @@ impl ConfinedDir {
 
     /// Sets the extended attribute `key` of `name` without following a
     /// symlink and without opening the entry (devices and fifos stay closed).
-    pub fn set_xattr(&self, name: &OsStr, key: &str, value: &[u8]) -> io::Result<()> {
+    pub(crate) fn set_xattr(&self, name: &OsStr, key: &str, value: &[u8]) -> io::Result<()> {
         check_name(name)?;
         // The parent is reached through its fd's magic link, so no path
         // component can be swapped; lsetxattr does not follow `name`.
@@ -242,7 +237,7 @@ impl ConfinedDir {
     }
 
     /// Flushes every dirty inode of this directory's filesystem to disk.
-    pub fn sync_filesystem(&self) -> io::Result<()> {
+    pub(crate) fn sync_filesystem(&self) -> io::Result<()> {
         nix::unistd::syncfs(&self.fd).map_err(io_err)
     }
 }

@@ -8,11 +8,11 @@ use oci_spec::runtime::{Capabilities, Capability, LinuxCapabilities};
 
 /// Effective, permitted, inheritable and ambient sets (bit n = capability n).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CapabilitySets {
-    pub effective: u64,
-    pub permitted: u64,
-    pub inheritable: u64,
-    pub ambient: u64,
+pub(crate) struct CapabilitySets {
+    pub(crate) effective: u64,
+    pub(crate) permitted: u64,
+    pub(crate) inheritable: u64,
+    pub(crate) ambient: u64,
 }
 
 fn mask(set: &Option<Capabilities>) -> u64 {
@@ -43,7 +43,7 @@ struct CapData {
 }
 
 impl CapabilitySets {
-    pub fn of(caps: &LinuxCapabilities) -> Self {
+    pub(crate) fn of(caps: &LinuxCapabilities) -> Self {
         Self {
             effective: mask(caps.effective()),
             permitted: mask(caps.permitted()),
@@ -54,7 +54,7 @@ impl CapabilitySets {
 
     /// Sets exactly these sets on the calling thread (the bounding set is
     /// left as it is).
-    pub fn apply(&self) -> io::Result<()> {
+    pub(crate) fn apply(&self) -> io::Result<()> {
         let header = CapHeader { version: CAPABILITY_VERSION_3, pid: 0 };
         let word = |m: u64, high: bool| if high { (m >> 32) as u32 } else { m as u32 };
         let data = [false, true].map(|high| CapData {

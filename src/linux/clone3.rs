@@ -16,7 +16,7 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// Why clone3 could not place the child: the kernel lacks it (fall back to
 /// fork + joining by `cgroup.procs`) or refused this cgroup.
 #[derive(Debug)]
-pub enum CloneIntoCgroupError {
+pub(crate) enum CloneIntoCgroupError {
     /// ENOSYS/E2BIG/EINVAL: no clone3 or no CLONE_INTO_CGROUP here.
     Unsupported(io::Error),
     Failed(io::Error),
@@ -24,7 +24,7 @@ pub enum CloneIntoCgroupError {
 
 /// Forks into the cgroup whose directory `cgroup` is open (O_PATH is
 /// enough). Only for single-threaded helper processes, as `process::fork`.
-pub fn fork_into_cgroup(cgroup: BorrowedFd<'_>) -> Result<Forked, CloneIntoCgroupError> {
+pub(crate) fn fork_into_cgroup(cgroup: BorrowedFd<'_>) -> Result<Forked, CloneIntoCgroupError> {
     clone3(CLONE_INTO_CGROUP, Some(cgroup)).map_err(|err| match err.raw_os_error() {
         Some(libc::ENOSYS) | Some(libc::E2BIG) | Some(libc::EINVAL) => CloneIntoCgroupError::Unsupported(err),
         _ => CloneIntoCgroupError::Failed(err),
@@ -34,7 +34,7 @@ pub fn fork_into_cgroup(cgroup: BorrowedFd<'_>) -> Result<Forked, CloneIntoCgrou
 /// Forks a child that is the first process (PID 1) of a new PID namespace,
 /// leaving the caller's namespace for its later children as it was (unlike
 /// unshare). Only for single-threaded helper processes, as `process::fork`.
-pub fn fork_into_new_pid_namespace() -> io::Result<Forked> {
+pub(crate) fn fork_into_new_pid_namespace() -> io::Result<Forked> {
     clone3(libc::CLONE_NEWPID as u64, None)
 }
 
@@ -42,7 +42,7 @@ pub fn fork_into_new_pid_namespace() -> io::Result<Forked> {
 /// for it; with CLONE_NEWUSER the others are owned by its new user
 /// namespace, and with CLONE_NEWPID it is that namespace's PID 1). Only for
 /// single-threaded helper processes, as `process::fork`.
-pub fn fork_with_flags(flags: u64) -> io::Result<Forked> {
+pub(crate) fn fork_with_flags(flags: u64) -> io::Result<Forked> {
     clone3(flags, None)
 }
 

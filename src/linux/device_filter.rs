@@ -10,11 +10,11 @@ use std::path::Path;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct BpfInsn {
-    pub code: u8,
+    pub(crate) code: u8,
     /// dst register in the low nibble, src in the high one.
-    pub regs: u8,
-    pub off: i16,
-    pub imm: i32,
+    pub(crate) regs: u8,
+    pub(crate) off: i16,
+    pub(crate) imm: i32,
 }
 
 // bpf(2) commands, program and attach types, flags.

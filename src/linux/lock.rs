@@ -10,7 +10,7 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, Flock, FlockArg};
 
 #[derive(Debug, thiserror::Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     #[error("another nidus instance holds the lock {path} (pid {holder}); stop it or choose another state directory")]
     Held { path: PathBuf, holder: String },
     #[error("cannot open lock file {path}: {source}")]
@@ -21,7 +21,7 @@ pub enum LockError {
 
 /// A held lock; released when dropped (or when the process dies).
 #[derive(Debug)]
-pub struct LockFile {
+pub(crate) struct LockFile {
     _lock: Held,
 }
 
@@ -39,7 +39,7 @@ enum Held {
 /// missing, and records our pid in it for the message another instance
 /// prints. Nothing else in this process may open that file: closing any
 /// descriptor of it would drop a POSIX lock.
-pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
+pub(crate) fn acquire(path: &Path) -> Result<LockFile, LockError> {
     let open_err = |source| LockError::Open { path: path.to_path_buf(), source };
     let mut file = open_lock_file(path)?;
     let mut holder = String::new();
@@ -76,7 +76,7 @@ pub fn acquire(path: &Path) -> Result<LockFile, LockError> {
 
 /// A lock cooperating processes wait for: exclusive (one holder) or shared
 /// (many holders, no exclusive one). Released when dropped.
-pub fn wait(path: &Path, shared: bool) -> Result<LockFile, LockError> {
+pub(crate) fn wait(path: &Path, shared: bool) -> Result<LockFile, LockError> {
     let file = open_lock_file(path)?;
     let arg = if shared { FlockArg::LockShared } else { FlockArg::LockExclusive };
     match Flock::lock(file, arg) {
@@ -86,7 +86,7 @@ pub fn wait(path: &Path, shared: bool) -> Result<LockFile, LockError> {
 }
 
 /// The exclusive lock at `path` if nobody holds it (shared or exclusive) now.
-pub fn try_exclusive(path: &Path) -> Result<Option<LockFile>, LockError> {
+pub(crate) fn try_exclusive(path: &Path) -> Result<Option<LockFile>, LockError> {
     let file = open_lock_file(path)?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => Ok(Some(LockFile { _lock: Held::Flock(lock) })),

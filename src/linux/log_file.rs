@@ -16,14 +16,14 @@ use nix::sys::stat::{mkdirat, Mode};
 
 /// Where a log file goes: the pod's log directory and the path below it.
 #[derive(Debug, Clone, Copy)]
-pub struct LogLocation<'a> {
-    pub directory: &'a Path,
-    pub relative: &'a Path,
+pub(crate) struct LogLocation<'a> {
+    pub(crate) directory: &'a Path,
+    pub(crate) relative: &'a Path,
 }
 
 impl<'a> LogLocation<'a> {
     /// Splits a full log path under `directory`; `None` when it is not below it.
-    pub fn split(directory: &'a Path, full: &'a Path) -> Option<Self> {
+    pub(crate) fn split(directory: &'a Path, full: &'a Path) -> Option<Self> {
         let relative = full.strip_prefix(directory).ok()?;
         let plain = relative.components().all(|c| matches!(c, Component::Normal(_)));
         (plain && relative.file_name().is_some()).then_some(LogLocation { directory, relative })
@@ -58,7 +58,7 @@ fn explain<'a>(what: &'a str, path: &'a Path) -> impl Fn(Errno) -> io::Error + '
 /// Opens the log directory (made when missing; it must not be a symlink) and
 /// makes and opens each directory between it and the file; returns the
 /// file's directory.
-pub fn prepare_dirs(location: LogLocation<'_>) -> io::Result<OwnedFd> {
+pub(crate) fn prepare_dirs(location: LogLocation<'_>) -> io::Result<OwnedFd> {
     let LogLocation { directory, relative } = location;
     if !directory.exists() {
         std::fs::create_dir_all(directory)?;
@@ -83,7 +83,7 @@ pub fn prepare_dirs(location: LogLocation<'_>) -> io::Result<OwnedFd> {
 /// Checks a log file can be opened where it belongs, before any output:
 /// its directories are made (see [`prepare_dirs`]) and the file, when it
 /// exists already, is a regular file, not a link.
-pub fn prepare(location: LogLocation<'_>) -> io::Result<()> {
+pub(crate) fn prepare(location: LogLocation<'_>) -> io::Result<()> {
     let dir = prepare_dirs(location)?;
     let name = location.relative.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let full = location.directory.join(location.relative);
@@ -101,7 +101,7 @@ pub fn prepare(location: LogLocation<'_>) -> io::Result<()> {
 }
 
 /// Opens (making when missing, 0640) the log file for appending.
-pub fn open(location: LogLocation<'_>) -> io::Result<File> {
+pub(crate) fn open(location: LogLocation<'_>) -> io::Result<File> {
     let dir = prepare_dirs(location)?;
     let name = location.relative.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let how = OpenHow::new()

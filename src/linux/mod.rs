@@ -2,25 +2,25 @@
 //! All `unsafe` code in nidus lives in this module tree, each block with a
 //! `// SAFETY:` line; callers above it see only safe functions.
 
-pub mod beneath;
-pub mod capability_sets;
-pub mod clone3;
+pub(crate) mod beneath;
+pub(crate) mod capability_sets;
+pub(crate) mod clone3;
 pub mod device_filter;
-pub mod lock;
-pub mod log_file;
-pub mod mount;
-pub mod namespaces;
-pub mod net;
-pub mod netns_connect;
-pub mod placed_fds;
+pub(crate) mod lock;
+pub(crate) mod log_file;
+pub(crate) mod mount;
+pub(crate) mod namespaces;
+pub(crate) mod net;
+pub(crate) mod netns_connect;
+pub(crate) mod placed_fds;
 pub mod process;
-pub mod pty;
-pub mod reaper;
-pub mod rootfs;
-pub mod runtime_program;
-pub mod seccomp;
-pub mod socket;
-pub mod tiny_programs;
+pub(crate) mod pty;
+pub(crate) mod reaper;
+pub(crate) mod rootfs;
+pub(crate) mod runtime_program;
+pub(crate) mod seccomp;
+pub(crate) mod socket;
+pub(crate) mod tiny_programs;
 pub mod userns;
 
 use std::ffi::CString;
@@ -28,7 +28,7 @@ use std::io;
 
 /// `bytes` as a C string for a system call; a NUL byte inside is invalid
 /// input, named in the error.
-pub fn c_string(bytes: impl Into<Vec<u8>>) -> io::Result<CString> {
+pub(crate) fn c_string(bytes: impl Into<Vec<u8>>) -> io::Result<CString> {
     CString::new(bytes).map_err(|e| {
         let text = String::from_utf8_lossy(&e.into_vec()).into_owned();
         io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in {text:?}"))

@@ -8,7 +8,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 /// Mounts a fresh tmpfs at `target` (nosuid, nodev, noexec) with `options`
 /// such as `mode=1777,size=65536k`.
-pub fn mount_tmpfs(target: &Path, options: &str) -> io::Result<()> {
+pub(crate) fn mount_tmpfs(target: &Path, options: &str) -> io::Result<()> {
     mount(
         Some("shm"),
         target,
@@ -21,7 +21,7 @@ pub fn mount_tmpfs(target: &Path, options: &str) -> io::Result<()> {
 
 /// Detaches whatever is mounted at `target`, all of it (a mount may be stacked).
 /// Succeeds when nothing is mounted there or the path is gone.
-pub fn unmount_all(target: &Path) -> io::Result<()> {
+pub(crate) fn unmount_all(target: &Path) -> io::Result<()> {
     loop {
         match umount2(target, MntFlags::MNT_DETACH) {
             Ok(()) => continue,
@@ -31,19 +31,9 @@ pub fn unmount_all(target: &Path) -> io::Result<()> {
     }
 }
 
-/// True when `path` is the root of a mount (it sits on another device than its
-/// parent, or `/proc/self/mountinfo` lists it).
-pub fn is_mountpoint(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = path.as_os_str().as_encoded_bytes();
-    text.lines().any(|line| line.split(' ').nth(4).is_some_and(|mp| unescape_mountinfo(mp).as_bytes() == want))
-}
-
 /// The mount `path` lives on (its mount point) and whether that mount is
 /// shared (has a peer group); `None` when mountinfo cannot be read.
-pub fn containing_mount(path: &Path) -> Option<(std::path::PathBuf, bool)> {
+pub(crate) fn containing_mount(path: &Path) -> Option<(std::path::PathBuf, bool)> {
     let text =
         crate::bounded_file::read(Path::new("/proc/self/mountinfo"), 64 << 20, crate::bounded_file::FinalLink::Follow)
             .ok()?;
@@ -68,22 +58,6 @@ pub fn containing_mount(path: &Path) -> Option<(std::path::PathBuf, bool)> {
     best
 }
 
-/// Mount points of every mount under `prefix` (inclusive), deepest first.
-pub fn mounts_under(prefix: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let mut found: Vec<std::path::PathBuf> = text
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|mp| std::path::PathBuf::from(unescape_mountinfo(mp)))
-        .filter(|mp| mp.starts_with(prefix))
-        .collect();
-    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    found.dedup();
-    found
-}
-
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
 fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
@@ -106,7 +80,7 @@ fn unescape_mountinfo(field: &str) -> String {
 }
 
 /// True when `dir` is marked opaque for overlayfs (xattr `trusted.overlay.opaque=y`).
-pub fn is_overlay_opaque(dir: &Path) -> bool {
+pub(crate) fn is_overlay_opaque(dir: &Path) -> bool {
     let Ok(path) = super::c_string(dir.as_os_str().as_encoded_bytes()) else {
         return false;
     };

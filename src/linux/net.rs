@@ -7,7 +7,7 @@ use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 
 /// Brings the loopback interface of the caller's network namespace up, so
 /// 127.0.0.1 works in a pod before (or without) any network plugin.
-pub fn bring_up_loopback() -> io::Result<()> {
+pub(crate) fn bring_up_loopback() -> io::Result<()> {
     let sock =
         socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None).map_err(io::Error::from)?;
     // SAFETY: ifreq is plain old data; all-zero is a valid value.

@@ -12,7 +12,7 @@ use nix::sched::CloneFlags;
 
 /// Runs `make` on a thread that has entered the network namespace `netns`
 /// (an open `/proc/PID/ns/net` or netns file), and returns what it made.
-pub fn in_netns<T: Send>(netns: &File, make: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+pub(crate) fn in_netns<T: Send>(netns: &File, make: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -26,6 +26,6 @@ pub fn in_netns<T: Send>(netns: &File, make: impl FnOnce() -> io::Result<T> + Se
 }
 
 /// Connects to `addr` from inside the network namespace `netns`, within `timeout`.
-pub fn connect_in(netns: &File, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+pub(crate) fn connect_in(netns: &File, addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
     in_netns(netns, || TcpStream::connect_timeout(&addr, timeout))
 }

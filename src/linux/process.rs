@@ -11,43 +11,43 @@ use serde::{Deserialize, Serialize};
 
 /// Who a process is, precisely enough that a reused PID is never mistaken for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessIdentity {
-    pub pid: i32,
+pub(crate) struct ProcessIdentity {
+    pub(crate) pid: i32,
     /// `starttime` from `/proc/PID/stat`, in clock ticks after boot.
-    pub start_time: u64,
+    pub(crate) start_time: u64,
     /// `/proc/sys/kernel/random/boot_id` when the process was recorded.
-    pub boot_id: String,
+    pub(crate) boot_id: String,
 }
 
 /// The few fields of `/proc/PID/stat` nidus uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub state: char,
-    pub ppid: i32,
+pub(crate) struct ProcStat {
+    pub(crate) state: char,
+    pub(crate) ppid: i32,
     /// The process group.
-    pub pgrp: i32,
-    pub start_time: u64,
+    pub(crate) pgrp: i32,
+    pub(crate) start_time: u64,
 }
 
 impl ProcStat {
     /// A zombie or dead task is not running anymore, whatever its pid says.
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         !matches!(self.state, 'Z' | 'X' | 'x')
     }
 }
 
 /// The kernel's id of the current boot; it changes at every reboot.
-pub fn boot_id() -> io::Result<String> {
+pub(crate) fn boot_id() -> io::Result<String> {
     Ok(fs::read_to_string("/proc/sys/kernel/random/boot_id")?.trim().to_string())
 }
 
-pub fn read_stat(pid: i32) -> io::Result<ProcStat> {
+pub(crate) fn read_stat(pid: i32) -> io::Result<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat"))?)
 }
 
 /// Parses `/proc/PID/stat`; the command name may hold spaces and parentheses,
 /// so fields are counted from the last `)`.
-pub fn parse_stat(text: &str) -> io::Result<ProcStat> {
+pub(crate) fn parse_stat(text: &str) -> io::Result<ProcStat> {
     let bad = || io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/PID/stat");
     let rest = &text[text.rfind(')').ok_or_else(bad)? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -61,7 +61,7 @@ pub fn parse_stat(text: &str) -> io::Result<ProcStat> {
 }
 
 /// The running processes of process group `pgid`, with their stat.
-pub fn group_members(pgid: i32) -> Vec<(i32, ProcStat)> {
+pub(crate) fn group_members(pgid: i32) -> Vec<(i32, ProcStat)> {
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
     entries
         .flatten()
@@ -73,13 +73,13 @@ pub fn group_members(pgid: i32) -> Vec<(i32, ProcStat)> {
 
 impl ProcessIdentity {
     /// Records the identity of a live process.
-    pub fn of(pid: i32) -> io::Result<Self> {
+    pub(crate) fn of(pid: i32) -> io::Result<Self> {
         Ok(Self { pid, start_time: read_stat(pid)?.start_time, boot_id: boot_id()? })
     }
 
     /// True when this exact process is still running (not a zombie, not a
     /// newer process that reuses the pid, not a process of an earlier boot).
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         match (boot_id(), read_stat(self.pid)) {
             (Ok(boot), Ok(stat)) => boot == self.boot_id && stat.start_time == self.start_time && stat.is_running(),
             _ => false,
@@ -89,7 +89,7 @@ impl ProcessIdentity {
     /// Opens a pidfd for this process, verified after opening: a pidfd taken on
     /// a reused pid would point at the wrong process, so the start time is read
     /// again once the pidfd pins the task.
-    pub fn open_pidfd(&self) -> Option<Pidfd> {
+    pub(crate) fn open_pidfd(&self) -> Option<Pidfd> {
         let pidfd = Pidfd::open(self.pid).ok()?;
         self.is_running().then_some(pidfd)
     }
@@ -98,10 +98,10 @@ impl ProcessIdentity {
 /// A pidfd: a stable handle on one process (Linux ≥ 5.3), usable for processes
 /// that are not our children.
 #[derive(Debug)]
-pub struct Pidfd(OwnedFd);
+pub(crate) struct Pidfd(OwnedFd);
 
 impl Pidfd {
-    pub fn open(pid: i32) -> io::Result<Self> {
+    pub(crate) fn open(pid: i32) -> io::Result<Self> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1;
         // no memory is passed.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -113,12 +113,12 @@ impl Pidfd {
     }
 
     /// Another handle on the same process.
-    pub fn try_clone(&self) -> io::Result<Self> {
+    pub(crate) fn try_clone(&self) -> io::Result<Self> {
         self.0.try_clone().map(Self)
     }
 
     /// Sends `signal` to the process; a process that already exited is not an error.
-    pub fn send_signal(&self, signal: i32) -> io::Result<()> {
+    pub(crate) fn send_signal(&self, signal: i32) -> io::Result<()> {
         // SAFETY: pidfd_send_signal with a null siginfo and zero flags reads no
         // memory of ours; the fd is owned by self.
         let rc = unsafe {
@@ -142,12 +142,12 @@ impl Pidfd {
 
     /// True once the process has exited (the pidfd turns readable at exit,
     /// whether or not the process has been reaped).
-    pub fn has_exited(&self) -> bool {
+    pub(crate) fn has_exited(&self) -> bool {
         self.wait_exit(Duration::ZERO)
     }
 
     /// Waits up to `timeout` for the process to exit; true when it did.
-    pub fn wait_exit(&self, timeout: Duration) -> bool {
+    pub(crate) fn wait_exit(&self, timeout: Duration) -> bool {
         let mut pfd = libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         loop {
@@ -161,7 +161,7 @@ impl Pidfd {
     }
 
     /// Resolves once the process has exited, without blocking a thread.
-    pub async fn exited(&self) {
+    pub(crate) async fn exited(&self) {
         use std::os::fd::AsFd;
         // SAFETY: the borrowed pidfd stays open and unchanged for as long as
         // the AsyncFd lives: both end with this call, which borrows self.
@@ -181,14 +181,14 @@ impl Pidfd {
 /// Makes this process the reaper of its orphaned descendants, so helpers that
 /// detach (pause, monitors) are reaped here rather than left as zombies on a
 /// node whose PID 1 does not reap.
-pub fn set_child_subreaper() -> io::Result<()> {
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
 }
 
 /// Puts `pid` (0: this process) in the SCHED_IDLE class, which runs only on
 /// an otherwise idle CPU, or back in the normal class (SCHED_OTHER; the nice
 /// value is kept).
-pub fn set_idle_scheduling(pid: i32, idle: bool) -> io::Result<()> {
+pub(crate) fn set_idle_scheduling(pid: i32, idle: bool) -> io::Result<()> {
     let policy = if idle { libc::SCHED_IDLE } else { libc::SCHED_OTHER };
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler reads `param`, a valid local, and changes
@@ -200,7 +200,7 @@ pub fn set_idle_scheduling(pid: i32, idle: bool) -> io::Result<()> {
 }
 
 /// Whether this process is in the SCHED_IDLE class.
-pub fn is_idle_scheduled() -> io::Result<bool> {
+pub(crate) fn is_idle_scheduled() -> io::Result<bool> {
     // SAFETY: sched_getscheduler(0) only reads this process's policy.
     let policy = unsafe { libc::sched_getscheduler(0) };
     if policy < 0 {
@@ -210,12 +210,12 @@ pub fn is_idle_scheduled() -> io::Result<bool> {
 }
 
 /// Sets no_new_privs for this process and its future children.
-pub fn set_no_new_privs() -> io::Result<()> {
+pub(crate) fn set_no_new_privs() -> io::Result<()> {
     nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
 }
 
 /// Sets this process's limit of `resource` (a `libc::RLIMIT_*`).
-pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
+pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
     let value = libc::rlimit { rlim_cur: soft, rlim_max: hard };
     // SAFETY: value is a valid rlimit for the duration of the call.
     if unsafe { libc::setrlimit(resource, &value) } < 0 {
@@ -224,14 +224,14 @@ pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> 
     Ok(())
 }
 
-pub enum Forked {
+pub(crate) enum Forked {
     Parent { child: i32 },
     Child,
 }
 
 /// Forks. Only for single-threaded helper processes (pause, monitor): the
 /// daemon never forks itself.
-pub fn fork() -> io::Result<Forked> {
+pub(crate) fn fork() -> io::Result<Forked> {
     // SAFETY: callers are single-threaded helper processes, so the child may
     // use any function, not only async-signal-safe ones.
     match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
@@ -241,7 +241,7 @@ pub fn fork() -> io::Result<Forked> {
 }
 
 /// Closes every file descriptor from `first` upwards.
-pub fn close_fds_from(first: u32) -> io::Result<()> {
+pub(crate) fn close_fds_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range only closes descriptors; callers own every fd at or
     // above `first` and hold no Rust object that wraps one of them.
     let rc = unsafe { libc::close_range(first, u32::MAX, 0) };
@@ -252,7 +252,7 @@ pub fn close_fds_from(first: u32) -> io::Result<()> {
 }
 
 /// A close-on-exec duplicate of `fd` numbered `floor` or above.
-pub fn dup_at_least(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
+pub(crate) fn dup_at_least(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (or -1) that we own.
     let raw = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
     if raw < 0 {
@@ -264,17 +264,17 @@ pub fn dup_at_least(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
 
 /// Descriptors copied out of the way (from a floor above every number they
 /// are to take), so that putting them on fixed numbers never clobbers one.
-pub struct Parked(Vec<Option<OwnedFd>>);
+pub(crate) struct Parked(Vec<Option<OwnedFd>>);
 
 impl Parked {
     /// Parks a copy of each descriptor at `floor` or above (None stays None).
-    pub fn new(fds: &[Option<RawFd>], floor: RawFd) -> io::Result<Self> {
+    pub(crate) fn new(fds: &[Option<RawFd>], floor: RawFd) -> io::Result<Self> {
         fds.iter().map(|fd| fd.map(|fd| dup_at_least(fd, floor)).transpose()).collect::<io::Result<_>>().map(Self)
     }
 
     /// Makes the i-th parked descriptor number `first + i`, not close-on-exec
     /// (a None closes that number). The parked copies close when dropped.
-    pub fn place_from(&self, first: RawFd) -> io::Result<()> {
+    pub(crate) fn place_from(&self, first: RawFd) -> io::Result<()> {
         for (i, fd) in self.0.iter().enumerate() {
             let target = first + i as RawFd;
             let rc = match fd {
@@ -296,7 +296,7 @@ impl Parked {
 }
 
 /// Marks every file descriptor from `first` upwards close-on-exec.
-pub fn close_on_exec_from(first: u32) -> io::Result<()> {
+pub(crate) fn close_on_exec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets descriptor flags.
     let rc = unsafe { libc::close_range(first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
     if rc < 0 {
@@ -306,7 +306,7 @@ pub fn close_on_exec_from(first: u32) -> io::Result<()> {
 }
 
 /// Points stdin, stdout and stderr at /dev/null.
-pub fn stdio_to_devnull() -> io::Result<()> {
+pub(crate) fn stdio_to_devnull() -> io::Result<()> {
     let null = fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
     nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
     nix::unistd::dup2_stdout(&null).map_err(io::Error::from)?;
@@ -316,11 +316,11 @@ pub fn stdio_to_devnull() -> io::Result<()> {
 
 /// A helper started by `spawn_with_fd3`: its pid (to be waited for through
 /// the Reaper) and the daemon's ends of its stdin, stdout and stderr pipes.
-pub struct SpawnedHelper {
-    pub pid: i32,
-    pub stdin: OwnedFd,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+pub(crate) struct SpawnedHelper {
+    pub(crate) pid: i32,
+    pub(crate) stdin: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
 }
 
 /// Starts `program` with `args`, an empty environment, pipes on 0–2 and
@@ -328,7 +328,7 @@ pub struct SpawnedHelper {
 /// else is inherited (the daemon opens everything close-on-exec). It is
 /// posix_spawn (a vfork, then exec), not a fork: forking the daemon would
 /// copy its page tables and write-protect all its memory for nothing.
-pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) -> io::Result<SpawnedHelper> {
+pub(crate) fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) -> io::Result<SpawnedHelper> {
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
     let (stdin_r, stdin_w) = pipe()?;
     let (stdout_r, stdout_w) = pipe()?;
@@ -339,7 +339,7 @@ pub fn spawn_with_fd3(program: &std::path::Path, args: &[&str], fd3: OwnedFd) ->
 
 /// Starts `program` with `args`, an empty environment and `fds[i]` as its
 /// descriptor i; nothing else is inherited. Returns its pid.
-pub fn spawn_with_fds(program: &std::path::Path, args: &[&str], fds: Vec<OwnedFd>) -> io::Result<i32> {
+pub(crate) fn spawn_with_fds(program: &std::path::Path, args: &[&str], fds: Vec<OwnedFd>) -> io::Result<i32> {
     use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions};
     use nix::sys::signal::{SigSet, Signal};
     use std::ffi::CString;
@@ -400,7 +400,7 @@ pub fn take_fd3() -> io::Result<fs::File> {
 }
 
 /// Points stdin and stdout at /dev/null, keeping stderr (a diagnostics file).
-pub fn stdio_to_devnull_keep_stderr() -> io::Result<()> {
+pub(crate) fn stdio_to_devnull_keep_stderr() -> io::Result<()> {
     let null = fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
     nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
     nix::unistd::dup2_stdout(&null).map_err(io::Error::from)?;
@@ -412,7 +412,7 @@ pub fn stdio_to_devnull_keep_stderr() -> io::Result<()> {
 /// survive execve, and this process inherits some: Rust ignores SIGPIPE, and
 /// glibc's posix_spawn (how the daemon starts a monitor) leaves the two
 /// signals glibc keeps for itself (32 and 33) ignored in the child.
-pub fn reset_signals() {
+pub(crate) fn reset_signals() {
     for signal in 1..=libc::SIGRTMAX() {
         if signal != libc::SIGKILL && signal != libc::SIGSTOP {
             set_default_disposition(signal);
@@ -438,7 +438,7 @@ fn set_default_disposition(signal: libc::c_int) {
 }
 
 /// Drops every capability from all sets, the bounding set included.
-pub fn drop_all_capabilities() -> io::Result<()> {
+pub(crate) fn drop_all_capabilities() -> io::Result<()> {
     use caps::CapSet;
     let to_io = |e: caps::errors::CapsError| io::Error::other(e.to_string());
     caps::clear(None, CapSet::Bounding).map_err(to_io)?;
@@ -456,7 +456,7 @@ extern "C" fn exit_on_signal(_: libc::c_int) {
 
 /// Installs handlers that exit(0) on SIGTERM and SIGINT (an init process of a
 /// PID namespace ignores signals it has no handler for), and ignores SIGHUP and SIGPIPE.
-pub fn exit_on_term_signals() -> io::Result<()> {
+pub(crate) fn exit_on_term_signals() -> io::Result<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     let exit = SigAction::new(SigHandler::Handler(exit_on_signal), SaFlags::empty(), SigSet::empty());
     let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
@@ -474,7 +474,7 @@ extern "C" fn note_child_exit(_: libc::c_int) {}
 /// Reaps children forever (the job of a PID namespace's init), including
 /// orphans reparented to us later. SIGCHLD stays blocked except inside
 /// sigsuspend, so an exit between the last waitpid and the sleep is not missed.
-pub fn reap_children_forever() -> ! {
+pub(crate) fn reap_children_forever() -> ! {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     let mut chld = SigSet::empty();
@@ -498,7 +498,7 @@ pub fn reap_children_forever() -> ! {
 /// runtimes and containerd do), so that descriptors clients make the daemon
 /// hold cannot starve its own work under the 1024 a service inherits.
 /// Returns the limits as they were (soft, hard).
-pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
+pub(crate) fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(std::io::Error::from)?;
     if soft < hard {
@@ -511,7 +511,7 @@ pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
 /// started it exits: for short-lived helpers (CNI plugins, nft: what
 /// `Reaper::run` runs) started from the daemon's long-lived async worker threads, so a daemon killed mid-call
 /// leaves no helper finishing its work after the restarted daemon undid it.
-pub fn die_with_parent(command: &mut std::process::Command) {
+pub(crate) fn die_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the child between fork and exec and only
     // makes the async-signal-safe prctl system call.

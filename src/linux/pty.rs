@@ -7,23 +7,23 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-pub struct Pty {
-    pub master: OwnedFd,
-    pub slave: OwnedFd,
+pub(crate) struct Pty {
+    pub(crate) master: OwnedFd,
+    pub(crate) slave: OwnedFd,
 }
 
 /// A new pseudo-terminal pair in the devpts instance of the container whose
 /// init is `init_pid` (its `/dev/pts/ptmx`, resolved inside its root), so
 /// the command sees its terminal under its own `/dev/pts`; both ends
 /// close-on-exec, the master non-blocking.
-pub fn open_in_container(init_pid: i32) -> io::Result<Pty> {
+pub(crate) fn open_in_container(init_pid: i32) -> io::Result<Pty> {
     open_under(&format!("/proc/{init_pid}/root"), true)
 }
 
 /// A new pseudo-terminal pair in the devpts instance mounted at `/dev/pts`
 /// of our own root (a container's init after pivot_root); both ends
 /// close-on-exec, the master blocking.
-pub fn open_in_own_root() -> io::Result<Pty> {
+pub(crate) fn open_in_own_root() -> io::Result<Pty> {
     open_under("/", false)
 }
 
@@ -65,7 +65,7 @@ fn open_under(root: &str, nonblocking: bool) -> io::Result<Pty> {
 }
 
 /// The number N of the terminal's slave, `/dev/pts/N` in its devpts (TIOCGPTN).
-pub fn number(master: &OwnedFd) -> io::Result<u32> {
+pub(crate) fn number(master: &OwnedFd) -> io::Result<u32> {
     let mut n: libc::c_uint = 0;
     // SAFETY: TIOCGPTN writes one unsigned int through the pointer, a live
     // value on our stack; the fd is open (borrowed from an OwnedFd).
@@ -76,7 +76,7 @@ pub fn number(master: &OwnedFd) -> io::Result<u32> {
 }
 
 /// Sets the terminal's size in character cells (TIOCSWINSZ).
-pub fn set_window_size(master: &OwnedFd, columns: u16, rows: u16) -> io::Result<()> {
+pub(crate) fn set_window_size(master: &OwnedFd, columns: u16, rows: u16) -> io::Result<()> {
     let size = libc::winsize { ws_row: rows, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0 };
     // SAFETY: TIOCSWINSZ reads one winsize from the pointer, which points to a
     // live value on our stack; the fd is open (borrowed from an OwnedFd).
@@ -88,7 +88,7 @@ pub fn set_window_size(master: &OwnedFd, columns: u16, rows: u16) -> io::Result<
 
 /// In a child about to exec: a new session whose controlling terminal is
 /// the terminal on stdin.
-pub fn take_stdin_as_controlling_terminal() -> io::Result<()> {
+pub(crate) fn take_stdin_as_controlling_terminal() -> io::Result<()> {
     nix::unistd::setsid().map_err(io::Error::from)?;
     // SAFETY: TIOCSCTTY takes an int argument (0: do not steal the terminal
     // from another session) and touches no memory of ours.

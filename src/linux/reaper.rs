@@ -18,13 +18,13 @@ use tokio::sync::oneshot;
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
+pub(crate) enum ExitStatus {
     Exited(i32),
     Signaled(i32),
 }
 
 impl ExitStatus {
-    pub fn success(self) -> bool {
+    pub(crate) fn success(self) -> bool {
         self == ExitStatus::Exited(0)
     }
 }
@@ -40,14 +40,14 @@ impl std::fmt::Display for ExitStatus {
 
 /// A helper program run to its end (`Reaper::run`): how it ended and what
 /// it printed.
-pub struct Finished {
-    pub status: ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
+pub(crate) struct Finished {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// It could not be started, or its pipes failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -123,13 +123,13 @@ struct State {
 }
 
 #[derive(Clone)]
-pub struct Reaper {
+pub(crate) struct Reaper {
     state: Arc<Mutex<State>>,
 }
 
 impl Reaper {
     /// Starts reaping on the current tokio runtime.
-    pub fn start() -> std::io::Result<Self> {
+    pub(crate) fn start() -> std::io::Result<Self> {
         let mut sigchld = signal(SignalKind::child())?;
         let reaper = Reaper { state: Arc::default() };
         let worker = reaper.clone();
@@ -147,7 +147,7 @@ impl Reaper {
     /// Waits for child `pid` to exit and returns how it ended. Cancel-safe:
     /// dropped (a `select!` that took another branch) after the exit reached
     /// it, it keeps that exit for the next `wait` on `pid`.
-    pub async fn wait(&self, pid: i32) -> ExitStatus {
+    pub(crate) async fn wait(&self, pid: i32) -> ExitStatus {
         let pending = match self.register(pid) {
             Registered::Exited(status) => return status,
             Registered::Pending(pending) => pending,
@@ -181,7 +181,7 @@ impl Reaper {
     /// holding its stdout say, is not waited for), at `timeout`, or when its
     /// output is too large. (Its stdio is set here, and it dies with the
     /// daemon: `process::die_with_parent`.)
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         command: &mut Command,
         input: &[u8],

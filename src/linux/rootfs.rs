@@ -16,7 +16,7 @@ fn cpath(p: &Path) -> io::Result<CString> {
 }
 
 /// openat2 with RESOLVE_IN_ROOT (and no magic links) below `root`.
-pub fn open_in_root(root: RawFd, path: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+pub(crate) fn open_in_root(root: RawFd, path: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
     let rel = path.strip_prefix("/").unwrap_or(path);
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     let c = cpath(rel)?;
@@ -45,7 +45,7 @@ pub fn open_in_root(root: RawFd, path: &Path, flags: i32, mode: u32) -> io::Resu
 
 /// Creates `path` below `root` (and missing parents, as directories) and
 /// returns an O_PATH handle on it: a directory when `dir`, else an empty file.
-pub fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd> {
+pub(crate) fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd> {
     // Most mount points exist in the image already: one lookup then.
     match open_in_root(root, path, libc::O_PATH, 0) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
@@ -88,12 +88,12 @@ pub fn create_in_root(root: RawFd, path: &Path, dir: bool) -> io::Result<OwnedFd
 }
 
 /// The path through which a handle can be named in mount calls.
-pub fn fd_path(fd: &OwnedFd) -> String {
+pub(crate) fn fd_path(fd: &OwnedFd) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
 
 /// mount(2) with string arguments.
-pub fn mount(
+pub(crate) fn mount(
     source: Option<&str>,
     target: &str,
     fstype: Option<&str>,
@@ -122,7 +122,7 @@ pub fn mount(
 }
 
 /// Makes `target` and everything below it read-only (mount_setattr, Linux ≥ 5.12).
-pub fn make_recursively_read_only(target: &str) -> io::Result<()> {
+pub(crate) fn make_recursively_read_only(target: &str) -> io::Result<()> {
     let target = super::c_string(target)?;
     let attr = libc::mount_attr { attr_set: libc::MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: target is a valid C string; attr is a valid mount_attr of the size passed.
@@ -144,7 +144,7 @@ pub fn make_recursively_read_only(target: &str) -> io::Result<()> {
 
 /// Whether the kernel has mount_setattr(2) (Linux ≥ 5.12), which makes
 /// recursive read-only mounts: a call that can only fail tells, by ENOSYS.
-pub fn has_mount_setattr() -> bool {
+pub(crate) fn has_mount_setattr() -> bool {
     // SAFETY: an invalid fd, a null path and a null attribute of size 0: the
     // kernel reads nothing and returns an error.
     let rc = unsafe {
@@ -172,14 +172,14 @@ fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
 /// `target`. Uses the new mount API and `lowerdir+` (one layer per call, so
 /// any number of layers fits); falls back to one option string on kernels
 /// without it.
-pub fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
+pub(crate) fn mount_overlay(lower: &[std::path::PathBuf], upper: &Path, work: &Path, target: &Path) -> io::Result<()> {
     overlay(lower, Some((upper, work)), target, 0)
 }
 
 /// Mounts a read-only overlay of `lower` (lowest first, at least two: the
 /// kernel takes no overlay of one layer without an upper one) at `target`,
 /// nosuid and nodev: an image volume.
-pub fn mount_overlay_read_only(lower: &[std::path::PathBuf], target: &Path) -> io::Result<()> {
+pub(crate) fn mount_overlay_read_only(lower: &[std::path::PathBuf], target: &Path) -> io::Result<()> {
     overlay(lower, None, target, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)
 }
 
@@ -294,7 +294,7 @@ fn overlay_new_api(
 /// OPEN_TREE_CLONE): taken while the mount namespace still shares `source`'s
 /// peer group, the copy stays in it, so mounts made below it later reach
 /// the node: Bidirectional propagation.
-pub fn clone_tree(source: &Path, recursive: bool) -> io::Result<OwnedFd> {
+pub(crate) fn clone_tree(source: &Path, recursive: bool) -> io::Result<OwnedFd> {
     let source = cpath(source)?;
     let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC as libc::c_uint;
     if recursive {
@@ -308,7 +308,7 @@ pub fn clone_tree(source: &Path, recursive: bool) -> io::Result<OwnedFd> {
 
 /// Attaches the detached mount `tree` at `target` (followed when it is a
 /// link, such as a `/proc/self/fd/N` naming the directory).
-pub fn attach_tree(tree: &OwnedFd, target: &str) -> io::Result<()> {
+pub(crate) fn attach_tree(tree: &OwnedFd, target: &str) -> io::Result<()> {
     let empty = c"";
     let target = cpath(Path::new(target))?;
     // SAFETY: tree is a detached mount fd; empty and target are valid C strings.
@@ -330,7 +330,7 @@ pub fn attach_tree(tree: &OwnedFd, target: &str) -> io::Result<()> {
 /// an empty, read-only tmpfs: nothing of the node's filesystem stays
 /// reachable through it (e.g. through `/proc/PID/root`, `/proc/PID/cwd`).
 /// `mount_point` is any existing directory (covered only in the new namespace).
-pub fn enter_empty_root(mount_point: &str) -> io::Result<()> {
+pub(crate) fn enter_empty_root(mount_point: &str) -> io::Result<()> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(io::Error::from)?;
     mount(None, "/", None, (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong, None)?;
     let flags = (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as libc::c_ulong;
@@ -345,13 +345,13 @@ pub fn enter_empty_root(mount_point: &str) -> io::Result<()> {
 /// mount copied from the node's namespace is locked and may not become the
 /// root (pivot_root refuses it); a new bind of it may. The directory is not
 /// looked up by path: the pod's root may not search the directories above it.
-pub fn rebind_cwd() -> io::Result<()> {
+pub(crate) fn rebind_cwd() -> io::Result<()> {
     let tree = clone_tree(Path::new("."), true)?;
     attach_tree(&tree, ".")?;
     nix::unistd::fchdir(&tree).map_err(io::Error::from)
 }
 
-pub fn pivot_to_cwd() -> io::Result<()> {
+pub(crate) fn pivot_to_cwd() -> io::Result<()> {
     nix::unistd::pivot_root(".", ".").map_err(io::Error::from)?;
     nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;
     std::env::set_current_dir("/")

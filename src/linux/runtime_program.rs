@@ -17,7 +17,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// A helper program and the path to exec it by.
-pub struct RuntimeProgram {
+pub(crate) struct RuntimeProgram {
     exec_path: PathBuf,
     /// False when the read-only mount could not be made (then the original
     /// file is exec'd).
@@ -31,7 +31,7 @@ const FD_FLOOR: libc::c_int = 100;
 impl RuntimeProgram {
     /// Prepares `original` for exec through `dir` (created 0700); falls back
     /// to the original path, with a warning, when mounting is not possible.
-    pub fn prepare(original: &Path, dir: &Path) -> Self {
+    pub(crate) fn prepare(original: &Path, dir: &Path) -> Self {
         match Self::mount_read_only(original, dir) {
             Ok(program) => program,
             Err(e) => {
@@ -46,11 +46,11 @@ impl RuntimeProgram {
         }
     }
 
-    pub fn exec_path(&self) -> &Path {
+    pub(crate) fn exec_path(&self) -> &Path {
         &self.exec_path
     }
 
-    pub fn read_only(&self) -> bool {
+    pub(crate) fn read_only(&self) -> bool {
         self.read_only
     }
 

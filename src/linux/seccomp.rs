@@ -6,27 +6,19 @@
 use std::io;
 
 /// Filters ready for the kernel.
-pub struct PreparedFilters {
+pub(crate) struct PreparedFilters {
     filters: Vec<(u32, Vec<libc::sock_filter>)>,
 }
 
 impl PreparedFilters {
     /// Each filter's `SECCOMP_FILTER_FLAG_*` bits and its instructions, first to last.
-    pub fn new(filters: Vec<(u32, Vec<libc::sock_filter>)>) -> Self {
+    pub(crate) fn new(filters: Vec<(u32, Vec<libc::sock_filter>)>) -> Self {
         Self { filters }
-    }
-
-    pub fn len(&self) -> usize {
-        self.filters.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.filters.is_empty()
     }
 
     /// Installs every filter, first to last. Needs no_new_privs or
     /// CAP_SYS_ADMIN in the effective set.
-    pub fn install(&self) -> io::Result<()> {
+    pub(crate) fn install(&self) -> io::Result<()> {
         for (flags, program) in &self.filters {
             let fprog = libc::sock_fprog { len: program.len() as u16, filter: program.as_ptr().cast_mut() };
             // SAFETY: fprog points at `program`, which outlives the call; the
@@ -50,7 +42,7 @@ impl PreparedFilters {
 /// How long installing `filters` takes, measured in `runs` forked children
 /// (each sets no_new_privs, installs, reports its time and exits), in
 /// nanoseconds per run. Only for single-threaded callers (the CLI).
-pub fn time_install_in_children(filters: &PreparedFilters, runs: u32) -> io::Result<Vec<u64>> {
+pub(crate) fn time_install_in_children(filters: &PreparedFilters, runs: u32) -> io::Result<Vec<u64>> {
     use std::io::Read;
     let mut times = Vec::with_capacity(runs as usize);
     for _ in 0..runs {

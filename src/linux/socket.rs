@@ -32,17 +32,17 @@ fn with_short_path<T>(path: &Path, f: impl FnOnce(&Path) -> io::Result<T>) -> io
 }
 
 /// Binds a listening socket at `path`, however long.
-pub fn bind(path: &Path) -> io::Result<UnixListener> {
+pub(crate) fn bind(path: &Path) -> io::Result<UnixListener> {
     with_short_path(path, |p| UnixListener::bind(p))
 }
 
 /// Connects to the socket at `path`, however long.
-pub fn connect(path: &Path) -> io::Result<UnixStream> {
+pub(crate) fn connect(path: &Path) -> io::Result<UnixStream> {
     with_short_path(path, |p| UnixStream::connect(p))
 }
 
 /// Sends `bytes` with the descriptors `fds` attached (SCM_RIGHTS).
-pub fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+pub(crate) fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     let rights = [ControlMessage::ScmRights(fds)];
     sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(bytes)], &rights, MsgFlags::MSG_NOSIGNAL, None)?;
@@ -51,7 +51,7 @@ pub fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Re
 
 /// Receives into `buf` with up to `MAX_FDS` descriptors attached, owned by
 /// the caller from then on (close-on-exec); answers the byte count.
-pub fn receive_with_fds(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+pub(crate) fn receive_with_fds(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
     let mut iov = [IoSliceMut::new(buf)];

@@ -16,17 +16,17 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use super::process::{dup_at_least, Parked};
 
 /// The pause's idle loop: exit on TERM/INT, reap orphans, sleep.
-pub const PAUSE_IDLE: Program =
+pub(crate) const PAUSE_IDLE: Program =
     Program { name: "nidus-pause-idle", image: include_bytes!(concat!(env!("OUT_DIR"), "/pause_idle")) };
 /// The monitor's loop: output to the CRI log, start/reopen-log/attach/close-stdin, exit.
-pub const MONITOR_LOOP: Program =
+pub(crate) const MONITOR_LOOP: Program =
     Program { name: "nidus-monitor-loop", image: include_bytes!(concat!(env!("OUT_DIR"), "/monitor_loop")) };
 
 /// A program embedded in nidus.
 #[derive(Clone, Copy)]
-pub struct Program {
-    pub name: &'static str,
-    pub image: &'static [u8],
+pub(crate) struct Program {
+    pub(crate) name: &'static str,
+    pub(crate) image: &'static [u8],
 }
 
 /// Descriptors numbered from this up are parked while arranging the
@@ -40,7 +40,7 @@ impl Program {
     /// the program's name and `args`. Returns only on failure, saying whether
     /// descriptors 3 and up were already rearranged (then the caller's own
     /// descriptor objects no longer name what they did).
-    pub fn exec(&self, fds: &[Option<RawFd>], args: &[&str]) -> ExecFailure {
+    pub(crate) fn exec(&self, fds: &[Option<RawFd>], args: &[&str]) -> ExecFailure {
         let untouched = |error| ExecFailure { error, descriptors_changed: false };
         let memfd = match self.sealed_memfd() {
             Ok(fd) => fd,
@@ -118,10 +118,10 @@ impl Program {
 
 /// Why a program could not be exec'd.
 #[derive(Debug)]
-pub struct ExecFailure {
-    pub error: io::Error,
+pub(crate) struct ExecFailure {
+    pub(crate) error: io::Error,
     /// True when descriptors 3 and up had already been rearranged.
-    pub descriptors_changed: bool,
+    pub(crate) descriptors_changed: bool,
 }
 
 #[cfg(test)]

@@ -15,15 +15,15 @@ use serde::{Deserialize, Serialize};
 /// are `host_id`… outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct IdMap {
-    pub container_id: u32,
-    pub host_id: u32,
-    pub length: u32,
+pub(crate) struct IdMap {
+    pub(crate) container_id: u32,
+    pub(crate) host_id: u32,
+    pub(crate) length: u32,
 }
 
 impl IdMap {
     /// The host ID of container ID `id`, when mapped.
-    pub fn to_host(&self, id: u32) -> Option<u32> {
+    pub(crate) fn to_host(self, id: u32) -> Option<u32> {
         let offset = id.checked_sub(self.container_id).filter(|o| *o < self.length)?;
         self.host_id.checked_add(offset)
     }
@@ -37,14 +37,14 @@ impl IdMap {
 /// The mappings of a pod's user namespace: one range of user IDs and one of
 /// group IDs (what kubelet sends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdMaps {
-    pub uids: IdMap,
-    pub gids: IdMap,
+pub(crate) struct IdMaps {
+    pub(crate) uids: IdMap,
+    pub(crate) gids: IdMap,
 }
 
 impl IdMaps {
     /// The node's IDs of the namespace's root (uid, gid).
-    pub fn root(&self) -> (u32, u32) {
+    pub(crate) fn root(&self) -> (u32, u32) {
         // Validated: container ID 0 is mapped in both.
         (self.uids.to_host(0).unwrap_or(self.uids.host_id), self.gids.to_host(0).unwrap_or(self.gids.host_id))
     }
@@ -53,7 +53,7 @@ impl IdMaps {
 /// Whether the IDs `start`.. `start + length` are all mapped by `own_map`
 /// (the `/proc/self/uid_map` or `gid_map` of the caller): an ID a user
 /// namespace's map names must exist in the namespace of its writer.
-pub fn covered(own_map: &str, start: u32, length: u32) -> bool {
+pub(crate) fn covered(own_map: &str, start: u32, length: u32) -> bool {
     let mut ranges: Vec<(u64, u64)> = own_map
         .lines()
         .filter_map(|line| {
@@ -74,7 +74,7 @@ pub fn covered(own_map: &str, start: u32, length: u32) -> bool {
 
 /// Writes the maps of the user namespace `pid` made (by its parent, which
 /// is privileged in the namespace above: `setgroups` stays allowed).
-pub fn write_maps(pid: i32, maps: &IdMaps) -> io::Result<()> {
+pub(crate) fn write_maps(pid: i32, maps: &IdMaps) -> io::Result<()> {
     std::fs::write(format!("/proc/{pid}/uid_map"), maps.uids.line())?;
     std::fs::write(format!("/proc/{pid}/gid_map"), maps.gids.line())
 }
@@ -82,14 +82,14 @@ pub fn write_maps(pid: i32, maps: &IdMaps) -> io::Result<()> {
 /// Joins the user namespace `ns` (a single-threaded process privileged over
 /// it) and becomes its root, with no supplementary groups; every capability
 /// in it.
-pub fn join_as_root(ns: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn join_as_root(ns: BorrowedFd<'_>) -> io::Result<()> {
     nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWUSER).map_err(io::Error::from)?;
     become_root()
 }
 
 /// In a user namespace just made or joined: uid and gid 0 there (mapped),
 /// no supplementary groups.
-pub fn become_root() -> io::Result<()> {
+pub(crate) fn become_root() -> io::Result<()> {
     let (uid, gid) = (nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0));
     nix::unistd::setgroups(&[]).map_err(io::Error::from)?;
     nix::unistd::setresgid(gid, gid, gid).map_err(io::Error::from)?;
@@ -99,7 +99,7 @@ pub fn become_root() -> io::Result<()> {
 /// A detached copy of the mount at `source` (of its whole tree when
 /// `recursive`) whose files show through the mapping of the user namespace
 /// `ns`: on-disk ID n appears as the host ID container ID n maps to.
-pub fn idmapped_tree(source: &Path, ns: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
+pub(crate) fn idmapped_tree(source: &Path, ns: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
     let tree = super::rootfs::clone_tree(source, recursive)?;
     set_idmap(tree.as_raw_fd(), ns, recursive)?;
     Ok(tree)
@@ -135,7 +135,7 @@ fn set_idmap(tree: RawFd, ns: BorrowedFd<'_>, recursive: bool) -> io::Result<()>
 /// Mounts the idmapped copy of `source` over `source` itself, in the
 /// caller's (private) mount namespace: what is reached through that path
 /// there is then idmapped (an overlay's lower layer, say).
-pub fn idmap_in_place(source: &Path, ns: BorrowedFd<'_>) -> io::Result<()> {
+pub(crate) fn idmap_in_place(source: &Path, ns: BorrowedFd<'_>) -> io::Result<()> {
     let tree = idmapped_tree(source, ns, false)?;
     super::rootfs::attach_tree(&tree, &source.to_string_lossy())
 }

@@ -7,7 +7,7 @@
 //! names, a few kinds): nothing a client sends can make a new series.
 //! Pods and containers by state are read when scraped, not kept.
 
-pub mod server;
+pub(crate) mod server;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,14 +57,14 @@ type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// How many pods and containers are in each state now (read at a scrape).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct StateCounts {
-    pub pods: Vec<(&'static str, i64)>,
-    pub containers: Vec<(&'static str, i64)>,
+pub(crate) struct StateCounts {
+    pub(crate) pods: Vec<(&'static str, i64)>,
+    pub(crate) containers: Vec<(&'static str, i64)>,
 }
 
 /// Where the daemon records what happens; cheap to clone. The default is off.
 #[derive(Clone, Default)]
-pub struct Metrics(Option<Arc<Series>>);
+pub(crate) struct Metrics(Option<Arc<Series>>);
 
 struct Series {
     registry: Registry,
@@ -94,12 +94,12 @@ fn long_buckets() -> Histogram {
 
 impl Metrics {
     /// Metrics that record nothing.
-    pub fn off() -> Self {
+    pub(crate) fn off() -> Self {
         Self(None)
     }
 
     /// Metrics that record, with every series registered.
-    pub fn on() -> Self {
+    pub(crate) fn on() -> Self {
         let mut registry = Registry::with_prefix("nidus");
         let calls = Family::<CallLabels, Counter>::default();
         let call_seconds = Histograms::<CallLabels>::new_with_constructor(call_buckets as fn() -> Histogram);
@@ -165,12 +165,12 @@ impl Metrics {
         })))
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.0.is_some()
     }
 
     /// A CRI call answered: `call` is its label (`call_label`), `code` its status.
-    pub fn call_answered(&self, call: &'static str, code: tonic::Code, elapsed: Duration) {
+    pub(crate) fn call_answered(&self, call: &'static str, code: tonic::Code, elapsed: Duration) {
         let Some(series) = &self.0 else { return };
         let labels = CallLabels { call, code: code_label(code) };
         series.calls.get_or_create(&labels).inc();
@@ -178,14 +178,14 @@ impl Metrics {
     }
 
     /// A container's process was killed by the kernel for want of memory.
-    pub fn oom_killed(&self) {
+    pub(crate) fn oom_killed(&self) {
         if let Some(series) = &self.0 {
             series.oom_kills.inc();
         }
     }
 
     /// An image pull ended after fetching `bytes`.
-    pub fn pull_ended(&self, succeeded: bool, bytes: u64, elapsed: Duration) {
+    pub(crate) fn pull_ended(&self, succeeded: bool, bytes: u64, elapsed: Duration) {
         let Some(series) = &self.0 else { return };
         series.pull_bytes.inc_by(bytes);
         let outcome = if succeeded { "ok" } else { "failed" };
@@ -194,7 +194,7 @@ impl Metrics {
 
     /// A streaming session of `kind` (exec, attach, portforward) begins; it
     /// counts as open until the guard is dropped.
-    pub fn session_begun(&self, kind: &'static str) -> OpenSession {
+    pub(crate) fn session_begun(&self, kind: &'static str) -> OpenSession {
         if let Some(series) = &self.0 {
             series.sessions.get_or_create(&KindLabels { kind }).inc();
             series.sessions_open.get_or_create(&KindLabels { kind }).inc();
@@ -203,14 +203,14 @@ impl Metrics {
     }
 
     /// A pod's network attach (`network`: cni or builtin) ended.
-    pub fn network_set_up(&self, network: &'static str, succeeded: bool, elapsed: Duration) {
+    pub(crate) fn network_set_up(&self, network: &'static str, succeeded: bool, elapsed: Duration) {
         let Some(series) = &self.0 else { return };
         let outcome = if succeeded { "ok" } else { "failed" };
         series.network_seconds.get_or_create(&NetworkLabels { network, outcome }).observe(elapsed.as_secs_f64());
     }
 
     /// Every series as OpenMetrics text, with the state gauges set from `states`.
-    pub fn render(&self, states: &StateCounts) -> String {
+    pub(crate) fn render(&self, states: &StateCounts) -> String {
         let Some(series) = &self.0 else { return String::new() };
         let _one = series.scrape.lock().unwrap_or_else(|p| p.into_inner());
         for (family, counts) in [(&series.pods, &states.pods), (&series.containers, &states.containers)] {
@@ -228,7 +228,7 @@ impl Metrics {
 }
 
 /// An open streaming session, as counted by `Metrics`.
-pub struct OpenSession {
+pub(crate) struct OpenSession {
     metrics: Metrics,
     kind: &'static str,
 }
@@ -243,7 +243,7 @@ impl Drop for OpenSession {
 
 /// `/runtime.v1.RuntimeService/CreateContainer` → `CreateContainer`; any
 /// path that is no CRI method → `other`.
-pub fn call_label(path: &str) -> &'static str {
+pub(crate) fn call_label(path: &str) -> &'static str {
     let method = path.rsplit('/').next().unwrap_or_default();
     let is_cri_service = path.starts_with("/runtime.v1.") || path.starts_with("/runtime.v1alpha2.");
     match CRI_CALLS.iter().find(|c| **c == method) {

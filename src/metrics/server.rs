@@ -23,10 +23,10 @@ const MAX_REQUEST_BYTES: usize = 16 << 10;
 const CONTENT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What a scrape reads from the daemon: pods and containers by state.
-pub type States = Arc<dyn Fn() -> StateCounts + Send + Sync>;
+pub(crate) type States = Arc<dyn Fn() -> StateCounts + Send + Sync>;
 
 /// Binds `address` and serves `/metrics` from `metrics` in the background.
-pub async fn start(
+pub(crate) async fn start(
     address: SocketAddr,
     max_connections: usize,
     metrics: Metrics,

@@ -12,9 +12,9 @@ use super::control::ControlError;
 use crate::wire::{Answer, Message, Passed, Request};
 
 /// What an attacher gets from the monitor besides the output copies.
-pub struct Attached {
-    pub stdin: Option<OwnedFd>,
-    pub terminal: Option<OwnedFd>,
+pub(crate) struct Attached {
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) terminal: Option<OwnedFd>,
 }
 
 fn unreachable(socket: &Path) -> impl Fn(std::io::Error) -> ControlError + '_ {
@@ -23,7 +23,7 @@ fn unreachable(socket: &Path) -> impl Fn(std::io::Error) -> ControlError + '_ {
 
 /// Registers `outputs` (write ends of the stdout and, without a terminal,
 /// stderr pipes) with the monitor at `socket`.
-pub fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<Attached, ControlError> {
+pub(crate) fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<Attached, ControlError> {
     let stream = crate::linux::socket::connect(socket).map_err(unreachable(socket))?;
     stream.set_read_timeout(Some(timeout)).map_err(unreachable(socket))?;
     stream.set_write_timeout(Some(timeout)).map_err(unreachable(socket))?;
@@ -54,6 +54,6 @@ pub fn attach(socket: &Path, outputs: &[&OwnedFd], timeout: Duration) -> Result<
 }
 
 /// Closes the container's stdin write end held by the monitor.
-pub async fn close_stdin(socket: &Path, timeout: Duration) -> Result<(), ControlError> {
+pub(crate) async fn close_stdin(socket: &Path, timeout: Duration) -> Result<(), ControlError> {
     super::control::call(socket, super::control::Request::CloseStdin, timeout).await
 }

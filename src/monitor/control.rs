@@ -6,11 +6,11 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-pub use crate::wire::Request;
+pub(crate) use crate::wire::Request;
 use crate::wire::{Answer, Message, Passed};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ControlError {
+pub(crate) enum ControlError {
     #[error("the container's monitor is not reachable at {path}: {source}")]
     Unreachable { path: String, source: io::Error },
     #[error("{0}")]
@@ -19,7 +19,7 @@ pub enum ControlError {
 
 /// Sends one request and waits (up to `timeout`) for the reply, on the
 /// async threads (the connect to a local socket does not block).
-pub async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<(), ControlError> {
+pub(crate) async fn call(socket: &Path, request: Request, timeout: Duration) -> Result<(), ControlError> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let unreachable = |source| ControlError::Unreachable { path: socket.display().to_string(), source };
     let stream = crate::linux::socket::connect(socket).map_err(unreachable)?;

@@ -9,14 +9,14 @@
 //! steady-state loop, a no_std program, compiles this same file.
 
 /// Longest content of one log record (kubelet's and containerd's 16 KiB).
-pub const MAX_LINE: usize = 16 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024;
 /// Bytes of a timestamp: `2026-11-21T15:04:05.123456789Z`.
-pub const TIMESTAMP_LEN: usize = 30;
+pub(crate) const TIMESTAMP_LEN: usize = 30;
 /// Longest record: timestamp, ` stderr P `, content, newline.
-pub const MAX_RECORD: usize = TIMESTAMP_LEN + 10 + MAX_LINE + 1;
+pub(crate) const MAX_RECORD: usize = TIMESTAMP_LEN + 10 + MAX_LINE + 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     Stdout,
     Stderr,
 }
@@ -31,21 +31,21 @@ impl Stream {
 }
 
 /// Splits one stream's bytes into CRI log records.
-pub struct LineSplitter {
+pub(crate) struct LineSplitter {
     stream: Stream,
     pending: [u8; MAX_LINE],
     len: usize,
 }
 
 impl LineSplitter {
-    pub const fn new(stream: Stream) -> Self {
+    pub(crate) const fn new(stream: Stream) -> Self {
         Self { stream, pending: [0; MAX_LINE], len: 0 }
     }
 
     /// Feeds bytes read from the stream at time `now` (seconds and
     /// nanoseconds since the epoch); hands each complete record to `sink`,
     /// whole, built in `scratch`.
-    pub fn feed(
+    pub(crate) fn feed(
         &mut self,
         mut data: &[u8],
         now: (u64, u32),
@@ -74,7 +74,7 @@ impl LineSplitter {
     }
 
     /// The stream ended: a pending unterminated line becomes a full record.
-    pub fn finish(&mut self, now: (u64, u32), scratch: &mut [u8; MAX_RECORD], sink: &mut impl FnMut(&[u8])) {
+    pub(crate) fn finish(&mut self, now: (u64, u32), scratch: &mut [u8; MAX_RECORD], sink: &mut impl FnMut(&[u8])) {
         if self.len > 0 {
             self.emit(true, now, scratch, sink);
         }
@@ -101,7 +101,7 @@ impl LineSplitter {
 }
 
 /// `2026-11-21T15:04:05.123456789Z`: RFC 3339 in UTC with nanoseconds.
-pub fn format_timestamp(secs: u64, nanos: u32, out: &mut [u8; TIMESTAMP_LEN]) {
+pub(crate) fn format_timestamp(secs: u64, nanos: u32, out: &mut [u8; TIMESTAMP_LEN]) {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
     let mut at = 0;

@@ -5,11 +5,11 @@
 //! messages are `crate::wire`'s), and writes the exit record
 //! atomically when the container ends, then exits itself.
 
-pub mod attach;
-pub mod control;
+pub(crate) mod attach;
+pub(crate) mod control;
 mod hooks;
 pub mod init;
-pub mod log;
+pub(crate) mod log;
 pub mod plan;
 mod prepared;
 mod program;

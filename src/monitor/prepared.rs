@@ -21,21 +21,21 @@ use crate::linux::process::{self, Forked};
 use crate::wire::{CgroupMade, Message, PlanPath};
 
 /// Our ends of a prepared init's pipes, handed to the supervision.
-pub struct InitEnds {
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+pub(crate) struct InitEnds {
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
     /// The write end of its stdin (kept only for a container that asked for stdin).
-    pub stdin: OwnedFd,
+    pub(crate) stdin: OwnedFd,
     /// init → us: `wire::Built`, or its refusal.
-    pub ready: OwnedFd,
+    pub(crate) ready: OwnedFd,
     /// us → init: one byte releases it.
-    pub start: OwnedFd,
+    pub(crate) start: OwnedFd,
     /// init → us: why its execve failed.
-    pub exec_error: OwnedFd,
+    pub(crate) exec_error: OwnedFd,
 }
 
 /// A forked, waiting init. Dropped before `hand_over`, it is killed and reaped.
-pub struct PreparedInit {
+pub(crate) struct PreparedInit {
     child: Child,
     /// us → init: the plan's path (`wire::PlanPath`), then `wire::CgroupMade`.
     control: File,
@@ -63,7 +63,7 @@ impl Drop for Child {
 impl PreparedInit {
     /// Forks it. SIGCHLD must be blocked (and read through a signalfd)
     /// already, so that no exit of it is missed.
-    pub fn fork() -> Result<Self, String> {
+    pub(crate) fn fork() -> Result<Self, String> {
         let (stdin_r, stdin_w) = pipe()?;
         let (stdout_r, stdout_w) = pipe()?;
         let (stderr_r, stderr_w) = pipe()?;
@@ -95,17 +95,17 @@ impl PreparedInit {
         }
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.0
     }
 
     /// Moves it into or out of the idle class (it waits there while its monitor is a spare).
-    pub fn set_idle(&self, idle: bool) -> Result<(), String> {
+    pub(crate) fn set_idle(&self, idle: bool) -> Result<(), String> {
         process::set_idle_scheduling(self.pid(), idle).map_err(|e| format!("sched_setscheduler of the init: {e}"))
     }
 
     /// Tells it to build the container planned in `plan` (plan.json).
-    pub fn build(&mut self, plan: &Path) -> Result<(), String> {
+    pub(crate) fn build(&mut self, plan: &Path) -> Result<(), String> {
         let path = PlanPath(plan.to_path_buf()).try_encode().map_err(|e| e.to_string())?;
         self.control.write_all(format!("{path}\n").as_bytes()).map_err(|e| format!("telling the init its plan: {e}"))
     }
@@ -113,14 +113,14 @@ impl PreparedInit {
     /// Tells it that the container cgroup is made: it joins it. (Writing
     /// its pid into `cgroup.procs` from here costs milliseconds at times
     /// on cgroup v1 while it builds; its own writes do not.)
-    pub fn cgroup_made(&mut self) -> Result<(), String> {
+    pub(crate) fn cgroup_made(&mut self) -> Result<(), String> {
         self.control
             .write_all(format!("{}\n", CgroupMade.encode()).as_bytes())
             .map_err(|e| format!("telling the init its cgroup is made: {e}"))
     }
 
     /// Its pid and our ends of its pipes; from here on it is the caller's to end.
-    pub fn hand_over(self) -> (i32, InitEnds) {
+    pub(crate) fn hand_over(self) -> (i32, InitEnds) {
         (self.child.keep(), self.ends)
     }
 }

@@ -22,15 +22,15 @@ use crate::linux::process::{self, Forked};
 use crate::linux::rootfs;
 
 /// What the supervision needs from a restored init.
-pub struct RestoredInit {
-    pub pid: i32,
+pub(crate) struct RestoredInit {
+    pub(crate) pid: i32,
     /// Read ends of the init's new stdout and stderr.
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
     /// The monitor's ends of the start handshake (as for a built init): a
     /// byte on `start` resumes the tree; `exec_error` then reads EOF.
-    pub start: OwnedFd,
-    pub exec_error: OwnedFd,
+    pub(crate) start: OwnedFd,
+    pub(crate) exec_error: OwnedFd,
 }
 
 /// The `criu restore` command line; `fds` are the inherited descriptors'
@@ -73,7 +73,7 @@ fn criu_args(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles, fds: [
 }
 
 /// Restores the container; the init is this process's child when it returns.
-pub fn restore(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles) -> Result<RestoredInit, String> {
+pub(crate) fn restore(plan: &MonitorPlan, restore: &RestorePlan, files: &RunFiles) -> Result<RestoredInit, String> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let net = File::open(&restore.net_ns).map_err(|e| format!("opening {}: {e}", restore.net_ns.display()))?;

@@ -22,7 +22,7 @@ use crate::store::{self, StoreError};
 /// How a pod was attached.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Backend {
+pub(crate) enum Backend {
     Cni {
         /// The configuration file it came from (for messages).
         file: PathBuf,
@@ -45,21 +45,21 @@ pub enum Backend {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Attachment {
-    pub sandbox_id: String,
-    pub ifname: String,
-    pub backend: Backend,
+pub(crate) struct Attachment {
+    pub(crate) sandbox_id: String,
+    pub(crate) ifname: String,
+    pub(crate) backend: Backend,
     /// The pod's addresses (empty until attached).
-    pub ips: Vec<IpAddr>,
+    pub(crate) ips: Vec<IpAddr>,
 }
 
 #[derive(Debug, Clone)]
-pub struct AttachmentCache {
+pub(crate) struct AttachmentCache {
     dir: PathBuf,
 }
 
 impl AttachmentCache {
-    pub fn open(root: &Path) -> std::io::Result<Self> {
+    pub(crate) fn open(root: &Path) -> std::io::Result<Self> {
         let dir = root.join("network").join("attachments");
         store::create_dir_all(&dir, 0o700)?;
         store::remove_interrupted_writes(&dir);
@@ -71,16 +71,16 @@ impl AttachmentCache {
     }
 
     /// Writes (replaces) a pod's record atomically, durably when asked.
-    pub fn write(&self, attachment: &Attachment, durability: store::Durability) -> Result<(), StoreError> {
+    pub(crate) fn write(&self, attachment: &Attachment, durability: store::Durability) -> Result<(), StoreError> {
         store::write_json_with(&self.path(&attachment.sandbox_id), attachment, durability)
     }
 
-    pub fn read(&self, sandbox_id: &str) -> Result<Option<Attachment>, StoreError> {
+    pub(crate) fn read(&self, sandbox_id: &str) -> Result<Option<Attachment>, StoreError> {
         store::read_json(&self.path(sandbox_id))
     }
 
     /// Removes a pod's record (after a successful DEL), durably when asked.
-    pub fn remove(&self, sandbox_id: &str, durability: store::Durability) -> std::io::Result<()> {
+    pub(crate) fn remove(&self, sandbox_id: &str, durability: store::Durability) -> std::io::Result<()> {
         match std::fs::remove_file(self.path(sandbox_id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ if durability == store::Durability::Durable => store::sync_dir(&self.dir),
@@ -89,7 +89,7 @@ impl AttachmentCache {
     }
 
     /// The pods that have a record.
-    pub fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = std::fs::read_dir(&self.dir)
             .map(|entries| {
                 entries

@@ -4,11 +4,11 @@
 //! it at Stop/Remove (from the attachment cache, so after a restart or a
 //! reboot too), the pod's addresses, and NetworkReady.
 
-pub mod builtin;
-pub mod cache;
-pub mod cni;
-pub mod pod_cidr;
-pub mod runtime_config;
+pub(crate) mod builtin;
+pub(crate) mod cache;
+pub(crate) mod cni;
+pub(crate) mod pod_cidr;
+pub(crate) mod runtime_config;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,14 +24,14 @@ use crate::linux::reaper::Reaper;
 use crate::store::{Durability, StoreError};
 use crate::undo::Undo;
 
-pub use crate::config::network::{BuiltinMode, NetworkSettings};
-pub use cache::{Attachment, AttachmentCache, Backend};
+pub(crate) use crate::config::network::{BuiltinMode, NetworkSettings};
+pub(crate) use cache::{Attachment, AttachmentCache, Backend};
 
 /// The pod's interface name.
-pub const POD_IFNAME: &str = "eth0";
+pub(crate) const POD_IFNAME: &str = "eth0";
 
 #[derive(Debug, thiserror::Error)]
-pub enum NetworkError {
+pub(crate) enum NetworkError {
     #[error("pod network: {0}")]
     Cni(#[from] cni::CniError),
     #[error("built-in pod network: {0}")]
@@ -50,31 +50,31 @@ pub enum NetworkError {
 
 /// A host port forwarded to a pod port.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct HostPort {
+pub(crate) struct HostPort {
     /// `tcp`, `udp` or `sctp`.
-    pub protocol: String,
-    pub host_ip: Option<IpAddr>,
-    pub host_port: u16,
-    pub container_port: u16,
+    pub(crate) protocol: String,
+    pub(crate) host_ip: Option<IpAddr>,
+    pub(crate) host_port: u16,
+    pub(crate) container_port: u16,
 }
 
 /// What a pod's attachment needs to know of it.
 #[derive(Debug, Clone)]
-pub struct PodInfo {
-    pub sandbox_id: String,
-    pub name: String,
-    pub namespace: String,
-    pub uid: String,
-    pub host_ports: Vec<HostPort>,
-    pub dns: Option<crate::api::DnsConfig>,
-    pub annotations: HashMap<String, String>,
+pub(crate) struct PodInfo {
+    pub(crate) sandbox_id: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) uid: String,
+    pub(crate) host_ports: Vec<HostPort>,
+    pub(crate) dns: Option<crate::api::DnsConfig>,
+    pub(crate) annotations: HashMap<String, String>,
     /// The pause process holding the pod's network namespace.
-    pub pause_pid: i32,
+    pub(crate) pause_pid: i32,
 }
 
 /// NetworkReady as Status reports it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Readiness {
+pub(crate) enum Readiness {
     Ready,
     NotReady { reason: String, message: String },
 }
@@ -94,7 +94,7 @@ struct Loaded {
     result: Result<cni::NetworkList, cni::conf::NoList>,
 }
 
-pub struct PodNetworks {
+pub(crate) struct PodNetworks {
     config: NetworkSettings,
     cache: AttachmentCache,
     cni: cni::CniClient,
@@ -141,7 +141,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl PodNetworks {
-    pub fn new(
+    pub(crate) fn new(
         config: NetworkSettings,
         root: &std::path::Path,
         reaper: Reaper,
@@ -220,24 +220,24 @@ impl PodNetworks {
 
     /// At start: whether the built-in network can work on this kernel (when
     /// it may be used).
-    pub async fn probe(&self) {
+    pub(crate) async fn probe(&self) {
         if self.config.builtin == BuiltinMode::Auto {
             self.builtin.probe().await;
         }
     }
 
     /// The pod CIDRs in force.
-    pub fn pod_cidrs(&self) -> Vec<IpNet> {
+    pub(crate) fn pod_cidrs(&self) -> Vec<IpNet> {
         self.pod_cidrs.in_force()
     }
 
     /// UpdateRuntimeConfig: new pod CIDRs (comma-separated); empty keeps them.
-    pub fn set_pod_cidrs(&self, text: &str) -> Result<(), pod_cidr::PodCidrError> {
+    pub(crate) fn set_pod_cidrs(&self, text: &str) -> Result<(), pod_cidr::PodCidrError> {
         self.pod_cidrs.set(text, crate::clock::now_ns())
     }
 
     /// NetworkReady: true exactly when new pods get a usable network.
-    pub fn readiness(&self) -> Readiness {
+    pub(crate) fn readiness(&self) -> Readiness {
         match self.choose() {
             Chosen::Cni(_) => Readiness::Ready,
             Chosen::Builtin => Readiness::Ready,
@@ -248,7 +248,7 @@ impl PodNetworks {
     }
 
     /// Status(verbose): what serves new pods.
-    pub fn describe(&self) -> serde_json::Value {
+    pub(crate) fn describe(&self) -> serde_json::Value {
         match self.choose() {
             Chosen::Cni(list) => {
                 serde_json::json!({"kind": "cni", "file": list.file, "name": list.name, "cniVersion": list.cni_version,
@@ -268,14 +268,14 @@ impl PodNetworks {
     }
 
     /// The addresses of an attached pod (IPv4 first).
-    pub fn ips(&self, sandbox_id: &str) -> Vec<IpAddr> {
+    pub(crate) fn ips(&self, sandbox_id: &str) -> Vec<IpAddr> {
         lock(&self.ips).get(sandbox_id).cloned().unwrap_or_default()
     }
 
     /// Attaches a pod (RunPodSandbox). Each step registers its undo in
     /// `undo`, the pod's: a failure here, or later in RunPodSandbox, undoes
     /// the attachment with the rest of the pod.
-    pub async fn attach<'a>(&'a self, pod: &PodInfo, undo: &Undo<'a>) -> Result<Vec<IpAddr>, NetworkError> {
+    pub(crate) async fn attach<'a>(&'a self, pod: &PodInfo, undo: &Undo<'a>) -> Result<Vec<IpAddr>, NetworkError> {
         let started = std::time::Instant::now();
         let netns = format!("/proc/{}/ns/net", pod.pause_pid);
         let attached = match self.choose() {
@@ -386,7 +386,7 @@ impl PodNetworks {
     /// Detaches a pod (StopPodSandbox, RemovePodSandbox, undo, restart
     /// clean-up): DEL from the cache entry; idempotent. `pause_pid` names the
     /// live pause holding the netns, None when it is gone.
-    pub async fn detach(&self, sandbox_id: &str, pause_pid: Option<i32>) -> Result<(), NetworkError> {
+    pub(crate) async fn detach(&self, sandbox_id: &str, pause_pid: Option<i32>) -> Result<(), NetworkError> {
         let started = std::time::Instant::now();
         let Some(attachment) = self.cache.read(sandbox_id)? else {
             lock(&self.ips).remove(sandbox_id);
@@ -413,7 +413,7 @@ impl PodNetworks {
     /// runs: what the daemon itself provides for it (the built-in network's
     /// host ports) taken up again, or a CNI-attached pod's network checked in
     /// the background (a network broken while the daemon was away is logged).
-    pub async fn resume(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
+    pub(crate) async fn resume(self: &Arc<Self>, sandbox_id: &str, pause_pid: i32) {
         let attachment = match self.cache.read(sandbox_id) {
             Ok(Some(a)) => a,
             Ok(None) => return,
@@ -455,7 +455,7 @@ impl PodNetworks {
     /// At start, once every pod resumed: detaches cached pods that no
     /// sandbox owns any more (left by a crash between the sandbox's removal
     /// and its cache entry's) and rewrites the host-port rules.
-    pub async fn sweep(&self, known: &[String]) {
+    pub(crate) async fn sweep(&self, known: &[String]) {
         for id in self.cache.ids() {
             if !known.contains(&id) {
                 tracing::warn!(pod_id = %id, "detaching the network of a pod that no longer exists");

@@ -26,7 +26,7 @@ struct Received {
     received_at_ns: i64,
 }
 
-pub struct PodCidrs {
+pub(crate) struct PodCidrs {
     file: PathBuf,
     configured: String,
     /// The last CIDRs received and their parsed form.
@@ -37,7 +37,7 @@ impl PodCidrs {
     /// The CIDRs kept in `dir` (a file that cannot be read or parsed is
     /// logged and left aside: the config's are in force until kubelet sends
     /// new ones), with `configured` (`network.pod_cidr`) as the fallback.
-    pub fn load(dir: &Path, configured: &str) -> Self {
+    pub(crate) fn load(dir: &Path, configured: &str) -> Self {
         let file = dir.join(FILE);
         let received = match store::read_json::<Received>(&file) {
             Ok(Some(r)) => match cidr::parse_list(&r.pod_cidr) {
@@ -60,7 +60,7 @@ impl PodCidrs {
     }
 
     /// The CIDRs in force.
-    pub fn in_force(&self) -> Vec<IpNet> {
+    pub(crate) fn in_force(&self) -> Vec<IpNet> {
         match &*lock(&self.received) {
             Some((_, nets)) => nets.clone(),
             None => cidr::parse_list(&self.configured).unwrap_or_default(),
@@ -68,14 +68,14 @@ impl PodCidrs {
     }
 
     /// Only those kubelet sent (CNI's `ipRanges` come from kubelet alone, as containerd's).
-    pub fn received(&self) -> Vec<IpNet> {
+    pub(crate) fn received(&self) -> Vec<IpNet> {
         lock(&self.received).as_ref().map(|(_, nets)| nets.clone()).unwrap_or_default()
     }
 
     /// UpdateRuntimeConfig: new CIDRs (comma-separated); empty keeps those in
     /// force. They are on disk before they are used, so a failure leaves the
     /// old ones in force and kubelet sends them again.
-    pub fn set(&self, text: &str, now_ns: i64) -> Result<(), PodCidrError> {
+    pub(crate) fn set(&self, text: &str, now_ns: i64) -> Result<(), PodCidrError> {
         if text.trim().is_empty() {
             return Ok(());
         }
@@ -96,7 +96,7 @@ impl PodCidrs {
     }
 
     /// Status verbose: the CIDRs in force and their source.
-    pub fn describe(&self) -> serde_json::Value {
+    pub(crate) fn describe(&self) -> serde_json::Value {
         let cidrs: Vec<String> = self.in_force().iter().map(|c| c.to_string()).collect();
         match &*lock(&self.received) {
             Some((r, _)) => serde_json::json!({"podCidrs": cidrs, "source": "UpdateRuntimeConfig",
@@ -107,7 +107,7 @@ impl PodCidrs {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum PodCidrError {
+pub(crate) enum PodCidrError {
     #[error("{0}")]
     Invalid(String),
     #[error("cannot keep the pod CIDR: {0}")]

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::PodInfo;
 
 /// `CNI_ARGS` for a pod; a value with `;` or `=` cannot be passed.
-pub fn cni_args(pod: &PodInfo) -> Result<String, String> {
+pub(crate) fn cni_args(pod: &PodInfo) -> Result<String, String> {
     let pairs = [
         ("K8S_POD_NAMESPACE", &pod.namespace),
         ("K8S_POD_NAME", &pod.name),
@@ -28,7 +28,7 @@ pub fn cni_args(pod: &PodInfo) -> Result<String, String> {
 }
 
 /// The runtime config offered to plugins, by capability name.
-pub fn for_cni(pod: &PodInfo, pod_cidrs: &[IpNet]) -> Map<String, Value> {
+pub(crate) fn for_cni(pod: &PodInfo, pod_cidrs: &[IpNet]) -> Map<String, Value> {
     let mut config = Map::new();
     let mappings: Vec<Value> = pod
         .host_ports
@@ -70,7 +70,7 @@ pub fn for_cni(pod: &PodInfo, pod_cidrs: &[IpNet]) -> Map<String, Value> {
 }
 
 /// A Kubernetes quantity in bits per second: `10M`, `1Gi`, `500k`, `1000`.
-pub fn quantity(text: &str) -> Option<u64> {
+pub(crate) fn quantity(text: &str) -> Option<u64> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);

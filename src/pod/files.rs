@@ -6,22 +6,22 @@ use std::net::IpAddr;
 
 /// A pod's DNS settings, validated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DnsSpec {
-    pub servers: Vec<String>,
-    pub searches: Vec<String>,
-    pub options: Vec<String>,
+pub(crate) struct DnsSpec {
+    pub(crate) servers: Vec<String>,
+    pub(crate) searches: Vec<String>,
+    pub(crate) options: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{field}: {why}")]
-pub struct FileError {
-    pub field: String,
-    pub why: String,
+pub(crate) struct FileError {
+    pub(crate) field: String,
+    pub(crate) why: String,
 }
 
 impl DnsSpec {
     /// Checks servers are IP addresses and searches/options are single tokens.
-    pub fn validate(&self) -> Result<(), FileError> {
+    pub(crate) fn validate(&self) -> Result<(), FileError> {
         let err = |field: String, why: &str| FileError { field, why: why.into() };
         if self.servers.len() > 16 || self.searches.len() > 64 || self.options.len() > 64 {
             return Err(err("dns_config".into(), "too many servers, searches or options"));
@@ -44,14 +44,14 @@ impl DnsSpec {
         Ok(())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.servers.is_empty() && self.searches.is_empty() && self.options.is_empty()
     }
 }
 
 /// /etc/resolv.conf for a pod: its DNS config, or the node's file when the
 /// config is empty (what containerd and CRI-O do).
-pub fn resolv_conf(dns: &DnsSpec, node_resolv_conf: &str) -> String {
+pub(crate) fn resolv_conf(dns: &DnsSpec, node_resolv_conf: &str) -> String {
     if dns.is_empty() {
         return node_resolv_conf.to_string();
     }
@@ -69,7 +69,7 @@ pub fn resolv_conf(dns: &DnsSpec, node_resolv_conf: &str) -> String {
 }
 
 /// /etc/hosts for a pod with its own network namespace.
-pub fn pod_hosts() -> String {
+pub(crate) fn pod_hosts() -> String {
     "127.0.0.1\tlocalhost\n\
      ::1\tlocalhost ip6-localhost ip6-loopback\n\
      fe00::0\tip6-localnet\n\
@@ -80,7 +80,7 @@ pub fn pod_hosts() -> String {
 }
 
 /// Checks a pod hostname: an RFC 1123 name of at most 64 bytes.
-pub fn validate_hostname(name: &str) -> Result<(), FileError> {
+pub(crate) fn validate_hostname(name: &str) -> Result<(), FileError> {
     let err = |why: &str| FileError { field: "hostname".into(), why: why.into() };
     if name.len() > 64 {
         return Err(err("longer than 64 bytes"));

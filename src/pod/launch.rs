@@ -15,7 +15,7 @@ use super::pause::PauseArgs;
 use crate::wire::{Go, PauseStarted};
 
 #[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
+pub(crate) enum LaunchError {
     #[error("cannot start the pause process {binary}: {source}")]
     Spawn { binary: String, source: std::io::Error },
     #[error("pause process set-up failed: {0}")]
@@ -26,14 +26,14 @@ pub enum LaunchError {
 
 /// A launcher started while the daemon prepares the pod: it has loaded and
 /// waits for `go` on stdin. Dropped without `go`, its input ends and so does it.
-pub struct PendingLauncher {
+pub(crate) struct PendingLauncher {
     pid: i32,
     go: std::process::ChildStdin,
     reply: std::process::ChildStdout,
 }
 
 /// Starts `nidus pause ARGS` (the cgroups it joins need not exist yet).
-pub fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher, LaunchError> {
+pub(crate) fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher, LaunchError> {
     let helper::Piped { pid, input, output } =
         helper::spawn(Command::new(binary).arg("pause").args(args.to_args()).env_clear())
             .map_err(|source| LaunchError::Spawn { binary: binary.display().to_string(), source })?;
@@ -42,7 +42,7 @@ pub fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher
 
 /// Tells a started launcher to build the pod (its cgroups exist now) and
 /// waits for the pause it leaves behind.
-pub async fn launch_pause(
+pub(crate) async fn launch_pause(
     pending: PendingLauncher,
     reaper: &Reaper,
     timeout: Duration,

@@ -39,22 +39,22 @@ mod update_resources;
 /// A validated request to run a sandbox (built by the CRI layer).
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
-    pub config: PodSandboxConfig,
-    pub runtime_handler: String,
+    pub(crate) config: PodSandboxConfig,
+    pub(crate) runtime_handler: String,
     /// name, namespace, uid and attempt: unique among existing sandboxes.
     pub name_key: String,
     /// New namespaces of the pod; its own IPC namespace also gets its own /dev/shm.
-    pub namespaces: NewNamespaces,
+    pub(crate) namespaces: NewNamespaces,
     /// The pod's own user namespace (owning its other namespaces), if any.
-    pub userns: Option<crate::linux::userns::IdMaps>,
-    pub hostname: String,
-    pub dns: DnsSpec,
-    pub sysctls: Vec<Sysctl>,
-    pub cgroup_parent: Option<CgroupPath>,
+    pub(crate) userns: Option<crate::linux::userns::IdMaps>,
+    pub(crate) hostname: String,
+    pub(crate) dns: DnsSpec,
+    pub(crate) sysctls: Vec<Sysctl>,
+    pub(crate) cgroup_parent: Option<CgroupPath>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
+pub(crate) enum SandboxError {
     #[error("sandbox {} not found", crate::quote::quote(.0))]
     NotFound(String),
     #[error("sandbox id prefix {} matches more than one sandbox", crate::quote::quote(.0))]
@@ -92,7 +92,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxState {
+pub(crate) enum SandboxState {
     Ready,
     NotReady,
 }
@@ -101,11 +101,11 @@ pub enum SandboxState {
 #[derive(Debug, Clone)]
 pub struct SandboxView {
     pub record: SandboxRecord,
-    pub state: SandboxState,
-    pub pause: Option<ProcessIdentity>,
-    pub paths: SandboxPaths,
+    pub(crate) state: SandboxState,
+    pub(crate) pause: Option<ProcessIdentity>,
+    pub(crate) paths: SandboxPaths,
     /// The pod's addresses (IPv4 first); empty without a pod network.
-    pub ips: Vec<std::net::IpAddr>,
+    pub(crate) ips: Vec<std::net::IpAddr>,
 }
 
 struct PauseProcess {
@@ -134,7 +134,7 @@ impl Tracked for Live {
 
 type Entry = registry::Entry<Live>;
 
-pub struct Sandboxes {
+pub(crate) struct Sandboxes {
     config: Arc<Config>,
     cgroups: Arc<Cgroups>,
     owned_cgroups: Arc<OwnedCgroups>,
@@ -152,7 +152,7 @@ pub struct Sandboxes {
 const PAUSE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Sandboxes {
-    pub fn new(
+    pub(crate) fn new(
         config: Arc<Config>,
         cgroups: Arc<Cgroups>,
         owned_cgroups: Arc<OwnedCgroups>,
@@ -175,7 +175,7 @@ impl Sandboxes {
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).
-    pub fn reporting_to(mut self, events: Emitter<SandboxView>) -> Self {
+    pub(crate) fn reporting_to(mut self, events: Emitter<SandboxView>) -> Self {
         self.events = events;
         self
     }
@@ -185,7 +185,7 @@ impl Sandboxes {
     }
 
     /// Resolves an id or unique id prefix.
-    pub fn resolve(&self, id: &str) -> Result<String, SandboxError> {
+    pub(crate) fn resolve(&self, id: &str) -> Result<String, SandboxError> {
         Ok(self.index.resolve(id)?)
     }
 
@@ -245,7 +245,7 @@ fn remove_file_if_present(path: &std::path::Path) -> Result<(), SandboxError> {
 }
 
 /// The hostname a pod gets: its config's, or the node's when empty.
-pub fn pod_hostname(requested: &str) -> String {
+pub(crate) fn pod_hostname(requested: &str) -> String {
     if requested.is_empty() {
         namespaces::hostname().unwrap_or_else(|_| "localhost".into())
     } else {

@@ -2,11 +2,12 @@
 //! files (hostname, hosts, resolv.conf, /dev/shm), its cgroup, and the
 //! persisted record that lets a restarted daemon find all of it again.
 
-pub mod files;
-pub mod launch;
-pub mod manager;
+pub(crate) mod files;
+pub(crate) mod launch;
+pub(crate) mod manager;
 pub mod pause;
-pub mod record;
-pub mod sysctl;
+pub(crate) mod record;
+pub(crate) mod sysctl;
 
-pub use manager::{SandboxError, SandboxSpec, SandboxState, SandboxView, Sandboxes};
+pub use manager::SandboxView;
+pub(crate) use manager::{SandboxError, SandboxSpec, SandboxState, Sandboxes};

@@ -26,27 +26,27 @@ use crate::wire::{words, Answer, Built, Go, Message, PauseStarted};
 pub struct PauseArgs {
     /// Hostname to set in the new UTS namespace.
     #[arg(long)]
-    pub hostname: Option<String>,
+    pub(crate) hostname: Option<String>,
     /// A sysctl to set, as PATH=VALUE with PATH below /proc/sys.
     #[arg(long = "sysctl")]
-    pub sysctls: Vec<String>,
+    pub(crate) sysctls: Vec<String>,
     #[arg(long)]
-    pub new_net: bool,
+    pub(crate) new_net: bool,
     #[arg(long)]
-    pub new_ipc: bool,
+    pub(crate) new_ipc: bool,
     #[arg(long)]
-    pub new_uts: bool,
+    pub(crate) new_uts: bool,
     #[arg(long)]
-    pub new_pid: bool,
+    pub(crate) new_pid: bool,
     /// A cgroup.procs file to join before anything else (once per hierarchy).
     #[arg(long = "cgroup-procs")]
-    pub cgroup_procs: Vec<PathBuf>,
+    pub(crate) cgroup_procs: Vec<PathBuf>,
     /// A user namespace of the pod's own: its UID and GID ranges, each as
     /// CONTAINER_ID:HOST_ID:LENGTH.
     #[arg(long = "uid-map", value_parser = parse_map)]
-    pub uid_map: Option<IdMap>,
+    pub(crate) uid_map: Option<IdMap>,
     #[arg(long = "gid-map", value_parser = parse_map)]
-    pub gid_map: Option<IdMap>,
+    pub(crate) gid_map: Option<IdMap>,
 }
 
 /// `CONTAINER_ID:HOST_ID:LENGTH`.
@@ -66,12 +66,12 @@ fn map_arg(map: &IdMap) -> String {
 }
 
 impl PauseArgs {
-    pub fn namespaces(&self) -> NewNamespaces {
+    pub(crate) fn namespaces(&self) -> NewNamespaces {
         NewNamespaces { net: self.new_net, ipc: self.new_ipc, uts: self.new_uts, pid: self.new_pid }
     }
 
     /// The pod's user namespace, when it has one.
-    pub fn user_namespace(&self) -> Option<IdMaps> {
+    pub(crate) fn user_namespace(&self) -> Option<IdMaps> {
         Some(IdMaps { uids: self.uid_map?, gids: self.gid_map? })
     }
 
@@ -101,7 +101,7 @@ impl PauseArgs {
     }
 
     /// The command line for these arguments (after the `pause` subcommand).
-    pub fn to_args(&self) -> Vec<String> {
+    pub(crate) fn to_args(&self) -> Vec<String> {
         let mut args = Vec::new();
         if let Some(h) = &self.hostname {
             args.push(format!("--hostname={h}"));

@@ -13,7 +13,7 @@ use crate::linux::namespaces::NewNamespaces;
 /// Where a sandbox is in its life, as persisted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Lifecycle {
+pub(crate) enum Lifecycle {
     /// RunPodSandbox has begun; a crash now means undo everything at restart.
     Creating,
     /// Made; ready while its pause process lives.
@@ -24,29 +24,29 @@ pub enum Lifecycle {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxRecord {
-    pub id: String,
+    pub(crate) id: String,
     /// The reservation key: name, namespace, uid and attempt.
     pub name_key: String,
     pub config: PodSandboxConfig,
-    pub runtime_handler: String,
-    pub created_at_ns: i64,
-    pub lifecycle: Lifecycle,
-    pub namespaces: NewNamespaces,
+    pub(crate) runtime_handler: String,
+    pub(crate) created_at_ns: i64,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) namespaces: NewNamespaces,
     /// The pod's own user namespace (held by the pause, owning the pod's
     /// other namespaces); None: the node's.
     #[serde(default)]
-    pub userns: Option<crate::linux::userns::IdMaps>,
-    pub hostname: String,
+    pub(crate) userns: Option<crate::linux::userns::IdMaps>,
+    pub(crate) hostname: String,
     /// The pod cgroup (kubelet's cgroup_parent, or nidus's default).
-    pub pod_cgroup: CgroupPath,
+    pub(crate) pod_cgroup: CgroupPath,
     /// The pause process's own cgroup, below the pod cgroup.
-    pub pause_cgroup: CgroupPath,
+    pub(crate) pause_cgroup: CgroupPath,
     /// True when the pod has its own /dev/shm tmpfs.
-    pub own_shm: bool,
+    pub(crate) own_shm: bool,
     /// Pod-level resources set by UpdatePodSandboxResources (None: the
     /// config's `linux.resources` and `linux.overhead` are in force).
     #[serde(default)]
-    pub resources: Option<PodResources>,
+    pub(crate) resources: Option<PodResources>,
 }
 
 /// What the pod cgroup is limited to: the pod's resources plus its overhead.
@@ -61,7 +61,7 @@ impl SandboxRecord {
     /// made for this pod alone) and so removes it with the pod; false for a
     /// `cgroup_parent` the client gave (kubelet's `pod<uid>`, which kubelet
     /// removes). A client cannot give the pod's id: nidus draws it.
-    pub fn owns_pod_cgroup(&self) -> bool {
+    pub(crate) fn owns_pod_cgroup(&self) -> bool {
         self.pod_cgroup.as_str().rsplit('/').next() == Some(self.id.as_str())
     }
 
@@ -79,34 +79,34 @@ impl SandboxRecord {
 
 /// The on-disk places of one sandbox.
 #[derive(Debug, Clone)]
-pub struct SandboxPaths {
+pub(crate) struct SandboxPaths {
     /// Persistent: `root/sandboxes/ID`.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Volatile: `state/sandboxes/ID`.
-    pub run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
 }
 
 impl SandboxPaths {
-    pub fn new(root: &Path, state: &Path, id: &str) -> Self {
+    pub(crate) fn new(root: &Path, state: &Path, id: &str) -> Self {
         Self { dir: root.join("sandboxes").join(id), run_dir: state.join("sandboxes").join(id) }
     }
 
-    pub fn record(&self) -> PathBuf {
+    pub(crate) fn record(&self) -> PathBuf {
         self.dir.join("sandbox.json")
     }
-    pub fn hostname(&self) -> PathBuf {
+    pub(crate) fn hostname(&self) -> PathBuf {
         self.dir.join("hostname")
     }
-    pub fn hosts(&self) -> PathBuf {
+    pub(crate) fn hosts(&self) -> PathBuf {
         self.dir.join("hosts")
     }
-    pub fn resolv_conf(&self) -> PathBuf {
+    pub(crate) fn resolv_conf(&self) -> PathBuf {
         self.dir.join("resolv.conf")
     }
-    pub fn pause(&self) -> PathBuf {
+    pub(crate) fn pause(&self) -> PathBuf {
         self.run_dir.join("pause.json")
     }
-    pub fn shm(&self) -> PathBuf {
+    pub(crate) fn shm(&self) -> PathBuf {
         self.run_dir.join("shm")
     }
 }

@@ -19,22 +19,22 @@ const UTS_SYSCTLS: &[&str] = &["kernel.domainname"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("sysctl {}: {why}", crate::quote::quote(.key))]
-pub struct SysctlError {
-    pub key: String,
-    pub why: String,
+pub(crate) struct SysctlError {
+    pub(crate) key: String,
+    pub(crate) why: String,
 }
 
 /// One sysctl as the pause process writes it: a path below /proc/sys.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sysctl {
-    pub key: String,
-    pub proc_path: String,
-    pub value: String,
+pub(crate) struct Sysctl {
+    pub(crate) key: String,
+    pub(crate) proc_path: String,
+    pub(crate) value: String,
 }
 
 /// Checks every sysctl against the pod's namespaces and returns them in a
 /// stable order.
-pub fn validate<'a>(
+pub(crate) fn validate<'a>(
     sysctls: impl IntoIterator<Item = (&'a String, &'a String)>,
     new: NewNamespaces,
 ) -> Result<Vec<Sysctl>, SysctlError> {

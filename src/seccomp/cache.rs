@@ -25,10 +25,10 @@ pub struct ProgramCache {
 /// How the cache has done since the daemon started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CacheStats {
-    pub programs: usize,
-    pub compiled: u64,
-    pub hits: u64,
+pub(crate) struct CacheStats {
+    pub(crate) programs: usize,
+    pub(crate) compiled: u64,
+    pub(crate) hits: u64,
 }
 
 /// A program and whether it came from the cache.
@@ -61,7 +61,7 @@ impl ProgramCache {
         Ok(Lookup { program, cached: false })
     }
 
-    pub fn stats(&self) -> CacheStats {
+    pub(crate) fn stats(&self) -> CacheStats {
         CacheStats {
             programs: self.len(),
             compiled: self.compiled.load(Ordering::Relaxed),
@@ -69,12 +69,8 @@ impl ProgramCache {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CompiledProfile>>> {

@@ -15,9 +15,9 @@ use super::program::{self, ProgramSummary};
 
 /// Microseconds: median and 99th percentile over the runs.
 #[derive(Debug, Clone, Serialize)]
-pub struct Timing {
-    pub p50_us: f64,
-    pub p99_us: f64,
+pub(crate) struct Timing {
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
 }
 
 fn timing(mut nanos: Vec<u64>) -> Timing {
@@ -44,21 +44,21 @@ fn measure<T>(runs: u32, mut step: impl FnMut() -> T) -> (T, Timing) {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckReport {
-    pub program: ProgramSummary,
-    pub runs: u32,
+    pub(crate) program: ProgramSummary,
+    pub(crate) runs: u32,
     /// Parsing the profile JSON (a Localhost file, at every CreateContainer).
-    pub parse: Timing,
+    pub(crate) parse: Timing,
     /// Resolving capability conditions and hashing the result (every create).
-    pub resolve_and_hash: Timing,
+    pub(crate) resolve_and_hash: Timing,
     /// Compiling to BPF (a cache miss).
-    pub compile: Timing,
+    pub(crate) compile: Timing,
     /// Resolve, hash and find in the cache (a cache hit: the daemon's cost).
-    pub cache_hit: Timing,
+    pub(crate) cache_hit: Timing,
     /// Encoding the program file (daemon) and decoding + preparing it (init).
-    pub encode: Timing,
-    pub decode_and_prepare: Timing,
+    pub(crate) encode: Timing,
+    pub(crate) decode_and_prepare: Timing,
     /// Installing every filter with seccomp(2) (the init's cost).
-    pub install: Option<Timing>,
+    pub(crate) install: Option<Timing>,
 }
 
 /// Checks `json` for a container with `bounding` capabilities; `install`

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// The seccomp profile a container runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SeccompChoice {
+pub(crate) enum SeccompChoice {
     Unconfined,
     RuntimeDefault,
     /// An OCI profile file on the node.
@@ -15,7 +15,7 @@ pub enum SeccompChoice {
 }
 
 impl SeccompChoice {
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             SeccompChoice::Unconfined => "Unconfined",
             SeccompChoice::RuntimeDefault => "RuntimeDefault",
@@ -27,19 +27,19 @@ impl SeccompChoice {
 /// A field the request (or the config) got wrong.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{field}: {why}")]
-pub struct FieldError {
-    pub field: String,
-    pub why: String,
+pub(crate) struct FieldError {
+    pub(crate) field: String,
+    pub(crate) why: String,
 }
 
-pub fn field_error(field: &str, why: impl Into<String>) -> FieldError {
+pub(crate) fn field_error(field: &str, why: impl Into<String>) -> FieldError {
     FieldError { field: field.to_string(), why: why.into() }
 }
 
-pub const LOCALHOST_PREFIX: &str = "localhost/";
+pub(crate) const LOCALHOST_PREFIX: &str = "localhost/";
 
 /// An absolute path without `..`, as a Localhost profile must be.
-pub fn localhost_path(field: &str, reference: &str) -> Result<PathBuf, FieldError> {
+pub(crate) fn localhost_path(field: &str, reference: &str) -> Result<PathBuf, FieldError> {
     let path = Path::new(reference.strip_prefix(LOCALHOST_PREFIX).unwrap_or(reference));
     if path.as_os_str().is_empty() {
         return Err(field_error(field, "a Localhost profile needs the path of its file"));
@@ -52,7 +52,7 @@ pub fn localhost_path(field: &str, reference: &str) -> Result<PathBuf, FieldErro
 
 /// The legacy string (`runtime/default`, `docker/default`, `unconfined`,
 /// `localhost/<path>`); None when empty.
-pub fn from_legacy_path(field: &str, value: &str) -> Result<Option<SeccompChoice>, FieldError> {
+pub(crate) fn from_legacy_path(field: &str, value: &str) -> Result<Option<SeccompChoice>, FieldError> {
     Ok(Some(match value {
         "" => return Ok(None),
         "runtime/default" | "docker/default" => SeccompChoice::RuntimeDefault,

@@ -140,7 +140,7 @@ enum Outcome {
 }
 
 /// Compiles a resolved profile.
-pub fn compile(profile: &Profile) -> Result<CompiledProfile, CompileError> {
+pub(crate) fn compile(profile: &Profile) -> Result<CompiledProfile, CompileError> {
     let audit_arch = native_audit_arch().ok_or_else(|| CompileError::Architecture(std::env::consts::ARCH.into()))?;
     let default = verdict(profile.default_action, profile.default_errno_ret);
     let flags = profile
@@ -379,13 +379,13 @@ mod tests {
     mod kernel {
         use super::super::Instruction;
 
-        pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-        pub const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+        pub(crate) const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        pub(crate) const AUDIT_ARCH_I386: u32 = 0x4000_0003;
 
-        pub struct Call {
-            pub nr: u32,
-            pub arch: u32,
-            pub args: [u64; 6],
+        pub(crate) struct Call {
+            pub(crate) nr: u32,
+            pub(crate) arch: u32,
+            pub(crate) args: [u64; 6],
         }
 
         fn load(call: &Call, offset: u32) -> u32 {
@@ -407,7 +407,7 @@ mod tests {
         /// What the kernel checks before it takes a filter (bpf_check_classic,
         /// seccomp_check_filter): known opcodes, aligned loads inside
         /// seccomp_data, jumps forward inside the program, a RET at the end.
-        pub fn check(program: &[Instruction]) -> Result<(), String> {
+        pub(crate) fn check(program: &[Instruction]) -> Result<(), String> {
             let len = program.len();
             if len == 0 || len > 4096 {
                 return Err(format!("{len} instructions"));
@@ -432,7 +432,7 @@ mod tests {
             Ok(())
         }
 
-        pub fn run(program: &[Instruction], call: &Call) -> u32 {
+        pub(crate) fn run(program: &[Instruction], call: &Call) -> u32 {
             let (mut pc, mut acc) = (0usize, 0u32);
             loop {
                 let i = program[pc];
@@ -457,7 +457,7 @@ mod tests {
 
         /// seccomp_run_filters: newest filter first; a strictly more
         /// restrictive action (signed compare of the action bits) replaces.
-        pub fn verdict(filters: &[super::super::Filter], call: &Call) -> u32 {
+        pub(crate) fn verdict(filters: &[super::super::Filter], call: &Call) -> u32 {
             let mut ret = 0x7fff_0000u32;
             for f in filters.iter().rev() {
                 let cur = run(&f.instructions, call);

@@ -5,17 +5,18 @@
 //! `nidus seccomp check` (what a profile compiles to and what each step
 //! costs). Installing a program is `linux::seccomp`'s job.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod check;
-pub mod choice;
+pub(crate) mod choice;
 pub mod compile;
 pub mod profile;
 pub mod program;
 
 pub use cache::ProgramCache;
-pub use compile::{compile, CompileError};
-pub use profile::{Profile, ProfileError};
-pub use program::{CompiledProfile, Filter, Instruction, ProgramFileError};
+pub(crate) use compile::compile;
+pub use profile::Profile;
+pub(crate) use program::CompiledProfile;
+pub use program::{Filter, Instruction};
 
 /// nidus's RuntimeDefault profile (OCI format plus capability conditions),
 /// embedded so a node needs no file for it.

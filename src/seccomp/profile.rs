@@ -34,21 +34,7 @@ pub enum Action {
     Notify,
 }
 
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Kill => "SCMP_ACT_KILL",
-            Action::KillThread => "SCMP_ACT_KILL_THREAD",
-            Action::KillProcess => "SCMP_ACT_KILL_PROCESS",
-            Action::Trap => "SCMP_ACT_TRAP",
-            Action::Errno => "SCMP_ACT_ERRNO",
-            Action::Trace => "SCMP_ACT_TRACE",
-            Action::Log => "SCMP_ACT_LOG",
-            Action::Allow => "SCMP_ACT_ALLOW",
-            Action::Notify => "SCMP_ACT_NOTIFY",
-        }
-    }
-}
+impl Action {}
 
 /// How an argument is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,13 +94,13 @@ pub struct Profile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_errno_ret: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub architectures: Vec<String>,
+    pub(crate) architectures: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub flags: Vec<String>,
+    pub(crate) flags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub listener_path: Option<String>,
+    pub(crate) listener_path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub listener_metadata: Option<String>,
+    pub(crate) listener_metadata: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub syscalls: Vec<SyscallRule>,
 }
@@ -130,7 +116,7 @@ pub enum ProfileError {
 }
 
 /// Architecture names of the OCI runtime spec (libseccomp's).
-pub const ARCHITECTURES: &[&str] = &[
+pub(crate) const ARCHITECTURES: &[&str] = &[
     "SCMP_ARCH_NATIVE",
     "SCMP_ARCH_X86",
     "SCMP_ARCH_X86_64",
@@ -158,7 +144,7 @@ pub const ARCHITECTURES: &[&str] = &[
 ];
 
 /// Filter flags nidus passes to seccomp(2).
-pub const SUPPORTED_FLAGS: &[(&str, u32)] =
+pub(crate) const SUPPORTED_FLAGS: &[(&str, u32)] =
     &[("SECCOMP_FILTER_FLAG_TSYNC", 1), ("SECCOMP_FILTER_FLAG_LOG", 2), ("SECCOMP_FILTER_FLAG_SPEC_ALLOW", 4)];
 
 /// Flags that only make sense with a user-space agent (SCMP_ACT_NOTIFY).
@@ -166,7 +152,7 @@ const AGENT_FLAGS: &[&str] =
     &["SECCOMP_FILTER_FLAG_NEW_LISTENER", "SECCOMP_FILTER_FLAG_TSYNC_ESRCH", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"];
 
 /// Largest errno a filter can return (the kernel's MAX_ERRNO).
-pub const MAX_ERRNO: u32 = 4095;
+pub(crate) const MAX_ERRNO: u32 = 4095;
 
 impl Profile {
     /// Parses and checks a profile.

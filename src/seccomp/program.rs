@@ -21,7 +21,7 @@ pub struct Instruction {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filter {
     /// `SECCOMP_FILTER_FLAG_*` bits.
-    pub flags: u32,
+    pub(crate) flags: u32,
     pub instructions: Vec<Instruction>,
 }
 
@@ -31,23 +31,23 @@ pub struct Filter {
 pub struct CompiledProfile {
     pub filters: Vec<Filter>,
     /// sha256 of the resolved profile it was compiled from.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// Syscall names the profile lists that this architecture does not have.
-    pub skipped_names: Vec<String>,
+    pub(crate) skipped_names: Vec<String>,
 }
 
 /// A summary for status output.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
-pub struct ProgramSummary {
-    pub sha256: String,
-    pub filters: usize,
-    pub instructions: usize,
-    pub skipped_syscalls: Vec<String>,
+pub(crate) struct ProgramSummary {
+    pub(crate) sha256: String,
+    pub(crate) filters: usize,
+    pub(crate) instructions: usize,
+    pub(crate) skipped_syscalls: Vec<String>,
 }
 
 impl CompiledProfile {
-    pub fn summary(&self) -> ProgramSummary {
+    pub(crate) fn summary(&self) -> ProgramSummary {
         ProgramSummary {
             sha256: self.sha256.clone(),
             filters: self.filters.len(),
@@ -58,12 +58,12 @@ impl CompiledProfile {
 }
 
 /// The compiled program's file, beside the container's `config.json`.
-pub const FILE_NAME: &str = "seccomp.bpf";
+pub(crate) const FILE_NAME: &str = "seccomp.bpf";
 
 const MAGIC: &[u8; 8] = b"NIDUSBPF";
 const VERSION: u32 = 1;
 /// The kernel's BPF_MAXINSNS.
-pub const MAX_INSTRUCTIONS: usize = 4096;
+pub(crate) const MAX_INSTRUCTIONS: usize = 4096;
 const MAX_FILTERS: usize = 64;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -133,7 +133,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Filter>, ProgramFileError> {
 }
 
 /// The filters as the kernel takes them, ready to install (`linux::seccomp`).
-pub fn prepare(filters: &[Filter]) -> PreparedFilters {
+pub(crate) fn prepare(filters: &[Filter]) -> PreparedFilters {
     let filters = filters
         .iter()
         .map(|f| {

@@ -11,16 +11,16 @@ use std::path::Path;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Filesystem {
+pub(crate) struct Filesystem {
     /// The mount's source (`/dev/vda1`, `overlay`, `tmpfs`…).
-    pub device: String,
-    pub capacity_bytes: u64,
-    pub inodes: u64,
-    pub inodes_free: u64,
+    pub(crate) device: String,
+    pub(crate) capacity_bytes: u64,
+    pub(crate) inodes: u64,
+    pub(crate) inodes_free: u64,
 }
 
 /// The filesystem `dir` is on, named `device`; None when statvfs fails.
-pub fn filesystem_of(dir: &Path, device: &str) -> Option<Filesystem> {
+pub(crate) fn filesystem_of(dir: &Path, device: &str) -> Option<Filesystem> {
     let fs = nix::sys::statvfs::statvfs(dir).ok()?;
     Some(Filesystem {
         device: device.to_string(),
@@ -32,7 +32,7 @@ pub fn filesystem_of(dir: &Path, device: &str) -> Option<Filesystem> {
 
 /// The source of the mount `dir` is on, from `/proc/self/mountinfo`;
 /// empty when it cannot be told.
-pub fn mount_source_of(dir: &Path) -> String {
+pub(crate) fn mount_source_of(dir: &Path) -> String {
     let Ok(dir) = fs::canonicalize(dir) else { return String::new() };
     let Ok(mountinfo) = fs::read_to_string("/proc/self/mountinfo") else { return String::new() };
     mount_source(&mountinfo, &dir).unwrap_or_default()
@@ -79,13 +79,13 @@ fn unescape(field: &str) -> String {
 
 /// Block device names by number, looked up once per reading.
 #[derive(Default)]
-pub struct DeviceNames {
+pub(crate) struct DeviceNames {
     known: HashMap<(u32, u32), String>,
 }
 
 impl DeviceNames {
     /// `/dev/<name>` of block device `major:minor`; empty when sysfs does not know it.
-    pub fn name(&mut self, major: u32, minor: u32) -> String {
+    pub(crate) fn name(&mut self, major: u32, minor: u32) -> String {
         self.known
             .entry((major, minor))
             .or_insert_with(|| {

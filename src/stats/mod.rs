@@ -6,10 +6,10 @@
 //! sockets, and the filesystem of the writable layers.
 
 pub mod disk;
-pub mod filesystem;
-pub mod network;
-pub mod processes;
-pub mod sampler;
+pub(crate) mod filesystem;
+pub(crate) mod network;
+pub(crate) mod processes;
+pub(crate) mod sampler;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -30,53 +30,53 @@ use sampler::UsageSampler;
 
 /// One reading of a container.
 #[derive(Debug, Clone, Serialize)]
-pub struct ContainerUsage {
-    pub id: String,
-    pub at_ns: i64,
-    pub cgroup: CgroupStats,
+pub(crate) struct ContainerUsage {
+    pub(crate) id: String,
+    pub(crate) at_ns: i64,
+    pub(crate) cgroup: CgroupStats,
     /// Cpu cores in use since the previous reading (None: first reading).
-    pub nano_cores: Option<u64>,
+    pub(crate) nano_cores: Option<u64>,
     /// Its writable layer (the overlay's upper directory).
-    pub writable_layer: Option<DiskUsage>,
+    pub(crate) writable_layer: Option<DiskUsage>,
 }
 
 /// One reading of a pod: its cgroup (pause, monitors and containers), its
 /// network namespace, and each of its containers.
 #[derive(Debug, Clone, Serialize)]
-pub struct PodUsage {
-    pub id: String,
-    pub at_ns: i64,
-    pub cgroup: CgroupStats,
-    pub nano_cores: Option<u64>,
+pub(crate) struct PodUsage {
+    pub(crate) id: String,
+    pub(crate) at_ns: i64,
+    pub(crate) cgroup: CgroupStats,
+    pub(crate) nano_cores: Option<u64>,
     /// None when the pod uses the node's network (or its pause is gone).
-    pub interfaces: Option<Vec<InterfaceUsage>>,
-    pub containers: Vec<ContainerUsage>,
+    pub(crate) interfaces: Option<Vec<InterfaceUsage>>,
+    pub(crate) containers: Vec<ContainerUsage>,
 }
 
 /// One reading of a container for metrics.
 #[derive(Debug, Clone, Serialize)]
-pub struct ContainerDetails {
-    pub id: String,
-    pub at_ns: i64,
-    pub cgroup: CgroupDetails,
+pub(crate) struct ContainerDetails {
+    pub(crate) id: String,
+    pub(crate) at_ns: i64,
+    pub(crate) cgroup: CgroupDetails,
     /// Its processes' descriptors and sockets (None: no cgroup to list them from).
-    pub processes: Option<ProcessCounts>,
-    pub writable_layer: Option<DiskUsage>,
+    pub(crate) processes: Option<ProcessCounts>,
+    pub(crate) writable_layer: Option<DiskUsage>,
 }
 
 /// One reading of a pod for metrics: its network and its containers.
 #[derive(Debug, Clone, Serialize)]
-pub struct PodDetails {
-    pub id: String,
-    pub interfaces: Option<Vec<InterfaceUsage>>,
-    pub containers: Vec<ContainerDetails>,
+pub(crate) struct PodDetails {
+    pub(crate) id: String,
+    pub(crate) interfaces: Option<Vec<InterfaceUsage>>,
+    pub(crate) containers: Vec<ContainerDetails>,
 }
 
 /// Takes readings; keeps the previous cpu reading of everything it read.
-pub struct Collector {
+pub(crate) struct Collector {
     cgroups: Arc<Cgroups>,
     /// Where writable layers live (`<root>/containers`), for `fs_id`.
-    pub containers_dir: PathBuf,
+    pub(crate) containers_dir: PathBuf,
     sampler: UsageSampler,
     /// The device of `containers_dir`'s filesystem, once known.
     device: OnceLock<String>,
@@ -85,7 +85,7 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn new(cgroups: Arc<Cgroups>, containers_dir: PathBuf) -> Self {
+    pub(crate) fn new(cgroups: Arc<Cgroups>, containers_dir: PathBuf) -> Self {
         let pressure = cgroups.version == CgroupVersion::V2
             && cgroups.hierarchies.first().is_some_and(|h| h.root_dir.join("cpu.pressure").is_file());
         Self { cgroups, containers_dir, sampler: UsageSampler::default(), device: OnceLock::new(), pressure }
@@ -93,12 +93,12 @@ impl Collector {
 
     /// True when the node's cgroups report pressure (PSI), which decides
     /// whether the pressure metrics are described at all.
-    pub fn has_pressure(&self) -> bool {
+    pub(crate) fn has_pressure(&self) -> bool {
         self.pressure
     }
 
     /// Reads one container (blocking: runs on a blocking thread).
-    pub fn container(&self, view: &ContainerView) -> ContainerUsage {
+    pub(crate) fn container(&self, view: &ContainerView) -> ContainerUsage {
         let at_ns = now_ns();
         let cgroup = if view.state == ContainerState::Exited {
             CgroupStats::default()
@@ -116,7 +116,7 @@ impl Collector {
     }
 
     /// Reads one pod and `containers` (its own).
-    pub fn pod(&self, sandbox: &SandboxView, containers: &[ContainerView]) -> PodUsage {
+    pub(crate) fn pod(&self, sandbox: &SandboxView, containers: &[ContainerView]) -> PodUsage {
         // The containers first: the pod's cumulative counters (CPU time), read
         // after theirs, are then never below their sum.
         let containers = containers.iter().map(|c| self.container(c)).collect();
@@ -130,7 +130,7 @@ impl Collector {
 
     /// Reads one container for metrics (blocking). Unlike `container`, it
     /// leaves the cpu rate's previous reading alone.
-    pub fn container_details(&self, view: &ContainerView) -> ContainerDetails {
+    pub(crate) fn container_details(&self, view: &ContainerView) -> ContainerDetails {
         let at_ns = now_ns();
         let cgroup = if view.state == ContainerState::Exited {
             CgroupDetails::default()
@@ -148,7 +148,7 @@ impl Collector {
     }
 
     /// Reads one pod's network and `containers` (its own) for metrics.
-    pub fn pod_details(&self, sandbox: &SandboxView, containers: &[ContainerView]) -> PodDetails {
+    pub(crate) fn pod_details(&self, sandbox: &SandboxView, containers: &[ContainerView]) -> PodDetails {
         PodDetails {
             id: sandbox.record.id.clone(),
             interfaces: interfaces(sandbox),
@@ -158,7 +158,7 @@ impl Collector {
 
     /// The filesystem the writable layers are on (one statvfs; the mount
     /// table is read once, when first asked).
-    pub fn filesystem(&self) -> Option<Filesystem> {
+    pub(crate) fn filesystem(&self) -> Option<Filesystem> {
         let device = match self.device.get() {
             Some(device) => device.clone(),
             None => {
@@ -173,7 +173,7 @@ impl Collector {
     }
 
     /// After a full listing: forget the readings of what no longer exists.
-    pub fn keep_only<'a>(&self, containers: impl Iterator<Item = &'a str>, pods: impl Iterator<Item = &'a str>) {
+    pub(crate) fn keep_only<'a>(&self, containers: impl Iterator<Item = &'a str>, pods: impl Iterator<Item = &'a str>) {
         let mut alive: HashSet<String> = containers.map(String::from).collect();
         alive.extend(pods.map(|p| format!("pod/{p}")));
         self.sampler.keep_only(&alive);

@@ -7,26 +7,26 @@ use std::fs;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct InterfaceUsage {
-    pub name: String,
-    pub rx_bytes: u64,
-    pub rx_packets: u64,
-    pub rx_errors: u64,
-    pub rx_dropped: u64,
-    pub tx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_errors: u64,
-    pub tx_dropped: u64,
+pub(crate) struct InterfaceUsage {
+    pub(crate) name: String,
+    pub(crate) rx_bytes: u64,
+    pub(crate) rx_packets: u64,
+    pub(crate) rx_errors: u64,
+    pub(crate) rx_dropped: u64,
+    pub(crate) tx_bytes: u64,
+    pub(crate) tx_packets: u64,
+    pub(crate) tx_errors: u64,
+    pub(crate) tx_dropped: u64,
 }
 
 /// The interfaces of the network namespace `pid` is in; None when it is gone.
-pub fn interfaces_of(pid: i32) -> Option<Vec<InterfaceUsage>> {
+pub(crate) fn interfaces_of(pid: i32) -> Option<Vec<InterfaceUsage>> {
     fs::read_to_string(format!("/proc/{pid}/net/dev")).ok().map(|text| parse_net_dev(&text))
 }
 
 /// Parses `/proc/net/dev`: two header lines, then `name: rx… tx…` with 8
 /// receive and 8 transmit columns.
-pub fn parse_net_dev(text: &str) -> Vec<InterfaceUsage> {
+pub(crate) fn parse_net_dev(text: &str) -> Vec<InterfaceUsage> {
     text.lines()
         .skip(2)
         .filter_map(|line| {
@@ -51,7 +51,7 @@ pub fn parse_net_dev(text: &str) -> Vec<InterfaceUsage> {
 }
 
 /// The interface kubelet shows as the pod's: `eth0`, else the first that is not loopback.
-pub fn default_interface(interfaces: &[InterfaceUsage]) -> Option<&InterfaceUsage> {
+pub(crate) fn default_interface(interfaces: &[InterfaceUsage]) -> Option<&InterfaceUsage> {
     interfaces.iter().find(|i| i.name == "eth0").or_else(|| interfaces.iter().find(|i| i.name != "lo"))
 }
 

@@ -8,14 +8,14 @@ use std::fs;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ProcessCounts {
-    pub processes: u64,
-    pub file_descriptors: u64,
-    pub sockets: u64,
+pub(crate) struct ProcessCounts {
+    pub(crate) processes: u64,
+    pub(crate) file_descriptors: u64,
+    pub(crate) sockets: u64,
 }
 
 /// Counts the descriptors and sockets of `pids`.
-pub fn count(pids: &[i32]) -> ProcessCounts {
+pub(crate) fn count(pids: &[i32]) -> ProcessCounts {
     let mut counts = ProcessCounts { processes: pids.len() as u64, ..Default::default() };
     for pid in pids {
         let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else { continue };

@@ -22,14 +22,14 @@ struct Reading {
 }
 
 #[derive(Default)]
-pub struct UsageSampler {
+pub(crate) struct UsageSampler {
     last: Mutex<HashMap<String, Reading>>,
 }
 
 impl UsageSampler {
     /// Records `usage_ns` (cumulative cpu time) of `key` at `at_ns`; returns
     /// nano cores since the previous reading, None for the first one.
-    pub fn nano_cores(&self, key: &str, at_ns: i64, usage_ns: u64) -> Option<u64> {
+    pub(crate) fn nano_cores(&self, key: &str, at_ns: i64, usage_ns: u64) -> Option<u64> {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let rate = match last.get(key) {
             Some(prev) if at_ns - prev.at_ns < MIN_INTERVAL_NS && usage_ns >= prev.usage_ns => return prev.rate,
@@ -46,7 +46,7 @@ impl UsageSampler {
     }
 
     /// Forgets every key not in `alive` (after a full listing).
-    pub fn keep_only(&self, alive: &HashSet<String>) {
+    pub(crate) fn keep_only(&self, alive: &HashSet<String>) {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).retain(|k, _| alive.contains(k));
     }
 }

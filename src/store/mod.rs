@@ -17,7 +17,7 @@ use serde::Serialize;
 const TMP_PREFIX: &str = ".tmp-";
 
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: io::Error },
     #[error("cannot read {path}: {source}")]
@@ -30,7 +30,7 @@ pub enum StoreError {
 
 /// Whether a write must survive a power loss, or only a process crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// fsync the file and its directory: the record survives a power loss.
     Durable,
     /// Atomic rename only: for files that a reboot makes meaningless.
@@ -38,12 +38,12 @@ pub enum Durability {
 }
 
 /// Replaces `path` with `data` atomically and durably; the file gets `mode`.
-pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StoreError> {
+pub(crate) fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), StoreError> {
     write_atomic_with(path, data, mode, Durability::Durable)
 }
 
 /// Replaces `path` with `data` atomically; durably when asked.
-pub fn write_atomic_with(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<(), StoreError> {
+pub(crate) fn write_atomic_with(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<(), StoreError> {
     PreparedWrite::new(path, data, mode, durability)?.commit()
 }
 
@@ -52,7 +52,7 @@ pub fn write_atomic_with(path: &Path, data: &[u8], mode: u32, durability: Durabi
 /// renames it into place (and fsyncs the directory). Until the commit,
 /// `path` keeps its old content; dropped uncommitted, the temp file goes.
 #[derive(Debug)]
-pub struct PreparedWrite {
+pub(crate) struct PreparedWrite {
     path: PathBuf,
     tmp: PathBuf,
     durability: Durability,
@@ -60,7 +60,7 @@ pub struct PreparedWrite {
 }
 
 impl PreparedWrite {
-    pub fn new(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<Self, StoreError> {
+    pub(crate) fn new(path: &Path, data: &[u8], mode: u32, durability: Durability) -> Result<Self, StoreError> {
         let err = |source| StoreError::Write { path: path.to_path_buf(), source };
         let dir = path.parent().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?;
         let name = path.file_name().ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?.to_string_lossy();
@@ -83,7 +83,7 @@ impl PreparedWrite {
     /// when there is no such empty file (used already, or never made). It
     /// is never truncated: ext4 writes a truncated file out when it is
     /// closed (its guard for files replaced by truncation), at once.
-    pub fn into_spare(
+    pub(crate) fn into_spare(
         path: &Path,
         spare: &Path,
         data: &[u8],
@@ -113,12 +113,12 @@ impl PreparedWrite {
     }
 
     /// A JSON record (mode 0600), as `write_json_with` would write it.
-    pub fn json<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<Self, StoreError> {
+    pub(crate) fn json<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<Self, StoreError> {
         Self::new(path, &to_json(path, value)?, 0o600, durability)
     }
 
     /// Puts the prepared content in place.
-    pub fn commit(mut self) -> Result<(), StoreError> {
+    pub(crate) fn commit(mut self) -> Result<(), StoreError> {
         let err = |source| StoreError::Write { path: self.path.clone(), source };
         fs::rename(&self.tmp, &self.path).map_err(err)?;
         self.committed = true;
@@ -138,16 +138,16 @@ impl Drop for PreparedWrite {
 }
 
 /// fsyncs a directory so a rename or unlink in it is durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     write_json_with(path, value, Durability::Durable)
 }
 
 /// `write_json_with` through a spare temp file (see `PreparedWrite::into_spare`).
-pub fn write_json_into_spare<T: Serialize>(
+pub(crate) fn write_json_into_spare<T: Serialize>(
     path: &Path,
     spare: &Path,
     value: &T,
@@ -156,7 +156,7 @@ pub fn write_json_into_spare<T: Serialize>(
     PreparedWrite::into_spare(path, spare, &to_json(path, value)?, 0o600, durability)?.commit()
 }
 
-pub fn write_json_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<(), StoreError> {
+pub(crate) fn write_json_with<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<(), StoreError> {
     write_atomic_with(path, &to_json(path, value)?, 0o600, durability)
 }
 
@@ -166,7 +166,7 @@ fn to_json<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, StoreError> 
 }
 
 /// Reads a JSON record; `Ok(None)` when the file does not exist.
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
     match fs::read(path) {
         Ok(data) => serde_json::from_slice(&data)
             .map(Some)
@@ -180,14 +180,14 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreErr
 /// file is read whole and parsed from memory, several times faster than
 /// parsing through a reader (oci-spec's `Spec::load` does): the monitor
 /// reads the container's spec this way on CreateContainer's path.
-pub fn read_existing_json<T: DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
+pub(crate) fn read_existing_json<T: DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
     read_json(path)?
         .ok_or_else(|| StoreError::Read { path: path.to_path_buf(), source: io::ErrorKind::NotFound.into() })
 }
 
 /// True when both paths name the same file or directory (also through a
 /// symbolic link or a bind mount).
-pub fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
+pub(crate) fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
     let (a, b) = (fs::metadata(a)?, fs::metadata(b)?);
     Ok((a.dev(), a.ino()) == (b.dev(), b.ino()))
@@ -195,17 +195,17 @@ pub fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
 
 /// Creates `path` and missing parents; directories created here get `mode`.
 /// An existing directory keeps its mode.
-pub fn create_dir_all(path: &Path, mode: u32) -> io::Result<()> {
+pub(crate) fn create_dir_all(path: &Path, mode: u32) -> io::Result<()> {
     fs::DirBuilder::new().recursive(true).mode(mode).create(path)
 }
 
 /// Creates `path` (one level) with `mode`, failing if it exists.
-pub fn create_dir_new(path: &Path, mode: u32) -> io::Result<()> {
+pub(crate) fn create_dir_new(path: &Path, mode: u32) -> io::Result<()> {
     fs::DirBuilder::new().mode(mode).create(path)
 }
 
 /// Removes a directory tree; a missing tree is not an error.
-pub fn remove_tree(path: &Path) -> io::Result<()> {
+pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
     match fs::remove_dir_all(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
@@ -214,7 +214,7 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
 
 /// Names of the subdirectories of `dir` (empty when `dir` does not exist),
 /// after removing the temp files of writes a crash interrupted.
-pub fn list_records(dir: &Path) -> io::Result<Vec<String>> {
+pub(crate) fn list_records(dir: &Path) -> io::Result<Vec<String>> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -235,21 +235,21 @@ pub fn list_records(dir: &Path) -> io::Result<Vec<String>> {
 /// Where one kind of object keeps its records: a durable directory per id
 /// below `base`, with the record in it, and a volatile one below `run_base`.
 #[derive(Debug, Clone)]
-pub struct RecordDirs {
-    pub base: PathBuf,
-    pub run_base: PathBuf,
+pub(crate) struct RecordDirs {
+    pub(crate) base: PathBuf,
+    pub(crate) run_base: PathBuf,
 }
 
 impl RecordDirs {
     /// `<root>/<kind>` and `<state>/<kind>`.
-    pub fn new(root: &Path, state: &Path, kind: &str) -> Self {
+    pub(crate) fn new(root: &Path, state: &Path, kind: &str) -> Self {
         Self { base: root.join(kind), run_base: state.join(kind) }
     }
 
     /// Makes both directories (0700) where missing and lists the ids with a
     /// durable directory, sorted, once the leftovers of interrupted writes
     /// in each id's two directories are gone: what a start reloads.
-    pub fn open(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn open(&self) -> Result<Vec<String>, StoreError> {
         for dir in [&self.base, &self.run_base] {
             create_dir_all(dir, 0o700).map_err(|source| StoreError::Directory {
                 action: "create",
@@ -271,13 +271,13 @@ impl RecordDirs {
 
     /// The ids with a volatile directory but none in `ids` (those `open`
     /// listed): what an object left behind that is no longer there.
-    pub fn orphaned_run_dirs(&self, ids: &[String]) -> Vec<String> {
+    pub(crate) fn orphaned_run_dirs(&self, ids: &[String]) -> Vec<String> {
         list_records(&self.run_base).unwrap_or_default().into_iter().filter(|id| !ids.contains(id)).collect()
     }
 }
 
 /// Removes the temp files an interrupted `write_atomic` left in `dir`.
-pub fn remove_interrupted_writes(dir: &Path) {
+pub(crate) fn remove_interrupted_writes(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX) {

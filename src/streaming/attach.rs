@@ -31,14 +31,14 @@ const MONITOR_TIMEOUT: Duration = Duration::from_secs(5);
 const PIPE_BYTES: i32 = 1 << 20;
 
 /// What an attach session needs, captured at the Attach call.
-pub struct AttachLaunch {
-    pub container_id: String,
+pub(crate) struct AttachLaunch {
+    pub(crate) container_id: String,
     /// The monitor's control socket.
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// How the container was created.
-    pub tty: bool,
-    pub stdin: bool,
-    pub stdin_once: bool,
+    pub(crate) tty: bool,
+    pub(crate) stdin: bool,
+    pub(crate) stdin_once: bool,
 }
 
 fn output_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -59,7 +59,7 @@ fn set_nonblocking(fd: &OwnedFd) {
 }
 
 /// Runs one attach session on `conn` to its end.
-pub async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch, stdio: ExecStdio) {
+pub(crate) async fn serve(mut conn: Connection, protocol: String, launch: AttachLaunch, stdio: ExecStdio) {
     let container_id = launch.container_id.clone();
     let Some(mut streams) = streams_or_close(&mut conn, stdio, &protocol, &container_id).await else {
         finish_connection(conn).await;

@@ -3,17 +3,17 @@
 //! expiring token, and answers an absolute URL; the client connects there
 //! and speaks remotecommand or port-forward over SPDY/3.1.
 
-pub mod attach;
-pub mod portforward;
-pub mod queue;
-pub mod remotecommand;
-pub mod runtime;
-pub mod server;
+pub(crate) mod attach;
+pub(crate) mod portforward;
+pub(crate) mod queue;
+pub(crate) mod remotecommand;
+pub(crate) mod runtime;
+pub(crate) mod server;
 pub mod spdy;
-pub mod status;
-pub mod tls;
-pub mod tokens;
-pub mod websocket;
+pub(crate) mod status;
+pub(crate) mod tls;
+pub(crate) mod tokens;
+pub(crate) mod websocket;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use portforward::PodNetwork;
 use runtime::{ExecStdio, PreparedExec};
 
 /// What a token stands for until its client connects.
-pub enum Pending {
+pub(crate) enum Pending {
     Exec { launch: Box<dyn PreparedExec>, stdio: ExecStdio },
     Attach { launch: attach::AttachLaunch, stdio: ExecStdio },
     PortForward(PodNetwork),
@@ -53,7 +53,7 @@ pub(crate) struct Shared {
     metrics: crate::metrics::Metrics,
 }
 
-pub struct StreamingServer {
+pub(crate) struct StreamingServer {
     /// `http://ADDRESS:PORT` (https with TLS), what URLs start with.
     base_url: String,
     shared: Arc<Shared>,
@@ -61,7 +61,7 @@ pub struct StreamingServer {
 
 impl StreamingServer {
     /// Binds the configured address and serves in the background.
-    pub async fn start(config: &StreamingSettings, metrics: crate::metrics::Metrics) -> std::io::Result<Self> {
+    pub(crate) async fn start(config: &StreamingSettings, metrics: crate::metrics::Metrics) -> std::io::Result<Self> {
         let ip = config.ip().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let tls = match (&config.tls_cert_file, &config.tls_key_file) {
             (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(std::io::Error::other)?),
@@ -93,17 +93,17 @@ impl StreamingServer {
     }
 
     /// The URL of a new exec session.
-    pub fn exec_url(&self, launch: Box<dyn PreparedExec>, stdio: ExecStdio) -> Result<String, tokens::Full> {
+    pub(crate) fn exec_url(&self, launch: Box<dyn PreparedExec>, stdio: ExecStdio) -> Result<String, tokens::Full> {
         self.url(Pending::Exec { launch, stdio })
     }
 
     /// The URL of a new attach session.
-    pub fn attach_url(&self, launch: attach::AttachLaunch, stdio: ExecStdio) -> Result<String, tokens::Full> {
+    pub(crate) fn attach_url(&self, launch: attach::AttachLaunch, stdio: ExecStdio) -> Result<String, tokens::Full> {
         self.url(Pending::Attach { launch, stdio })
     }
 
     /// The URL of a new port-forward session.
-    pub fn port_forward_url(&self, network: PodNetwork) -> Result<String, tokens::Full> {
+    pub(crate) fn port_forward_url(&self, network: PodNetwork) -> Result<String, tokens::Full> {
         self.url(Pending::PortForward(network))
     }
 

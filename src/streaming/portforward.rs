@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 
 use super::spdy::{Connection, IncomingStream, Outbound};
 
-pub const PROTOCOL: &str = "portforward.k8s.io";
+pub(crate) const PROTOCOL: &str = "portforward.k8s.io";
 
 /// How long a connection to the pod's port may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,9 +24,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HALF_PAIRS: usize = 1024;
 
 /// The pod's network namespace, opened when the session starts.
-pub struct PodNetwork {
-    pub pod_id: String,
-    pub netns: File,
+pub(crate) struct PodNetwork {
+    pub(crate) pod_id: String,
+    pub(crate) netns: File,
 }
 
 #[derive(Default)]
@@ -36,7 +36,7 @@ struct HalfPair {
 }
 
 /// Runs one port-forward session on `conn` until the client leaves.
-pub async fn serve(mut conn: Connection, network: PodNetwork) {
+pub(crate) async fn serve(mut conn: Connection, network: PodNetwork) {
     let network = Arc::new(network);
     let mut waiting: HashMap<String, HalfPair> = HashMap::new();
     let mut forwards = JoinSet::new();

@@ -11,21 +11,21 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// The most one piece takes of the budget: larger chunks are split.
-pub const PIECE: usize = 64 << 10;
+pub(crate) const PIECE: usize = 64 << 10;
 /// The budget of one connection: what its streams may hold queued in all.
-pub const CONNECTION_BUDGET: usize = 1 << 20;
+pub(crate) const CONNECTION_BUDGET: usize = 1 << 20;
 
 /// The bytes one connection's streams may hold queued.
 #[derive(Clone)]
-pub struct Budget(Arc<Semaphore>);
+pub(crate) struct Budget(Arc<Semaphore>);
 
 impl Budget {
-    pub fn new(bytes: usize) -> Self {
+    pub(crate) fn new(bytes: usize) -> Self {
         Self(Arc::new(Semaphore::new(bytes.max(PIECE))))
     }
 
     /// A new stream's queue.
-    pub fn stream(&self) -> (ChunkSender, ChunkReceiver) {
+    pub(crate) fn stream(&self) -> (ChunkSender, ChunkReceiver) {
         let (tx, rx) = mpsc::unbounded_channel();
         (ChunkSender { tx, budget: self.0.clone() }, ChunkReceiver { rx })
     }
@@ -33,17 +33,17 @@ impl Budget {
 
 /// The session is not reading this stream (any more).
 #[derive(Debug)]
-pub struct Closed;
+pub(crate) struct Closed;
 
 /// The transport's end of a stream's queue.
-pub struct ChunkSender {
+pub(crate) struct ChunkSender {
     tx: mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
     budget: Arc<Semaphore>,
 }
 
 impl ChunkSender {
     /// Queues `data`, waiting while the connection's budget is spent.
-    pub async fn send(&self, mut data: Bytes) -> Result<(), Closed> {
+    pub(crate) async fn send(&self, mut data: Bytes) -> Result<(), Closed> {
         while !data.is_empty() {
             if self.tx.is_closed() {
                 return Err(Closed);
@@ -56,26 +56,27 @@ impl ChunkSender {
     }
 
     /// True once the session stopped reading the stream.
-    pub fn is_closed(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
 }
 
 /// The session's end of a stream's queue.
-pub struct ChunkReceiver {
+pub(crate) struct ChunkReceiver {
     rx: mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
 }
 
 impl ChunkReceiver {
     /// The next chunk (its bytes go back to the budget); None at the
     /// client's end of the stream.
-    pub async fn recv(&mut self) -> Option<Bytes> {
+    pub(crate) async fn recv(&mut self) -> Option<Bytes> {
         self.rx.recv().await.map(|(data, _permit)| data)
     }
 
     /// Stops reading: what is queued goes back to the budget, and what the
     /// client sends from now on is dropped.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.rx.close();
         while self.rx.try_recv().is_ok() {}
     }

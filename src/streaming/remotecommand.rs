@@ -23,11 +23,11 @@ const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// The remotecommand subprotocols, newest first; v1 is the bare name.
-pub const PROTOCOLS: [&str; 5] =
+pub(crate) const PROTOCOLS: [&str; 5] =
     ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
 
 /// v4 and later carry a metav1.Status on the error stream.
-pub fn has_status_json(protocol: &str) -> bool {
+pub(crate) fn has_status_json(protocol: &str) -> bool {
     matches!(protocol, "v4.channel.k8s.io" | "v5.channel.k8s.io")
 }
 
@@ -83,7 +83,7 @@ pub(super) async fn collect_streams(
 }
 
 /// Runs one exec session on `conn` to its end.
-pub async fn serve(mut conn: Connection, protocol: String, launch: Box<dyn PreparedExec>, stdio: ExecStdio) {
+pub(crate) async fn serve(mut conn: Connection, protocol: String, launch: Box<dyn PreparedExec>, stdio: ExecStdio) {
     let container_id = launch.container_id().to_string();
     let argv = launch.argv().to_vec();
     let Some(mut streams) = streams_or_close(&mut conn, stdio, &protocol, &container_id).await else {

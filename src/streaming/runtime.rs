@@ -13,24 +13,24 @@ use std::pin::Pin;
 
 /// Which of the client's streams the command gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecStdio {
-    pub stdin: bool,
-    pub stdout: bool,
-    pub stderr: bool,
-    pub tty: bool,
+pub(crate) struct ExecStdio {
+    pub(crate) stdin: bool,
+    pub(crate) stdout: bool,
+    pub(crate) stderr: bool,
+    pub(crate) tty: bool,
 }
 
 /// The daemon's ends of a running command's stdio. With a terminal, stdin
 /// and stdout are both the master, and `terminal` is kept for resizes.
-pub struct ExecIo {
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
-    pub terminal: Option<OwnedFd>,
+pub(crate) struct ExecIo {
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
+    pub(crate) terminal: Option<OwnedFd>,
 }
 
 /// An Exec session's command as the CRI's Exec call prepared it.
-pub trait PreparedExec: Send {
+pub(crate) trait PreparedExec: Send {
     /// The container it runs in.
     fn container_id(&self) -> &str;
     /// Its command line.
@@ -41,7 +41,7 @@ pub trait PreparedExec: Send {
 }
 
 /// A command an Exec session started.
-pub trait RunningExec: Send + Sync {
+pub(crate) trait RunningExec: Send + Sync {
     /// Waits for the command to end: its exit code (128 + signal when
     /// killed), or why it could not start.
     fn wait(&self) -> Pin<Box<dyn Future<Output = Result<i32, String>> + Send + '_>>;

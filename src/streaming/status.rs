@@ -6,13 +6,13 @@
 use serde_json::json;
 
 /// How a command's session ended.
-pub enum Outcome {
+pub(crate) enum Outcome {
     Exited(i32),
     Failed(String),
 }
 
 /// The bytes to write on the error stream (possibly none) for `outcome`.
-pub fn error_stream_bytes(outcome: &Outcome, argv: &[String], status_json: bool) -> Vec<u8> {
+pub(crate) fn error_stream_bytes(outcome: &Outcome, argv: &[String], status_json: bool) -> Vec<u8> {
     let message = match outcome {
         Outcome::Exited(0) => None,
         Outcome::Exited(code) => Some(format!(

@@ -11,7 +11,7 @@ use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     #[error("streaming TLS certificate {path}: {why}")]
     Certificate { path: String, why: String },
     #[error("streaming TLS key {path}: {why}")]
@@ -21,7 +21,7 @@ pub enum TlsError {
 }
 
 /// An acceptor serving the chain in `cert` with the key in `key`.
-pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+pub(crate) fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     let cert_err = |why: String| TlsError::Certificate { path: cert.display().to_string(), why };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .map_err(|e| cert_err(e.to_string()))?

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub struct Tokens<T> {
+pub(crate) struct Tokens<T> {
     ttl: Duration,
     max: usize,
     pending: Mutex<HashMap<String, (Instant, T)>>,
@@ -16,15 +16,15 @@ pub struct Tokens<T> {
 /// Every token is in use.
 #[derive(Debug, thiserror::Error)]
 #[error("{0} streaming session URLs are waiting for their clients already; try again once some are used or expired")]
-pub struct Full(pub usize);
+pub(crate) struct Full(pub(crate) usize);
 
 impl<T> Tokens<T> {
-    pub fn new(ttl: Duration, max: usize) -> Self {
+    pub(crate) fn new(ttl: Duration, max: usize) -> Self {
         Self { ttl, max, pending: Mutex::new(HashMap::new()) }
     }
 
     /// Keeps `item` under a new random token (192 bits, hex) and returns it.
-    pub fn insert(&self, item: T) -> Result<String, Full> {
+    pub(crate) fn insert(&self, item: T) -> Result<String, Full> {
         let token = hex::encode(rand::random::<[u8; 24]>());
         let now = Instant::now();
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -37,14 +37,14 @@ impl<T> Tokens<T> {
     }
 
     /// Whether `token` waits, unexpired, and `wanted` accepts its item.
-    pub fn has(&self, token: &str, wanted: impl FnOnce(&T) -> bool) -> bool {
+    pub(crate) fn has(&self, token: &str, wanted: impl FnOnce(&T) -> bool) -> bool {
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.get(token).is_some_and(|(expires, item)| *expires > Instant::now() && wanted(item))
     }
 
     /// The item of `token`, once, if it has not expired and `wanted`
     /// accepts it; a token `wanted` refuses stays for the right request.
-    pub fn take_if(&self, token: &str, wanted: impl FnOnce(&T) -> bool) -> Option<T> {
+    pub(crate) fn take_if(&self, token: &str, wanted: impl FnOnce(&T) -> bool) -> Option<T> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let (expires, item) = pending.get(token)?;
         if *expires <= Instant::now() {

@@ -31,7 +31,7 @@ use super::spdy::conn::{Activity, Out, PING_INTERVAL};
 use super::spdy::{Connection, Headers, IncomingStream, Outbound};
 
 /// The subprotocol of port-forward over WebSocket.
-pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+pub(crate) const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
 /// The v5 signal that a channel is closed: `[CLOSE, channel]`.
 const CLOSE: u8 = 255;
 
@@ -40,7 +40,7 @@ type Socket = WebSocketStream<TokioIo<Upgraded>>;
 /// The largest message or frame a client may send.
 const MAX_MESSAGE: usize = 1 << 20;
 
-pub async fn accept(upgraded: Upgraded) -> Socket {
+pub(crate) async fn accept(upgraded: Upgraded) -> Socket {
     let config = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
     WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await
 }
@@ -51,7 +51,7 @@ fn normal_close() -> Message {
 
 /// The exec session's streams over a channel-protocol WebSocket. The streams
 /// are those the Exec request asked for (ids: channel + 1).
-pub fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Duration) -> Connection {
+pub(crate) fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Duration) -> Connection {
     let (mut sink, mut source) = socket.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Out>(64);
     let (streams_tx, streams) = mpsc::channel(8);
@@ -163,7 +163,7 @@ pub fn channel_connection(socket: Socket, stdio: ExecStdio, idle_timeout: Durati
 
 /// A byte stream carried in binary messages, for SPDY tunnelled in a
 /// WebSocket; runs until both directions end.
-pub fn tunnel(socket: Socket, idle_timeout: Duration) -> Connection {
+pub(crate) fn tunnel(socket: Socket, idle_timeout: Duration) -> Connection {
     let (ours, theirs) = tokio::io::duplex(256 << 10);
     let (mut from_session, mut to_session) = tokio::io::split(theirs);
     let (mut sink, mut source) = socket.split();

@@ -68,7 +68,7 @@ macro_rules! word_message {
     ($(#[$doc:meta])* $name:ident, $word:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub struct $name;
+        pub(crate) struct $name;
 
         impl Message for $name {
             const EXPECTED: &'static str = text($word);
@@ -112,14 +112,7 @@ impl<T: Message> Message for Answer<T> {
     }
 }
 
-impl<T> Answer<T> {
-    pub fn into_result(self) -> Result<T, String> {
-        match self {
-            Answer::Done(done) => Ok(done),
-            Answer::Refused(why) => Err(why),
-        }
-    }
-}
+impl<T> Answer<T> {}
 
 impl<T> From<Result<T, String>> for Answer<T> {
     fn from(result: Result<T, String>) -> Self {
@@ -141,14 +134,14 @@ word_message!(
 
 /// The first line a monitor reads (JSON): the container it is to build.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct MonitorAssignment {
+pub(crate) struct MonitorAssignment {
     /// The container's run directory (plan.json comes there before `go`).
-    pub run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
     /// The bundle: its `config.json` is complete once the daemon says `spec`.
-    pub bundle: PathBuf,
+    pub(crate) bundle: PathBuf,
     /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
     /// monitor joins it while the init builds.
-    pub pod_cgroup_procs: Vec<PathBuf>,
+    pub(crate) pod_cgroup_procs: Vec<PathBuf>,
 }
 
 impl Message for MonitorAssignment {
@@ -167,7 +160,7 @@ impl Message for MonitorAssignment {
 
 impl MonitorAssignment {
     /// The line, or why its paths cannot be one (not UTF-8).
-    pub fn try_encode(&self) -> Result<String, WireError> {
+    pub(crate) fn try_encode(&self) -> Result<String, WireError> {
         json(self, Self::EXPECTED)
     }
 }
@@ -175,7 +168,7 @@ impl MonitorAssignment {
 /// daemon → monitor, after the assignment: `plan` once config.json and
 /// plan.json are written, then `go` once the container cgroup is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuildStep {
+pub(crate) enum BuildStep {
     Plan,
     Go,
 }
@@ -199,7 +192,7 @@ impl Message for BuildStep {
 /// How the container's init came to be in its cgroup.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
-pub enum CgroupJoin {
+pub(crate) enum CgroupJoin {
     /// Born there: clone3 with CLONE_INTO_CGROUP (cgroup v2).
     Clone3,
     /// Forked in the monitor's cgroup, then wrote itself into `cgroup.procs`.
@@ -207,14 +200,14 @@ pub enum CgroupJoin {
 }
 
 impl CgroupJoin {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CgroupJoin::Clone3 => "clone3",
             CgroupJoin::Procs => "procs",
         }
     }
 
-    pub fn parse(word: &str) -> Option<Self> {
+    pub(crate) fn parse(word: &str) -> Option<Self> {
         match word {
             "clone3" => Some(CgroupJoin::Clone3),
             "procs" => Some(CgroupJoin::Procs),
@@ -226,23 +219,23 @@ impl CgroupJoin {
 /// monitor → daemon: the container is built (its init waits for
 /// StartContainer): `created PID STARTTIME JOIN BUILD_US SETTLE_US GO_WAIT_US`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Created {
-    pub pid: i32,
-    pub start_time: u64,
+pub(crate) struct Created {
+    pub(crate) pid: i32,
+    pub(crate) start_time: u64,
     /// How the init came into its cgroup (None: a word this daemon does not know).
-    pub cgroup_join: Option<CgroupJoin>,
-    pub timings: Option<CreateTimings>,
+    pub(crate) cgroup_join: Option<CgroupJoin>,
+    pub(crate) timings: Option<CreateTimings>,
 }
 
 /// How long the monitor took, for the create timings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CreateTimings {
+pub(crate) struct CreateTimings {
     /// The build after `go`.
-    pub build_us: u64,
+    pub(crate) build_us: u64,
     /// Settling into the assignment.
-    pub settle_us: u64,
+    pub(crate) settle_us: u64,
     /// Waiting for `go`, the plan's (or spec's) read included.
-    pub go_wait_us: u64,
+    pub(crate) go_wait_us: u64,
 }
 
 impl Message for Created {
@@ -288,8 +281,8 @@ word_message!(
 /// pause launcher → daemon, its last act: `ok PID STARTTIME` of the pause it leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PauseStarted {
-    pub pid: i32,
-    pub start_time: u64,
+    pub(crate) pid: i32,
+    pub(crate) start_time: u64,
 }
 
 impl Message for PauseStarted {
@@ -324,7 +317,7 @@ word_message!(
 
 /// The path of the plan a prepared init is to build (one JSON line).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanPath(pub PathBuf);
+pub(crate) struct PlanPath(pub(crate) PathBuf);
 
 impl Message for PlanPath {
     const EXPECTED: &'static str = "plan path from the monitor";
@@ -343,7 +336,7 @@ impl Message for PlanPath {
 
 impl PlanPath {
     /// The line, or why the path cannot be one (not UTF-8).
-    pub fn try_encode(&self) -> Result<String, WireError> {
+    pub(crate) fn try_encode(&self) -> Result<String, WireError> {
         json(&self.0, Self::EXPECTED)
     }
 }
@@ -358,7 +351,7 @@ word_message!(
 
 /// Requests the daemon sends a monitor, one line per connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// Release the init to execve (StartContainer).
     Start,
     /// Reopen the log file (ReopenContainerLog, after kubelet rotated it).
@@ -394,11 +387,11 @@ impl Message for Request {
 /// monitor → daemon, a request done: `ok`, followed for `attach` by a word
 /// for each descriptor passed back with the reply, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Passed {
+pub(crate) struct Passed {
     /// The container's stdin write end.
-    pub stdin: bool,
+    pub(crate) stdin: bool,
     /// The container's terminal.
-    pub terminal: bool,
+    pub(crate) terminal: bool,
 }
 
 impl Message for Passed {
@@ -438,7 +431,7 @@ impl Message for Passed {
 /// The descriptors the monitor loop is handed, by number (`words::LOOP_*`):
 /// `as_slice()[i]` becomes descriptor `LOOP_FIRST_FD + i`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoopDescriptors([Option<RawFd>; words::LOOP_FDS]);
+pub(crate) struct LoopDescriptors([Option<RawFd>; words::LOOP_FDS]);
 
 impl Default for LoopDescriptors {
     fn default() -> Self {
@@ -448,7 +441,7 @@ impl Default for LoopDescriptors {
 
 impl LoopDescriptors {
     /// Hands `fd` over as descriptor `number`, one of `words::LOOP_*`.
-    pub fn set(&mut self, number: i32, fd: Option<RawFd>) -> &mut Self {
+    pub(crate) fn set(&mut self, number: i32, fd: Option<RawFd>) -> &mut Self {
         let slot = usize::try_from(number - words::LOOP_FIRST_FD).ok().and_then(|i| self.0.get_mut(i));
         if let Some(slot) = slot {
             *slot = fd;
@@ -456,23 +449,23 @@ impl LoopDescriptors {
         self
     }
 
-    pub fn as_slice(&self) -> &[Option<RawFd>] {
+    pub(crate) fn as_slice(&self) -> &[Option<RawFd>] {
         &self.0
     }
 }
 
 /// The monitor loop's arguments after its name (see `words::ARG_*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoopArgs<'a> {
-    pub init_pid: i32,
-    pub log_directory: Option<&'a str>,
-    pub run_dir: &'a str,
-    pub memory_cgroup: Option<&'a str>,
-    pub log_relative: Option<&'a str>,
+pub(crate) struct LoopArgs<'a> {
+    pub(crate) init_pid: i32,
+    pub(crate) log_directory: Option<&'a str>,
+    pub(crate) run_dir: &'a str,
+    pub(crate) memory_cgroup: Option<&'a str>,
+    pub(crate) log_relative: Option<&'a str>,
 }
 
 impl LoopArgs<'_> {
-    pub fn encode(&self) -> Vec<String> {
+    pub(crate) fn encode(&self) -> Vec<String> {
         let mut argv = vec![String::new(); words::LOOP_ARGC - 1];
         let none = text(words::NONE);
         for (index, value) in [
@@ -493,7 +486,7 @@ impl LoopArgs<'_> {
 /// How the init ended, as the monitor loop tells `nidus-monitor finish`:
 /// `exited:N` / `signaled:N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     Exited(i32),
     Signaled(i32),
 }

@@ -10,104 +10,104 @@
 // ---- The words ---------------------------------------------------------
 
 /// The first word of every refusal, on every channel: `error MESSAGE`.
-pub const ERROR: &[u8] = b"error ";
+pub(crate) const ERROR: &[u8] = b"error ";
 /// The word of success: a built init, a pause set up, a control request done.
-pub const OK: &[u8] = b"ok";
+pub(crate) const OK: &[u8] = b"ok";
 
 /// monitor → daemon (stdout): settled in its directory, ready for an assignment.
-pub const SETTLED: &[u8] = b"settled";
+pub(crate) const SETTLED: &[u8] = b"settled";
 /// monitor → daemon (stdout): `created PID STARTTIME JOIN BUILD_US SETTLE_US GO_WAIT_US`.
-pub const CREATED: &[u8] = b"created";
+pub(crate) const CREATED: &[u8] = b"created";
 /// daemon → monitor (stdin): config.json and plan.json are written.
-pub const PLAN: &[u8] = b"plan";
+pub(crate) const PLAN: &[u8] = b"plan";
 /// daemon → monitor or pause launcher (stdin): the cgroups are made, build.
-pub const GO: &[u8] = b"go";
+pub(crate) const GO: &[u8] = b"go";
 
 /// pause launcher → the pause it cloned into a user namespace (maps pipe):
 /// the namespace's ID maps are written, become its root.
-pub const MAPS_WRITTEN: &[u8] = b"m";
+pub(crate) const MAPS_WRITTEN: &[u8] = b"m";
 /// monitor → prepared init (control pipe): the container cgroup is made.
-pub const CGROUP_MADE: &[u8] = b"cgroup";
+pub(crate) const CGROUP_MADE: &[u8] = b"cgroup";
 /// init → monitor (ready pipe): run the runtime's hooks (prestart,
 /// createRuntime), then write `HOOKS_RAN` on the start pipe.
-pub const RUNTIME_HOOKS: &[u8] = b"hooks\n";
+pub(crate) const RUNTIME_HOOKS: &[u8] = b"hooks\n";
 /// monitor → init (start pipe): the runtime's hooks ran, go on building.
-pub const HOOKS_RAN: &[u8] = b"h";
+pub(crate) const HOOKS_RAN: &[u8] = b"h";
 /// monitor → init (start pipe): StartContainer, exec now.
-pub const START_NOW: &[u8] = b"s";
+pub(crate) const START_NOW: &[u8] = b"s";
 
 /// daemon → monitor (control socket) requests, one line each.
-pub const START: &[u8] = b"start";
-pub const REOPEN_LOG: &[u8] = b"reopen-log";
-pub const CLOSE_STDIN: &[u8] = b"close-stdin";
+pub(crate) const START: &[u8] = b"start";
+pub(crate) const REOPEN_LOG: &[u8] = b"reopen-log";
+pub(crate) const CLOSE_STDIN: &[u8] = b"close-stdin";
 /// With one pipe per output stream passed along (SCM_RIGHTS).
-pub const ATTACH: &[u8] = b"attach";
+pub(crate) const ATTACH: &[u8] = b"attach";
 /// Words after `ok` in the reply to `attach`, each naming a descriptor
 /// passed back with it, in this order.
-pub const PASSED_STDIN: &[u8] = b"stdin";
-pub const PASSED_TERMINAL: &[u8] = b"tty";
+pub(crate) const PASSED_STDIN: &[u8] = b"stdin";
+pub(crate) const PASSED_TERMINAL: &[u8] = b"tty";
 /// Most attachers a monitor serves at once.
-pub const MAX_ATTACHERS: usize = 8;
+pub(crate) const MAX_ATTACHERS: usize = 8;
 
 /// monitor loop → `nidus-monitor finish`: how the init ended, `exited:N` or `signaled:N`.
-pub const EXITED: &[u8] = b"exited:";
-pub const SIGNALED: &[u8] = b"signaled:";
+pub(crate) const EXITED: &[u8] = b"exited:";
+pub(crate) const SIGNALED: &[u8] = b"signaled:";
 /// The subcommand the monitor loop execs for a StartError record.
 pub const FINISH_COMMAND: &[u8] = b"finish";
 
 // ---- The monitor loop's descriptors --------------------------------------
 
 /// `nidus-monitor run` execs the loop with these numbers (a missing one stays closed).
-pub const LOOP_FIRST_FD: i32 = 3;
+pub(crate) const LOOP_FIRST_FD: i32 = 3;
 /// The control socket (listening, non-blocking).
-pub const LOOP_CONTROL: i32 = 3;
+pub(crate) const LOOP_CONTROL: i32 = 3;
 /// The signalfd for SIGCHLD.
-pub const LOOP_SIGNALS: i32 = 4;
+pub(crate) const LOOP_SIGNALS: i32 = 4;
 /// The container's stdout, or its terminal.
-pub const LOOP_OUT: i32 = 5;
+pub(crate) const LOOP_OUT: i32 = 5;
 /// The container's stderr (absent with a terminal).
-pub const LOOP_ERR: i32 = 6;
+pub(crate) const LOOP_ERR: i32 = 6;
 /// The log file (absent without one).
-pub const LOOP_LOG: i32 = 7;
+pub(crate) const LOOP_LOG: i32 = 7;
 /// The start pipe, write end.
-pub const LOOP_START: i32 = 8;
+pub(crate) const LOOP_START: i32 = 8;
 /// The execve-error pipe, read end.
-pub const LOOP_EXEC_ERROR: i32 = 9;
+pub(crate) const LOOP_EXEC_ERROR: i32 = 9;
 /// The run directory (O_PATH).
-pub const LOOP_RUN_DIR: i32 = 10;
+pub(crate) const LOOP_RUN_DIR: i32 = 10;
 /// The full monitor program (O_PATH), exec'd for `finish`.
-pub const LOOP_FINISH: i32 = 11;
+pub(crate) const LOOP_FINISH: i32 = 11;
 /// The container's stdin, write end (only held open, for attach).
-pub const LOOP_STDIN: i32 = 12;
+pub(crate) const LOOP_STDIN: i32 = 12;
 /// How many numbers from `LOOP_FIRST_FD` the loop is handed.
-pub const LOOP_FDS: usize = 10;
+pub(crate) const LOOP_FDS: usize = 10;
 
 // ---- The monitor loop's arguments ----------------------------------------
 
 /// argv[i] of the loop (argv[0] is its name); `NONE` stands for an absent one.
-pub const ARG_INIT_PID: usize = 1;
+pub(crate) const ARG_INIT_PID: usize = 1;
 /// The pod's log directory, or `NONE`.
-pub const ARG_LOG_DIRECTORY: usize = 2;
+pub(crate) const ARG_LOG_DIRECTORY: usize = 2;
 /// The run directory's path (for `finish`).
-pub const ARG_RUN_DIR: usize = 3;
+pub(crate) const ARG_RUN_DIR: usize = 3;
 /// The container's memory cgroup directory, or `NONE`.
-pub const ARG_MEMORY_CGROUP: usize = 4;
+pub(crate) const ARG_MEMORY_CGROUP: usize = 4;
 /// The log file's path below the log directory, or `NONE`.
-pub const ARG_LOG_RELATIVE: usize = 5;
+pub(crate) const ARG_LOG_RELATIVE: usize = 5;
 /// argc, the name included.
-pub const LOOP_ARGC: usize = 6;
-pub const NONE: &[u8] = b"-";
+pub(crate) const LOOP_ARGC: usize = 6;
+pub(crate) const NONE: &[u8] = b"-";
 
 // ---- A container init's descriptors --------------------------------------
 
 /// init → monitor: `ok`, or `error MESSAGE` (`RUNTIME_HOOKS` before either).
-pub const INIT_READY: i32 = 3;
+pub(crate) const INIT_READY: i32 = 3;
 /// monitor → init: `HOOKS_RAN`, `START_NOW`.
-pub const INIT_START: i32 = 4;
+pub(crate) const INIT_START: i32 = 4;
 /// init → monitor: why execve failed; closed by a successful execve.
-pub const INIT_EXEC_ERROR: i32 = 5;
+pub(crate) const INIT_EXEC_ERROR: i32 = 5;
 /// A prepared init's control pipe (its plan's path, then `CGROUP_MADE`).
-pub const INIT_CONTROL: i32 = 6;
+pub(crate) const INIT_CONTROL: i32 = 6;
 /// A terminal init's socket for its terminal's master (never prepared, so
 /// never with a control pipe).
-pub const INIT_TERMINAL: i32 = 6;
+pub(crate) const INIT_TERMINAL: i32 = 6;

@@ -13,20 +13,20 @@ use std::path::Path;
 use nix::fcntl::{open, openat, OFlag};
 use nix::sys::stat::Mode;
 
-pub struct CgroupDir {
+pub(crate) struct CgroupDir {
     fd: OwnedFd,
 }
 
 impl CgroupDir {
     /// Opens `path`; None when it is not a directory (a cgroup gone, or a
     /// controller not mounted).
-    pub fn open(path: &Path) -> Option<Self> {
+    pub(crate) fn open(path: &Path) -> Option<Self> {
         let fd = open(path, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
         Some(Self { fd })
     }
 
     /// The whole of file `name`; None when it is missing or unreadable.
-    pub fn read(&self, name: &str) -> Option<String> {
+    pub(crate) fn read(&self, name: &str) -> Option<String> {
         let fd = openat(&self.fd, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
         let mut text = String::new();
         File::from(fd).read_to_string(&mut text).ok()?;
@@ -34,7 +34,7 @@ impl CgroupDir {
     }
 
     /// A file holding one number; `max` reads as u64::MAX.
-    pub fn single(&self, name: &str) -> Option<u64> {
+    pub(crate) fn single(&self, name: &str) -> Option<u64> {
         let text = self.read(name)?;
         match text.trim() {
             "max" => Some(u64::MAX),
@@ -43,18 +43,18 @@ impl CgroupDir {
     }
 
     /// A flat-keyed file (`key value` lines).
-    pub fn flat_keyed(&self, name: &str) -> Option<HashMap<String, u64>> {
+    pub(crate) fn flat_keyed(&self, name: &str) -> Option<HashMap<String, u64>> {
         self.read(name).map(|text| parse_flat_keyed(&text))
     }
 
     /// The pids in `cgroup.procs`.
-    pub fn procs(&self) -> Option<Vec<i32>> {
+    pub(crate) fn procs(&self) -> Option<Vec<i32>> {
         let text = self.read("cgroup.procs")?;
         Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
     }
 }
 
-pub fn parse_flat_keyed(text: &str) -> HashMap<String, u64> {
+pub(crate) fn parse_flat_keyed(text: &str) -> HashMap<String, u64> {
     text.lines()
         .filter_map(|line| {
             let (key, value) = line.split_once(' ')?;

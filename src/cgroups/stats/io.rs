@@ -16,23 +16,23 @@ use serde::Serialize;
 use super::files::CgroupDir;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DeviceIo {
-    pub major: u32,
-    pub minor: u32,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub reads: u64,
-    pub writes: u64,
+pub(crate) struct DeviceIo {
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+    pub(crate) read_bytes: u64,
+    pub(crate) write_bytes: u64,
+    pub(crate) reads: u64,
+    pub(crate) writes: u64,
 }
 
 /// cgroup v2: `io.stat` of `dir`; None when the file is missing (the io
 /// controller is not enabled there).
-pub fn read_v2(dir: &CgroupDir) -> Option<Vec<DeviceIo>> {
+pub(crate) fn read_v2(dir: &CgroupDir) -> Option<Vec<DeviceIo>> {
     dir.read("io.stat").map(|text| parse_v2(&text))
 }
 
 /// cgroup v1: the blkio directory `dir`; None when it has neither set of files.
-pub fn read_v1(dir: &CgroupDir) -> Option<Vec<DeviceIo>> {
+pub(crate) fn read_v1(dir: &CgroupDir) -> Option<Vec<DeviceIo>> {
     let read = |file: &str| dir.read(file);
     let pair = |prefix: &str| {
         let bytes = read(&format!("{prefix}.io_service_bytes_recursive"))?;
@@ -49,7 +49,7 @@ fn device(text: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
-pub fn parse_v2(text: &str) -> Vec<DeviceIo> {
+pub(crate) fn parse_v2(text: &str) -> Vec<DeviceIo> {
     let mut devices = Vec::new();
     for line in text.lines() {
         let mut fields = line.split_whitespace();
@@ -73,7 +73,7 @@ pub fn parse_v2(text: &str) -> Vec<DeviceIo> {
 }
 
 /// One v1 pair (bytes, operations), devices in order.
-pub fn parse_v1(service_bytes: &str, serviced: &str) -> Vec<DeviceIo> {
+pub(crate) fn parse_v1(service_bytes: &str, serviced: &str) -> Vec<DeviceIo> {
     let mut devices: BTreeMap<(u32, u32), DeviceIo> = BTreeMap::new();
     let mut add = |text: &str, bytes: bool| {
         for line in text.lines() {

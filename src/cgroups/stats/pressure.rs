@@ -11,38 +11,38 @@ use super::files::CgroupDir;
 
 /// One line of a pressure file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct PressureLine {
+pub(crate) struct PressureLine {
     /// Share of wall time stalled over the last 10, 60 and 300 s, in percent.
-    pub avg10: f64,
-    pub avg60: f64,
-    pub avg300: f64,
+    pub(crate) avg10: f64,
+    pub(crate) avg60: f64,
+    pub(crate) avg300: f64,
     /// Time stalled since the cgroup was made, in microseconds.
-    pub total_us: u64,
+    pub(crate) total_us: u64,
 }
 
 /// One pressure file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Pressure {
-    pub some: Option<PressureLine>,
-    pub full: Option<PressureLine>,
+pub(crate) struct Pressure {
+    pub(crate) some: Option<PressureLine>,
+    pub(crate) full: Option<PressureLine>,
 }
 
 /// The three pressure files of a cgroup.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct PressureStats {
-    pub cpu: Option<Pressure>,
-    pub memory: Option<Pressure>,
-    pub io: Option<Pressure>,
+pub(crate) struct PressureStats {
+    pub(crate) cpu: Option<Pressure>,
+    pub(crate) memory: Option<Pressure>,
+    pub(crate) io: Option<Pressure>,
 }
 
 /// Reads `cpu.pressure`, `memory.pressure` and `io.pressure` of `dir`.
-pub fn read(dir: &CgroupDir) -> PressureStats {
+pub(crate) fn read(dir: &CgroupDir) -> PressureStats {
     let file = |name: &str| dir.read(name).and_then(|text| parse(&text));
     PressureStats { cpu: file("cpu.pressure"), memory: file("memory.pressure"), io: file("io.pressure") }
 }
 
 /// Parses a pressure file; None when it has neither line.
-pub fn parse(text: &str) -> Option<Pressure> {
+pub(crate) fn parse(text: &str) -> Option<Pressure> {
     let mut pressure = Pressure::default();
     for line in text.lines() {
         let Some((kind, fields)) = line.split_once(' ') else { continue };

@@ -8,12 +8,12 @@ use serde::Serialize;
 use super::files::CgroupDir;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct CpuSpec {
-    pub shares: Option<u64>,
+pub(crate) struct CpuSpec {
+    pub(crate) shares: Option<u64>,
     /// CFS period, in microseconds.
-    pub period_us: Option<u64>,
+    pub(crate) period_us: Option<u64>,
     /// CFS quota per period, in microseconds; None: no quota.
-    pub quota_us: Option<u64>,
+    pub(crate) quota_us: Option<u64>,
 }
 
 fn read(dir: &CgroupDir, file: &str) -> Option<String> {
@@ -21,7 +21,7 @@ fn read(dir: &CgroupDir, file: &str) -> Option<String> {
 }
 
 /// cgroup v2: `cpu.weight` and `cpu.max` of `dir`; None without the cpu controller.
-pub fn read_v2(dir: &CgroupDir) -> Option<CpuSpec> {
+pub(crate) fn read_v2(dir: &CgroupDir) -> Option<CpuSpec> {
     let max = read(dir, "cpu.max");
     let weight = read(dir, "cpu.weight");
     if max.is_none() && weight.is_none() {
@@ -32,7 +32,7 @@ pub fn read_v2(dir: &CgroupDir) -> Option<CpuSpec> {
 }
 
 /// cgroup v1: the cpu controller's directory `dir`.
-pub fn read_v1(dir: &CgroupDir) -> Option<CpuSpec> {
+pub(crate) fn read_v1(dir: &CgroupDir) -> Option<CpuSpec> {
     let shares = read(dir, "cpu.shares").and_then(|s| s.parse().ok());
     let period_us = read(dir, "cpu.cfs_period_us").and_then(|s| s.parse().ok());
     // -1: no quota.

@@ -30,15 +30,15 @@ const STAGING: &str = "checkpoint-staging";
 
 /// What a checkpoint produced.
 #[derive(Debug, Clone)]
-pub struct CheckpointReport {
-    pub location: PathBuf,
-    pub archive_bytes: u64,
-    pub dump_ms: u64,
-    pub total_ms: u64,
+pub(crate) struct CheckpointReport {
+    pub(crate) location: PathBuf,
+    pub(crate) archive_bytes: u64,
+    pub(crate) dump_ms: u64,
+    pub(crate) total_ms: u64,
 }
 
 /// The `--external` key CRIU files a bind mount under: its destination.
-pub fn external_mounts(spec: &Spec) -> BTreeMap<String, String> {
+pub(crate) fn external_mounts(spec: &Spec) -> BTreeMap<String, String> {
     spec.mounts()
         .as_deref()
         .unwrap_or_default()
@@ -55,7 +55,7 @@ pub fn external_mounts(spec: &Spec) -> BTreeMap<String, String> {
 }
 
 /// Why a container cannot be checkpointed, if it cannot.
-pub fn unsupported(spec: &Spec) -> Option<String> {
+pub(crate) fn unsupported(spec: &Spec) -> Option<String> {
     let process = spec.process().as_ref()?;
     if process.terminal().unwrap_or(false) {
         return Some("containers with a terminal (tty) cannot be checkpointed".into());
@@ -93,7 +93,7 @@ fn ns_inode(link: &str) -> Option<&str> {
 
 impl Containers {
     /// CheckpointContainer: see the module comment. `timeout` bounds the CRIU dump.
-    pub async fn checkpoint(
+    pub(crate) async fn checkpoint(
         &self,
         id: &str,
         location: &Path,

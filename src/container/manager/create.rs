@@ -141,7 +141,7 @@ impl Containers {
     /// CreateContainer in a ready sandbox: returns the new container's id
     /// once its init is built and blocked, waiting for StartContainer. A
     /// failure undoes every step made so far, newest first (`Undo`).
-    pub async fn create(&self, request: ContainerCreate) -> Result<String, ContainerError> {
+    pub(crate) async fn create(&self, request: ContainerCreate) -> Result<String, ContainerError> {
         if request.sandbox.state != SandboxState::Ready || request.sandbox.pause.is_none() {
             return Err(ContainerError::Precondition(format!("sandbox {} is not ready", request.sandbox.record.id)));
         }

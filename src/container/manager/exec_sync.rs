@@ -3,7 +3,7 @@
 use super::*;
 
 impl Containers {
-    pub async fn exec_sync(
+    pub(crate) async fn exec_sync(
         &self,
         id: &str,
         argv: Vec<String>,
@@ -33,7 +33,7 @@ impl Containers {
 
     /// Exec (streaming): checks the container runs and captures what the
     /// command's start needs, for when the client connects.
-    pub fn prepare_exec(
+    pub(crate) fn prepare_exec(
         &self,
         id: &str,
         argv: Vec<String>,
@@ -49,7 +49,7 @@ impl Containers {
 
     /// Attach: checks the container runs and names its monitor's socket and
     /// the stdio it was created with.
-    pub fn prepare_attach(&self, id: &str) -> Result<crate::streaming::attach::AttachLaunch, ContainerError> {
+    pub(crate) fn prepare_attach(&self, id: &str) -> Result<crate::streaming::attach::AttachLaunch, ContainerError> {
         let view = self.get(id)?;
         if view.state != ContainerState::Running {
             return Err(ContainerError::Precondition(format!("container {} is not running", view.record.id)));

@@ -7,7 +7,7 @@ impl Containers {
     /// keeps its container CREATED or RUNNING; a dead one is EXITED with the
     /// exit its monitor recorded. Interrupted creations are undone, and
     /// interrupted checkpoints cleaned up after.
-    pub async fn load(&self) -> Result<(), ContainerError> {
+    pub(crate) async fn load(&self) -> Result<(), ContainerError> {
         let dirs = store::RecordDirs::new(&self.config.root, &self.config.state, "containers");
         let ids = dirs.open()?;
         for id in &ids {

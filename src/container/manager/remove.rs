@@ -5,7 +5,7 @@ use super::*;
 impl Containers {
     /// Kills the container if needed and removes every trace of it; removing
     /// an unknown container succeeds.
-    pub async fn remove(&self, id: &str) -> Result<(), ContainerError> {
+    pub(crate) async fn remove(&self, id: &str) -> Result<(), ContainerError> {
         let (id, entry) = match self.entry(id) {
             Ok(found) => found,
             Err(ContainerError::NotFound(_)) => return Ok(()),

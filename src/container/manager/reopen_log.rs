@@ -3,7 +3,7 @@
 use super::*;
 
 impl Containers {
-    pub async fn reopen_log(&self, id: &str) -> Result<(), ContainerError> {
+    pub(crate) async fn reopen_log(&self, id: &str) -> Result<(), ContainerError> {
         let view = self.get(id)?;
         if view.state != ContainerState::Running {
             return Err(ContainerError::Precondition(format!("container {} is not running", view.record.id)));

@@ -22,11 +22,11 @@ use super::{io_err, ContainerCreate, ContainerError, Containers, PidMode};
 use crate::container::record::ContainerPaths;
 
 /// The manifest annotation that marks an image as a checkpoint (CRI-O's).
-pub const CHECKPOINT_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
+pub(crate) const CHECKPOINT_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
 
 /// Where a checkpoint's contents are.
 #[derive(Debug, Clone)]
-pub enum RestoreContents {
+pub(crate) enum RestoreContents {
     /// An archive file, unpacked beside the container at create.
     Archive(PathBuf),
     /// A checkpoint image's unpacked layer (leased for the container).
@@ -35,9 +35,9 @@ pub enum RestoreContents {
 
 /// A checkpoint CreateContainer restores from.
 #[derive(Debug, Clone)]
-pub struct RestoreSource {
-    pub contents: RestoreContents,
-    pub dump: ConfigDump,
+pub(crate) struct RestoreSource {
+    pub(crate) contents: RestoreContents,
+    pub(crate) dump: ConfigDump,
 }
 
 fn bad_archive(path: &Path, why: impl std::fmt::Display) -> ContainerError {

@@ -3,7 +3,7 @@
 use super::*;
 
 impl Containers {
-    pub async fn start(&self, id: &str) -> Result<(), ContainerError> {
+    pub(crate) async fn start(&self, id: &str) -> Result<(), ContainerError> {
         let (id, entry) = self.entry(id)?;
         let _op = entry.lock_op().await;
         let view = self.view_of(&entry).ok_or_else(|| ContainerError::NotFound(id.clone()))?;

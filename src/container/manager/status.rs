@@ -3,19 +3,19 @@
 use super::*;
 
 impl Containers {
-    pub fn get(&self, id: &str) -> Result<ContainerView, ContainerError> {
+    pub(crate) fn get(&self, id: &str) -> Result<ContainerView, ContainerError> {
         let (id, entry) = self.entry(id)?;
         self.view_of(&entry).ok_or(ContainerError::NotFound(id))
     }
 
-    pub fn list(&self) -> Vec<ContainerView> {
+    pub(crate) fn list(&self) -> Vec<ContainerView> {
         let mut views: Vec<ContainerView> = self.index.entries().iter().filter_map(|e| self.view_of(e)).collect();
         views.sort_by_key(|v| v.record.created_at_ns);
         views
     }
 
     /// Ids of the containers of one sandbox.
-    pub fn in_sandbox(&self, sandbox_id: &str) -> Vec<String> {
+    pub(crate) fn in_sandbox(&self, sandbox_id: &str) -> Vec<String> {
         self.list().into_iter().filter(|v| v.record.sandbox_id == sandbox_id).map(|v| v.record.id).collect()
     }
 

@@ -7,7 +7,7 @@ impl Containers {
     /// container; returns once it is dead and its exit is recorded.
     /// Idempotent, as the CRI has it: a container that is unknown, or
     /// removed meanwhile, is already stopped.
-    pub async fn stop(&self, id: &str, timeout: Duration) -> Result<(), ContainerError> {
+    pub(crate) async fn stop(&self, id: &str, timeout: Duration) -> Result<(), ContainerError> {
         let (id, entry) = match self.entry(id) {
             Ok(found) => found,
             Err(ContainerError::NotFound(_)) => return Ok(()),

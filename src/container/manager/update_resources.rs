@@ -6,7 +6,7 @@ impl Containers {
     /// UpdateContainerResources: puts `resources` in force on a created or
     /// running container's cgroup (an in-place pod resize), then records them
     /// and updates the container's OCI spec. oom_score_adj only counts at start.
-    pub async fn update_resources(
+    pub(crate) async fn update_resources(
         &self,
         id: &str,
         mut resources: api::LinuxContainerResources,

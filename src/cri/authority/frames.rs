@@ -19,7 +19,7 @@
 use bytes::{BufMut, BytesMut};
 
 /// The authority a rewritten request carries.
-pub const REPLACEMENT_AUTHORITY: &[u8] = b"localhost";
+pub(crate) const REPLACEMENT_AUTHORITY: &[u8] = b"localhost";
 
 /// What every HTTP/2 client sends first (RFC 9113, 3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -37,10 +37,10 @@ const HEADER_TABLE_SIZE: usize = 4_096;
 /// of headers. A block that decodes to more is not followed (and, after a
 /// rewrite, ends the connection), so a small block that names one table
 /// entry thousands of times allocates no more than this.
-pub const MAX_HEADER_LIST: usize = 64 * 1024;
+pub(crate) const MAX_HEADER_LIST: usize = 64 * 1024;
 /// The most this layer buffers of one header block, encoded: a block is
 /// never larger than the list it decodes to but for a few bytes a field.
-pub const MAX_HEADER_BLOCK: usize = MAX_HEADER_LIST;
+pub(crate) const MAX_HEADER_BLOCK: usize = MAX_HEADER_LIST;
 
 const TYPE_HEADERS: u8 = 0x1;
 const TYPE_PUSH_PROMISE: u8 = 0x5;

@@ -10,5 +10,6 @@
 mod frames;
 mod stream;
 
-pub use frames::{AuthorityNormalizer, NormalizeError, MAX_HEADER_LIST};
-pub use stream::NormalizedStream;
+pub(crate) use frames::MAX_HEADER_LIST;
+pub use frames::{AuthorityNormalizer, NormalizeError};
+pub(crate) use stream::NormalizedStream;

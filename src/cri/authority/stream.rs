@@ -15,7 +15,7 @@ use super::AuthorityNormalizer;
 /// How much is read from the client at a time.
 const READ_CHUNK: usize = 16 * 1024;
 
-pub struct NormalizedStream<S> {
+pub(crate) struct NormalizedStream<S> {
     inner: S,
     normalizer: AuthorityNormalizer,
     /// Normalised bytes the server has not read yet.
@@ -25,7 +25,7 @@ pub struct NormalizedStream<S> {
 }
 
 impl<S> NormalizedStream<S> {
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         NormalizedStream {
             inner,
             normalizer: AuthorityNormalizer::new(),

@@ -19,7 +19,7 @@ use crate::stats::filesystem::{DeviceNames, Filesystem};
 use crate::stats::{ContainerDetails, PodDetails};
 
 /// The descriptors of every metric nidus reports on this node.
-pub fn descriptors(pressure: bool) -> Vec<api::MetricDescriptor> {
+pub(crate) fn descriptors(pressure: bool) -> Vec<api::MetricDescriptor> {
     let pressure_families = if pressure { f::PRESSURE } else { &[] };
     f::ALWAYS
         .iter()
@@ -33,7 +33,7 @@ pub fn descriptors(pressure: bool) -> Vec<api::MetricDescriptor> {
 }
 
 /// ListPodSandboxMetrics: every ready pod's metrics.
-pub async fn list_pods(daemon: Arc<Daemon>) -> Result<Vec<api::PodSandboxMetrics>, Status> {
+pub(crate) async fn list_pods(daemon: Arc<Daemon>) -> Result<Vec<api::PodSandboxMetrics>, Status> {
     blocking(move || {
         let all = daemon.containers.list();
         let filesystem = daemon.stats.filesystem();
@@ -214,7 +214,7 @@ fn container_metrics(
     api::ContainerMetrics { container_id: usage.id.clone(), metrics }
 }
 
-pub fn pod_metrics(
+pub(crate) fn pod_metrics(
     usage: &PodDetails,
     sandbox: &SandboxView,
     containers: &[ContainerView],

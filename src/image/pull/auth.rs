@@ -9,7 +9,7 @@ use base64::Engine;
 
 /// What a pull presents to a registry.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     #[default]
     Anonymous,
     Basic {
@@ -36,11 +36,11 @@ impl fmt::Debug for Credentials {
 /// Why CRI credentials are unusable (the secret itself is never quoted).
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 #[error("auth.auth is not base64 of \"username:password\"")]
-pub struct BadAuthField;
+pub(crate) struct BadAuthField;
 
 impl Credentials {
     /// From the fields of CRI's AuthConfig, in the order containerd reads them.
-    pub fn from_cri(
+    pub(crate) fn from_cri(
         username: &str,
         password: &str,
         auth: &str,
@@ -66,7 +66,7 @@ impl Credentials {
     }
 
     /// The `Authorization` value of HTTP basic auth, when these are a username and password.
-    pub fn basic_header(&self) -> Option<String> {
+    pub(crate) fn basic_header(&self) -> Option<String> {
         match self {
             Self::Basic { username, password } => Some(format!(
                 "Basic {}",
@@ -79,16 +79,16 @@ impl Credentials {
 
 /// A parsed `WWW-Authenticate` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Challenge {
+pub(crate) struct Challenge {
     /// Lowercase: `bearer` or `basic`.
-    pub scheme: String,
+    pub(crate) scheme: String,
     /// Parameter names lowercased.
-    pub params: HashMap<String, String>,
+    pub(crate) params: HashMap<String, String>,
 }
 
 impl Challenge {
     /// Parses `Scheme k="v", k2=v2` (the first challenge when there are several).
-    pub fn parse(header: &str) -> Option<Self> {
+    pub(crate) fn parse(header: &str) -> Option<Self> {
         let header = header.trim();
         let (scheme, mut rest) = header.split_once(' ').unwrap_or((header, ""));
         if scheme.is_empty() {

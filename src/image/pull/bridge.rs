@@ -8,17 +8,17 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 /// Chunks queued between download and unpack.
-pub const QUEUED_CHUNKS: usize = 32;
+pub(crate) const QUEUED_CHUNKS: usize = 32;
 
 /// Reads what the sender sends; an `Err` sent is the reader's error; the
 /// sender dropped is the end of the stream.
-pub struct ChannelReader {
+pub(crate) struct ChannelReader {
     receiver: mpsc::Receiver<io::Result<Bytes>>,
     current: Bytes,
 }
 
 impl ChannelReader {
-    pub fn new(receiver: mpsc::Receiver<io::Result<Bytes>>) -> Self {
+    pub(crate) fn new(receiver: mpsc::Receiver<io::Result<Bytes>>) -> Self {
         Self { receiver, current: Bytes::new() }
     }
 }

@@ -20,7 +20,7 @@ const MAX_TOKEN_BYTES: u64 = 1 << 20;
 const USER_AGENT: &str = concat!("nidus/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum RemoteError {
+pub(crate) enum RemoteError {
     #[error("{0} not found")]
     NotFound(String),
     #[error("{what}: access denied ({why})")]
@@ -42,7 +42,7 @@ pub enum RemoteError {
 }
 
 /// A client for one repository on one endpoint.
-pub struct RegistryClient {
+pub(crate) struct RegistryClient {
     http: reqwest::Client,
     endpoint: Endpoint,
     /// The registry the image names, sent to mirrors as `?ns=` (as containerd does).
@@ -65,7 +65,7 @@ fn slow(what: &str, why: Slow) -> RemoteError {
 
 /// An HTTP error with its causes. reqwest's message can carry the URL
 /// (never credentials: nidus never puts them in URLs).
-pub fn error_chain(e: &reqwest::Error) -> String {
+pub(crate) fn error_chain(e: &reqwest::Error) -> String {
     let mut why = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -81,7 +81,12 @@ fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, RemoteError> {
 }
 
 impl RegistryClient {
-    pub fn new(endpoint: Endpoint, registry: &str, credentials: Credentials, pace: Pace) -> Result<Self, RemoteError> {
+    pub(crate) fn new(
+        endpoint: Endpoint,
+        registry: &str,
+        credentials: Credentials,
+        pace: Pace,
+    ) -> Result<Self, RemoteError> {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .user_agent(USER_AGENT)
@@ -112,7 +117,7 @@ impl RegistryClient {
         Ok(Self { http, endpoint, namespace, credentials, authorization: Default::default(), pace })
     }
 
-    pub fn endpoint(&self) -> &Endpoint {
+    pub(crate) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 
@@ -277,7 +282,7 @@ impl RegistryClient {
 
     /// A manifest or index by tag or digest: its bytes (at most `limit`) and
     /// the media type the registry gives.
-    pub async fn manifest(
+    pub(crate) async fn manifest(
         &self,
         reference: &str,
         accept: &[&str],
@@ -295,21 +300,21 @@ impl RegistryClient {
     }
 
     /// A blob, small enough (`limit`) to be read whole: an image config.
-    pub async fn small_blob(&self, digest: &str, limit: u64) -> Result<Bytes, RemoteError> {
+    pub(crate) async fn small_blob(&self, digest: &str, limit: u64) -> Result<Bytes, RemoteError> {
         let response = self.get("blobs", digest, &[]).await?;
         let what = self.url("blobs", digest);
         read_bounded(response, limit, &what, self.pace).await
     }
 
     /// A blob as a response whose body is read as it arrives.
-    pub async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
+    pub(crate) async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
         self.get("blobs", digest, &[]).await
     }
 
     /// The rest of a blob from byte `from` on, as a response whose body is
     /// read as it arrives: a `206 Partial Content` whose `Content-Range`
     /// starts there, or `NoResume`.
-    pub async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
+    pub(crate) async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
         let response = self.get_from("blobs", digest, &[], Some(from)).await?;
         let no_resume = |why: String| RemoteError::NoResume { what: self.url("blobs", digest), why };
         if response.status() != StatusCode::PARTIAL_CONTENT {

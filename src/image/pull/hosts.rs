@@ -13,20 +13,20 @@ use crate::config::registry::{parse_url, HostsError, RegistrySettings, TlsConfig
 
 /// One place a pull may fetch from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// `http` or `https`.
-    pub scheme: &'static str,
+    pub(crate) scheme: &'static str,
     /// `host[:port]`.
-    pub host: String,
+    pub(crate) host: String,
     /// The repository on this endpoint.
-    pub repository: String,
-    pub tls: TlsConfig,
+    pub(crate) repository: String,
+    pub(crate) tls: TlsConfig,
     /// A mirror rather than the registry itself.
-    pub mirror: bool,
+    pub(crate) mirror: bool,
 }
 
 impl Endpoint {
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("{}://{}", self.scheme, self.host)
     }
 }
@@ -34,7 +34,7 @@ impl Endpoint {
 /// What `[registry]` means for one pull.
 impl RegistrySettings {
     /// The rules every transfer of a pull keeps to.
-    pub fn pace(&self) -> Pace {
+    pub(crate) fn pace(&self) -> Pace {
         Pace {
             stall: Duration::from_secs(self.stall_timeout_secs.max(1)),
             min_bytes_per_sec: self.min_bytes_per_sec,
@@ -43,12 +43,12 @@ impl RegistrySettings {
     }
 
     /// How long a pull may take in all, if that is bounded.
-    pub fn pull_deadline(&self) -> Option<Duration> {
+    pub(crate) fn pull_deadline(&self) -> Option<Duration> {
         (self.pull_deadline_secs > 0).then(|| Duration::from_secs(self.pull_deadline_secs))
     }
 
     /// Where to fetch `repository` of `registry` from, in order.
-    pub fn endpoints(&self, registry: &str, repository: &str) -> Result<Vec<Endpoint>, HostsError> {
+    pub(crate) fn endpoints(&self, registry: &str, repository: &str) -> Result<Vec<Endpoint>, HostsError> {
         let config = self.hosts.get(registry).or_else(|| self.hosts.get("*"));
         let mut endpoints = Vec::new();
         if let Some(config) = config {
@@ -91,7 +91,7 @@ fn upstream(scheme: &'static str, host: &str, repository: &str, tls: &TlsConfig)
 }
 
 /// `localhost`, `127.0.0.0/8` or `[::1]`, with or without a port.
-pub fn is_loopback(registry: &str) -> bool {
+pub(crate) fn is_loopback(registry: &str) -> bool {
     let host = if let Some(rest) = registry.strip_prefix('[') {
         rest.split_once(']').map(|(h, _)| h).unwrap_or(rest)
     } else {

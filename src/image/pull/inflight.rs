@@ -19,11 +19,11 @@ use tokio::sync::Notify;
 use super::stop::{Stop, StopSignal};
 use super::PullError;
 
-pub type Running<T> = Shared<BoxFuture<'static, Result<T, PullError>>>;
+pub(crate) type Running<T> = Shared<BoxFuture<'static, Result<T, PullError>>>;
 
 type Entries<K, T> = Arc<Mutex<HashMap<K, Entry<T>>>>;
 
-pub struct InFlight<K, T: Clone> {
+pub(crate) struct InFlight<K, T: Clone> {
     entries: Entries<K, T>,
     next_id: AtomicU64,
     /// How long work goes on with nobody waiting for it.
@@ -43,24 +43,24 @@ struct Entry<T: Clone> {
 }
 
 /// One caller's hold on work in flight.
-pub struct Ticket<K: Hash + Eq + Clone, T: Clone> {
+pub(crate) struct Ticket<K: Hash + Eq + Clone, T: Clone> {
     /// The work's result (awaiting it does not count as waiting: hold `waiter` for that).
-    pub result: Running<T>,
+    pub(crate) result: Running<T>,
     /// This caller joined work already running.
-    pub joined: bool,
-    pub waiter: Waiter<K, T>,
+    pub(crate) joined: bool,
+    pub(crate) waiter: Waiter<K, T>,
 }
 
 impl<K: Hash + Eq + Clone, T: Clone> Ticket<K, T> {
     /// Waits for the result, counted as a waiter until it comes (or this is dropped).
-    pub async fn wait(self) -> Result<T, PullError> {
+    pub(crate) async fn wait(self) -> Result<T, PullError> {
         let _waiting = self.waiter;
         self.result.await
     }
 }
 
 /// Counts its caller as waiting until it leaves or is dropped.
-pub struct Waiter<K: Hash + Eq + Clone, T: Clone> {
+pub(crate) struct Waiter<K: Hash + Eq + Clone, T: Clone> {
     entries: Entries<K, T>,
     key: K,
     id: u64,
@@ -75,7 +75,7 @@ fn locked<K, T: Clone>(entries: &Mutex<HashMap<K, Entry<T>>>) -> MutexGuard<'_, 
 impl<K: Hash + Eq + Clone, T: Clone> Waiter<K, T> {
     /// Stops waiting. True when the work was left with nobody waiting: it
     /// stops now (no grace) or after the grace period unless someone joins.
-    pub fn leave(mut self) -> bool {
+    pub(crate) fn leave(mut self) -> bool {
         self.depart()
     }
 
@@ -115,13 +115,13 @@ where
     T: Clone + Send + Sync + 'static,
 {
     /// Work that stops `grace` after its last caller left (at once for zero).
-    pub fn new(grace: Duration) -> Self {
+    pub(crate) fn new(grace: Duration) -> Self {
         Self { entries: Arc::default(), next_id: AtomicU64::new(0), grace }
     }
 
     /// A hold on the work for `key`: started by `work` (given the signal
     /// that asks it to stop) unless running already.
-    pub fn run<F>(&self, key: K, work: impl FnOnce(StopSignal) -> F) -> Ticket<K, T>
+    pub(crate) fn run<F>(&self, key: K, work: impl FnOnce(StopSignal) -> F) -> Ticket<K, T>
     where
         F: Future<Output = Result<T, PullError>> + Send + 'static,
     {
@@ -172,7 +172,7 @@ where
 
     /// How many keys have work running.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         locked(&self.entries).len()
     }
 }

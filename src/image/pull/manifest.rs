@@ -11,25 +11,25 @@ use super::super::import::{
 use super::super::Digest;
 
 /// The media types a pull accepts, in the `Accept` header.
-pub const ACCEPTED: &[&str] = &[OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
+pub(crate) const ACCEPTED: &[&str] = &[OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
 
 /// A fetched manifest or index.
-pub enum Fetched {
+pub(crate) enum Fetched {
     Index(Box<ImageIndex>),
     Manifest(Box<ImageManifest>),
 }
 
 /// One layer of a manifest.
 #[derive(Debug, Clone)]
-pub struct LayerDescriptor {
-    pub digest: Digest,
-    pub size: u64,
-    pub media_type: String,
+pub(crate) struct LayerDescriptor {
+    pub(crate) digest: Digest,
+    pub(crate) size: u64,
+    pub(crate) media_type: String,
 }
 
 /// Reads `body` as what the registry says it is (`content_type`, else the
 /// body's own `mediaType`).
-pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Fetched, String> {
+pub(crate) fn parse(body: &[u8], content_type: Option<&str>) -> Result<Fetched, String> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let declared = value.get("mediaType").and_then(|m| m.as_str());
     let schema1 = [
@@ -61,7 +61,7 @@ fn manifest(body: &[u8]) -> Result<Fetched, String> {
 }
 
 /// The platform this node runs: `linux/<arch>[/<variant>]`.
-pub fn node_platform() -> String {
+pub(crate) fn node_platform() -> String {
     match node_variant() {
         Some(variant) => format!("linux/{}/{variant}", host_architecture()),
         None => format!("linux/{}", host_architecture()),
@@ -78,7 +78,7 @@ fn node_variant() -> Option<&'static str> {
 
 /// What an index lists for this node.
 #[derive(Debug, PartialEq)]
-pub enum Choice {
+pub(crate) enum Choice {
     /// The image manifest for this node.
     Manifest(Digest),
     /// No manifest, but another index under this node's platform (which a
@@ -89,7 +89,7 @@ pub enum Choice {
 
 /// The manifest of `index` for this node: linux, this architecture, and
 /// the variant when the index names one (arm64's `v8` also matches none).
-pub fn choose(index: &ImageIndex) -> Choice {
+pub(crate) fn choose(index: &ImageIndex) -> Choice {
     let mut nested = None;
     for d in index.manifests() {
         let Some(platform) = d.platform().as_ref() else { continue };
@@ -112,7 +112,7 @@ pub fn choose(index: &ImageIndex) -> Choice {
 }
 
 /// The platforms an index offers (for the error when none fits).
-pub fn offered(index: &ImageIndex) -> Vec<String> {
+pub(crate) fn offered(index: &ImageIndex) -> Vec<String> {
     index
         .manifests()
         .iter()
@@ -125,7 +125,7 @@ pub fn offered(index: &ImageIndex) -> Vec<String> {
 }
 
 /// Config digest and size, and the layers, of an image manifest nidus can run.
-pub fn image_parts(manifest: &ImageManifest) -> Result<((Digest, u64), Vec<LayerDescriptor>), String> {
+pub(crate) fn image_parts(manifest: &ImageManifest) -> Result<((Digest, u64), Vec<LayerDescriptor>), String> {
     let config_type = manifest.config().media_type().to_string();
     if config_type != OCI_CONFIG && config_type != DOCKER_CONFIG {
         return Err(format!("the manifest is not a container image (config media type {config_type:?})"));

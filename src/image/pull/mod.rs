@@ -10,15 +10,15 @@
 //! all left, it is cancelled after a grace period); what it stores is leased
 //! from garbage collection until its image is in the index.
 
-pub mod auth;
+pub(crate) mod auth;
 mod bridge;
 pub mod cli;
 mod client;
-pub mod hosts;
+pub(crate) mod hosts;
 mod inflight;
 mod manifest;
 mod pace;
-pub mod progress;
+pub(crate) mod progress;
 mod sources;
 mod stop;
 
@@ -31,8 +31,8 @@ use oci_spec::image::ImageManifest;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::registry::RegistrySettings;
-pub use auth::Credentials;
-pub use progress::PullSnapshot;
+pub(crate) use auth::Credentials;
+pub(crate) use progress::PullSnapshot;
 
 use self::client::{RegistryClient, RemoteError};
 use self::inflight::InFlight;
@@ -58,7 +58,7 @@ const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 
 /// Why a pull failed. Messages name the image (and layer), never credentials.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PullError {
+pub(crate) enum PullError {
     #[error("{0}")]
     InvalidReference(String),
     #[error("image {image} not found: {why}")]
@@ -115,7 +115,7 @@ struct Parts {
 }
 
 /// Pulls images for the daemon; one per daemon, shared by its services.
-pub struct Puller {
+pub(crate) struct Puller {
     store: Arc<ImageStore>,
     config: RegistrySettings,
     images: InFlight<(String, Credentials), Image>,
@@ -134,7 +134,7 @@ impl Drop for AbortOnDrop {
 }
 
 impl Puller {
-    pub fn new(store: Arc<ImageStore>, config: RegistrySettings, metrics: crate::metrics::Metrics) -> Arc<Self> {
+    pub(crate) fn new(store: Arc<ImageStore>, config: RegistrySettings, metrics: crate::metrics::Metrics) -> Arc<Self> {
         Arc::new(Self {
             store,
             // A pull goes on for its grace period once every caller has left;
@@ -148,7 +148,7 @@ impl Puller {
     }
 
     /// The pulls in flight now.
-    pub fn in_flight(&self) -> Vec<PullSnapshot> {
+    pub(crate) fn in_flight(&self) -> Vec<PullSnapshot> {
         self.pulls.snapshots()
     }
 
@@ -157,7 +157,7 @@ impl Puller {
     /// A pull of the same image with the same credentials already running
     /// is joined rather than repeated. A pull every caller has left is
     /// cancelled once none came back within `abandoned_pull_grace_secs`.
-    pub async fn pull(self: &Arc<Self>, reference: &str, credentials: Credentials) -> Result<Image, PullError> {
+    pub(crate) async fn pull(self: &Arc<Self>, reference: &str, credentials: Credentials) -> Result<Image, PullError> {
         let reference = Reference::parse(reference).map_err(|e| PullError::InvalidReference(e.to_string()))?;
         if reference.digest.is_some() {
             // Content named by its digest cannot have changed: a present image needs no registry.

@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 
 /// The rules of one pull's transfers (from `[registry]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pace {
+pub(crate) struct Pace {
     /// No byte for this long fails a transfer.
-    pub stall: Duration,
+    pub(crate) stall: Duration,
     /// Fewer bytes a second than this, over `window`, fails a transfer; 0: no minimum.
-    pub min_bytes_per_sec: u64,
-    pub window: Duration,
+    pub(crate) min_bytes_per_sec: u64,
+    pub(crate) window: Duration,
 }
 
 /// Why a transfer was given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Slow {
+pub(crate) enum Slow {
     #[error("no data for {secs} s")]
     Stalled { secs: u64 },
     #[error("{bytes} bytes in the last {secs} s, under the minimum of {min_bytes_per_sec} bytes/s")]
@@ -32,13 +32,13 @@ const STEPS_PER_WINDOW: u32 = 8;
 
 impl Pace {
     /// Whether the minimum rate applies.
-    pub fn has_minimum(&self) -> bool {
+    pub(crate) fn has_minimum(&self) -> bool {
         self.min_bytes_per_sec > 0 && !self.window.is_zero()
     }
 
     /// How long a registry may take to answer a request (its status and
     /// headers): the stall timeout covers silence, this a trickle of headers.
-    pub fn answer_within(&self) -> Option<Duration> {
+    pub(crate) fn answer_within(&self) -> Option<Duration> {
         self.has_minimum().then_some(self.window.max(self.stall))
     }
 
@@ -54,7 +54,7 @@ impl Pace {
 
 /// One body's progress against a `Pace`.
 #[derive(Debug)]
-pub struct Meter {
+pub(crate) struct Meter {
     pace: Pace,
     started: Instant,
     last_byte: Instant,
@@ -65,17 +65,17 @@ pub struct Meter {
 }
 
 impl Meter {
-    pub fn new(pace: Pace, now: Instant) -> Self {
+    pub(crate) fn new(pace: Pace, now: Instant) -> Self {
         Self { pace, started: now, last_byte: now, total: 0, marks: VecDeque::from([(now, 0)]) }
     }
 
     /// Bytes counted so far.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.total
     }
 
     /// When to look again if nothing arrives: the stall timeout, or the next step.
-    pub fn next_look(&self, now: Instant) -> Instant {
+    pub(crate) fn next_look(&self, now: Instant) -> Instant {
         let stall = self.last_byte + self.pace.stall;
         if self.pace.has_minimum() {
             stall.min(now + self.pace.step())
@@ -85,7 +85,7 @@ impl Meter {
     }
 
     /// `n` bytes arrived at `now`.
-    pub fn received(&mut self, n: u64, now: Instant) -> Result<(), Slow> {
+    pub(crate) fn received(&mut self, n: u64, now: Instant) -> Result<(), Slow> {
         if n > 0 {
             self.total += n;
             self.last_byte = now;
@@ -94,7 +94,7 @@ impl Meter {
     }
 
     /// Applies the rules at `now`.
-    pub fn look(&mut self, now: Instant) -> Result<(), Slow> {
+    pub(crate) fn look(&mut self, now: Instant) -> Result<(), Slow> {
         if now.saturating_duration_since(self.last_byte) >= self.pace.stall {
             return Err(Slow::Stalled { secs: self.pace.stall.as_secs() });
         }
@@ -124,7 +124,7 @@ impl Meter {
     }
 
     /// Awaits `next` (the next chunk of the body), applying the rules while it waits.
-    pub async fn paced<F: Future>(&mut self, next: F) -> Result<F::Output, Slow> {
+    pub(crate) async fn paced<F: Future>(&mut self, next: F) -> Result<F::Output, Slow> {
         tokio::pin!(next);
         loop {
             let look_at = self.next_look(Instant::now());

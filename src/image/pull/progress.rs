@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// Where a layer of a pull is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum LayerState {
+pub(crate) enum LayerState {
     Waiting,
     Downloading,
     /// Being fetched by another pull of the same layer.
@@ -43,31 +43,31 @@ impl LayerState {
         }
     }
 
-    pub fn finished(self) -> bool {
+    pub(crate) fn finished(self) -> bool {
         matches!(self, Self::Present | Self::Done)
     }
 }
 
 /// One layer's counters, shared with its download.
 #[derive(Debug)]
-pub struct LayerProgress {
-    pub digest: String,
-    pub size: u64,
+pub(crate) struct LayerProgress {
+    pub(crate) digest: String,
+    pub(crate) size: u64,
     bytes: AtomicU64,
     state: AtomicU8,
 }
 
 impl LayerProgress {
-    pub fn received(&self, n: u64) {
+    pub(crate) fn received(&self, n: u64) {
         self.bytes.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A download starting again from its first byte.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         self.bytes.store(0, Ordering::Relaxed);
     }
 
-    pub fn set(&self, state: LayerState) {
+    pub(crate) fn set(&self, state: LayerState) {
         self.state.store(state.to_u8(), Ordering::Relaxed);
         if state.finished() {
             self.bytes.store(self.size, Ordering::Relaxed);
@@ -77,15 +77,15 @@ impl LayerProgress {
 
 /// One pull in flight.
 #[derive(Debug)]
-pub struct PullProgress {
-    pub image: String,
+pub(crate) struct PullProgress {
+    pub(crate) image: String,
     started: Instant,
     layers: Mutex<Vec<Arc<LayerProgress>>>,
 }
 
 impl PullProgress {
     /// Sets the layers once the manifest is known.
-    pub fn set_layers(&self, layers: &[(String, u64)]) -> Vec<Arc<LayerProgress>> {
+    pub(crate) fn set_layers(&self, layers: &[(String, u64)]) -> Vec<Arc<LayerProgress>> {
         let made: Vec<Arc<LayerProgress>> = layers
             .iter()
             .map(|(digest, size)| {
@@ -101,7 +101,7 @@ impl PullProgress {
         made
     }
 
-    pub fn snapshot(&self) -> PullSnapshot {
+    pub(crate) fn snapshot(&self) -> PullSnapshot {
         let layers: Vec<LayerSnapshot> = self
             .layers
             .lock()
@@ -127,42 +127,42 @@ impl PullProgress {
 
 /// What a pull in flight has done, as listed and logged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PullSnapshot {
-    pub image: String,
-    pub elapsed_ms: u64,
-    pub layers_done: usize,
-    pub bytes: u64,
-    pub total_bytes: u64,
-    pub layers: Vec<LayerSnapshot>,
+pub(crate) struct PullSnapshot {
+    pub(crate) image: String,
+    pub(crate) elapsed_ms: u64,
+    pub(crate) layers_done: usize,
+    pub(crate) bytes: u64,
+    pub(crate) total_bytes: u64,
+    pub(crate) layers: Vec<LayerSnapshot>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LayerSnapshot {
-    pub digest: String,
-    pub size: u64,
-    pub bytes: u64,
-    pub state: LayerState,
+pub(crate) struct LayerSnapshot {
+    pub(crate) digest: String,
+    pub(crate) size: u64,
+    pub(crate) bytes: u64,
+    pub(crate) state: LayerState,
 }
 
 impl PullSnapshot {
     /// Bytes per second since the pull began.
-    pub fn rate(&self) -> u64 {
+    pub(crate) fn rate(&self) -> u64 {
         (self.bytes as u128 * 1000 / u128::from(self.elapsed_ms.max(1))) as u64
     }
 }
 
 /// Every pull in flight.
 #[derive(Debug, Default)]
-pub struct Pulls {
+pub(crate) struct Pulls {
     next: AtomicU64,
     running: Mutex<BTreeMap<u64, Arc<PullProgress>>>,
 }
 
 /// Keeps a pull listed until dropped.
-pub struct Listed<'a> {
+pub(crate) struct Listed<'a> {
     pulls: &'a Pulls,
     id: u64,
-    pub progress: Arc<PullProgress>,
+    pub(crate) progress: Arc<PullProgress>,
 }
 
 impl Drop for Listed<'_> {
@@ -172,7 +172,7 @@ impl Drop for Listed<'_> {
 }
 
 impl Pulls {
-    pub fn start(&self, image: &str) -> Listed<'_> {
+    pub(crate) fn start(&self, image: &str) -> Listed<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let progress =
             Arc::new(PullProgress { image: image.to_string(), started: Instant::now(), layers: Mutex::default() });
@@ -180,7 +180,7 @@ impl Pulls {
         Listed { pulls: self, id, progress }
     }
 
-    pub fn snapshots(&self) -> Vec<PullSnapshot> {
+    pub(crate) fn snapshots(&self) -> Vec<PullSnapshot> {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).values().map(|p| p.snapshot()).collect()
     }
 }

@@ -14,7 +14,7 @@ use super::client::{RegistryClient, RemoteError};
 use super::hosts::Endpoint;
 use super::pace::Pace;
 
-pub struct BlobSources {
+pub(crate) struct BlobSources {
     serving: RegistryClient,
     later: Vec<Later>,
     /// The registry the image names (for the later clients).
@@ -61,7 +61,7 @@ struct Later {
 }
 
 impl BlobSources {
-    pub fn new(
+    pub(crate) fn new(
         serving: RegistryClient,
         later: impl IntoIterator<Item = Endpoint>,
         registry: &str,
@@ -73,17 +73,17 @@ impl BlobSources {
     }
 
     /// A blob small enough (`limit`) to be read whole: an image config.
-    pub async fn small_blob(&self, digest: &str, limit: u64) -> Result<Bytes, RemoteError> {
+    pub(crate) async fn small_blob(&self, digest: &str, limit: u64) -> Result<Bytes, RemoteError> {
         self.first_served(digest, Whole(limit)).await
     }
 
     /// A blob as a response whose body is read as it arrives.
-    pub async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
+    pub(crate) async fn blob(&self, digest: &str) -> Result<reqwest::Response, RemoteError> {
         self.first_served(digest, Streamed(None)).await
     }
 
     /// The rest of a blob from byte `from` on (a download resumed).
-    pub async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
+    pub(crate) async fn blob_from(&self, digest: &str, from: u64) -> Result<reqwest::Response, RemoteError> {
         self.first_served(digest, Streamed(Some(from))).await
     }
 

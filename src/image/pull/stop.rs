@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 /// A reason to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// Every caller left, and none came back within the grace period.
     Abandoned,
     /// The pull's overall deadline (`pull_deadline_secs`) passed.
@@ -18,7 +18,7 @@ pub enum Stop {
 
 /// Shared by the work and whoever may stop it.
 #[derive(Debug, Clone)]
-pub struct StopSignal(Arc<watch::Sender<Option<Stop>>>);
+pub(crate) struct StopSignal(Arc<watch::Sender<Option<Stop>>>);
 
 impl Default for StopSignal {
     fn default() -> Self {
@@ -28,7 +28,7 @@ impl Default for StopSignal {
 
 impl StopSignal {
     /// Asks the work to stop (a second reason is ignored).
-    pub fn stop(&self, why: Stop) {
+    pub(crate) fn stop(&self, why: Stop) {
         self.0.send_if_modified(|current| {
             let first = current.is_none();
             if first {
@@ -38,12 +38,12 @@ impl StopSignal {
         });
     }
 
-    pub fn reason(&self) -> Option<Stop> {
+    pub(crate) fn reason(&self) -> Option<Stop> {
         *self.0.borrow()
     }
 
     /// Resolves once the work is asked to stop.
-    pub async fn stopped(&self) -> Stop {
+    pub(crate) async fn stopped(&self) -> Stop {
         let mut receiver = self.0.subscribe();
         let reason = match receiver.wait_for(Option::is_some).await {
             Ok(reason) => *reason,
@@ -57,7 +57,7 @@ impl StopSignal {
     }
 
     /// `work`'s output, or the reason it was stopped first.
-    pub async fn unless_stopped<F: Future>(&self, work: F) -> Result<F::Output, Stop> {
+    pub(crate) async fn unless_stopped<F: Future>(&self, work: F) -> Result<F::Output, Stop> {
         if let Some(why) = self.reason() {
             return Err(why);
         }

@@ -43,25 +43,25 @@ use exec::{apply_process_limits, become_user, exec_of, Exec};
 use mounts::{image_volume_layers, make_devices, make_read_only, mask, mount_one, shared_tree};
 
 /// The init's stdio (already set up by the monitor).
-pub struct InitStdio {
-    pub stdin: OwnedFd,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+pub(crate) struct InitStdio {
+    pub(crate) stdin: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
     /// A container with a terminal: the init's end of a Unix socket. Its
     /// stdio (/dev/null until then) becomes a terminal it opens in the
     /// container's own devpts once its mounts are made, and the terminal's
     /// master goes back to the monitor on this socket.
-    pub terminal: Option<OwnedFd>,
+    pub(crate) terminal: Option<OwnedFd>,
 }
 
 /// Pipes between the init and its monitor.
-pub struct InitPipes {
+pub(crate) struct InitPipes {
     /// init → monitor: `wire::Built` once built, or its refusal.
-    pub ready: OwnedFd,
+    pub(crate) ready: OwnedFd,
     /// monitor → init: one byte releases the init (StartContainer).
-    pub start: OwnedFd,
+    pub(crate) start: OwnedFd,
     /// init → monitor: why execve failed; closed by a successful execve.
-    pub exec_error: OwnedFd,
+    pub(crate) exec_error: OwnedFd,
 }
 
 /// When the init writes itself into the plan's `cgroup.procs` files (after
@@ -76,7 +76,7 @@ enum CgroupEntry {
 /// Monitor side, before the fork: a container joining a PID namespace (the
 /// pod's, or a target container's) must have it as the monitor's namespace
 /// for children; a container with its own gets a fresh one the same way.
-pub fn enter_pid_namespace_for_children(spec: &Spec) -> Result<(), String> {
+pub(crate) fn enter_pid_namespace_for_children(spec: &Spec) -> Result<(), String> {
     let Some(ns) = namespaces(spec).into_iter().find(|n| n.typ() == LinuxNamespaceType::Pid) else {
         return Ok(());
     };
@@ -98,7 +98,7 @@ fn namespaces(spec: &Spec) -> Vec<oci_spec::runtime::LinuxNamespace> {
 }
 
 /// The init, forked when the container is to be built: never returns.
-pub fn run(spec: &Spec, plan: &MonitorPlan, mut stdio: InitStdio, pipes: InitPipes) -> ! {
+pub(crate) fn run(spec: &Spec, plan: &MonitorPlan, mut stdio: InitStdio, pipes: InitPipes) -> ! {
     crate::linux::process::reset_signals();
     let terminal = stdio.terminal.take();
     if let Err(e) = place_fds(stdio, pipes, terminal) {
@@ -112,7 +112,7 @@ pub fn run(spec: &Spec, plan: &MonitorPlan, mut stdio: InitStdio, pipes: InitPip
 /// `control` for the path of its plan (one JSON line; end of input: the
 /// monitor gave it up, and it exits), reads the plan and the spec, and
 /// builds; it joins the container cgroup once the monitor says `wire::CgroupMade`.
-pub fn run_prepared(stdio: InitStdio, pipes: InitPipes, control: OwnedFd) -> ! {
+pub(crate) fn run_prepared(stdio: InitStdio, pipes: InitPipes, control: OwnedFd) -> ! {
     crate::linux::process::reset_signals();
     if let Err(e) = place_fds(stdio, pipes, Some(control)) {
         std::process::exit(report_and_exit_code(&format!("cannot set up file descriptors: {e}")));
@@ -140,7 +140,7 @@ fn read_plan_and_spec(line: &str) -> Result<(MonitorPlan, Spec), String> {
 }
 
 /// The OCI spec in `bundle` (its config.json).
-pub fn read_spec(bundle: &Path) -> Result<Spec, String> {
+pub(crate) fn read_spec(bundle: &Path) -> Result<Spec, String> {
     crate::store::read_existing_json(&bundle.join("config.json")).map_err(|e| format!("reading the OCI spec: {e}"))
 }
 

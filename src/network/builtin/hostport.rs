@@ -48,7 +48,7 @@ impl Forward {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum HostPortError {
+pub(crate) enum HostPortError {
     #[error("host port {port}: the pod has no {family} address")]
     NoAddress { port: u16, family: &'static str },
     #[error("host port {port}: protocol {protocol} is not forwarded (tcp, udp and sctp are)")]
@@ -59,7 +59,7 @@ pub enum HostPortError {
     Nft(#[from] nft::NftError),
 }
 
-pub struct HostPorts {
+pub(crate) struct HostPorts {
     bridge: String,
     table: String,
     reaper: Reaper,
@@ -70,19 +70,24 @@ pub struct HostPorts {
 
 /// The host-port table of `bridge` (a name the config restricts to letters,
 /// digits, `_`, `-` and `.`).
-pub fn table_name(bridge: &str) -> String {
+pub(crate) fn table_name(bridge: &str) -> String {
     format!("nidus_hp_{}", bridge.replace(['-', '.'], "_"))
 }
 
 impl HostPorts {
-    pub fn new(bridge: &str, reaper: Reaper) -> Self {
+    pub(crate) fn new(bridge: &str, reaper: Reaper) -> Self {
         Self { bridge: bridge.to_string(), table: table_name(bridge), reaper, by_pod: Default::default() }
     }
 
     /// Forwards every mapping of a pod (replacing any it had) and rewrites
     /// the table. A mapping that cannot be forwarded fails the whole, and
     /// the pod then has none.
-    pub async fn open(&self, sandbox_id: &str, mappings: &[HostPort], pod_ips: &[IpAddr]) -> Result<(), HostPortError> {
+    pub(crate) async fn open(
+        &self,
+        sandbox_id: &str,
+        mappings: &[HostPort],
+        pod_ips: &[IpAddr],
+    ) -> Result<(), HostPortError> {
         let mut by_pod = self.by_pod.lock().await;
         let wanted = forwards(mappings, pod_ips)?;
         for forward in &wanted {
@@ -113,7 +118,7 @@ impl HostPorts {
     /// Stops forwarding a pod's host ports. A failed rewrite is logged: the
     /// pod is forgotten here all the same, and the next rewrite (another
     /// pod's, or the next start's) takes its rules away.
-    pub async fn close(&self, sandbox_id: &str) {
+    pub(crate) async fn close(&self, sandbox_id: &str) {
         let mut by_pod = self.by_pod.lock().await;
         if by_pod.remove(sandbox_id).is_some() {
             if let Err(e) = self.write(&by_pod).await {
@@ -124,7 +129,7 @@ impl HostPorts {
 
     /// After a restart: a running pod's forwards, kept for the rewrite that
     /// `sync` makes once every pod is back (one `nft` run in all).
-    pub async fn restore(&self, sandbox_id: &str, mappings: &[HostPort], pod_ips: &[IpAddr]) {
+    pub(crate) async fn restore(&self, sandbox_id: &str, mappings: &[HostPort], pod_ips: &[IpAddr]) {
         match forwards(mappings, pod_ips) {
             Ok(wanted) => {
                 self.by_pod.lock().await.insert(sandbox_id.to_string(), wanted);
@@ -137,7 +142,7 @@ impl HostPorts {
     /// `restore`): rules of pods removed meanwhile go; with none left the
     /// table goes (nothing to do when `nft` is not installed: nothing can
     /// have written it).
-    pub async fn sync(&self) {
+    pub(crate) async fn sync(&self) {
         let by_pod = self.by_pod.lock().await;
         if by_pod.is_empty() && nft::program().is_none() {
             return;
@@ -145,11 +150,6 @@ impl HostPorts {
         if let Err(e) = self.write(&by_pod).await {
             tracing::error!(error = %e, "cannot write the host port rules");
         }
-    }
-
-    /// How many host ports are forwarded (Status verbose).
-    pub async fn count(&self) -> usize {
-        self.by_pod.lock().await.values().map(Vec::len).sum()
     }
 
     async fn write(&self, by_pod: &BTreeMap<String, Vec<Forward>>) -> Result<(), HostPortError> {

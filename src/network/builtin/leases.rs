@@ -19,21 +19,21 @@ use crate::network::lock;
 use crate::store;
 
 #[derive(Debug, thiserror::Error)]
-pub enum LeaseError {
+pub(crate) enum LeaseError {
     #[error("no free address left in the pod CIDR {0}")]
     Exhausted(IpNet),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
-pub struct Leases {
+pub(crate) struct Leases {
     dir: PathBuf,
     /// Address → sandbox id, and the next offset to try per network.
     state: Mutex<(HashMap<IpAddr, String>, HashMap<IpNet, u128>)>,
 }
 
 /// The `n`th address of `net` (0 is the network's own address).
-pub fn nth(net: &IpNet, n: u128) -> Option<IpAddr> {
+pub(crate) fn nth(net: &IpNet, n: u128) -> Option<IpAddr> {
     let size = 1u128 << (net.max_prefix_len() - net.prefix_len());
     if n >= size {
         return None;
@@ -54,7 +54,7 @@ fn pod_offsets(net: &IpNet) -> (u128, u128) {
 }
 
 impl Leases {
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
+    pub(crate) fn open(dir: &Path) -> std::io::Result<Self> {
         store::create_dir_all(dir, 0o700)?;
         store::remove_interrupted_writes(dir);
         let mut held = HashMap::new();
@@ -70,7 +70,7 @@ impl Leases {
 
     /// Leases one address of each network to `owner` (an owner that holds one
     /// already keeps it: an ADD repeated after a crash).
-    pub fn lease(&self, owner: &str, nets: &[IpNet]) -> Result<Vec<IpAddr>, LeaseError> {
+    pub(crate) fn lease(&self, owner: &str, nets: &[IpNet]) -> Result<Vec<IpAddr>, LeaseError> {
         let mut state = lock(&self.state);
         let (held, next) = &mut *state;
         let mut leased = Vec::new();
@@ -112,7 +112,7 @@ impl Leases {
     }
 
     /// Releases every address `owner` holds.
-    pub fn release(&self, owner: &str) -> std::io::Result<()> {
+    pub(crate) fn release(&self, owner: &str) -> std::io::Result<()> {
         let mut state = lock(&self.state);
         let mine: Vec<IpAddr> = state.0.iter().filter(|(_, o)| o.as_str() == owner).map(|(ip, _)| *ip).collect();
         for ip in &mine {
@@ -127,7 +127,7 @@ impl Leases {
     }
 
     /// Every owner holding an address.
-    pub fn owners(&self) -> Vec<String> {
+    pub(crate) fn owners(&self) -> Vec<String> {
         let state = lock(&self.state);
         let mut owners: Vec<String> = state.0.values().cloned().collect();
         owners.sort();
@@ -136,7 +136,7 @@ impl Leases {
     }
 
     /// Addresses held, for tests and Status.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         lock(&self.state).0.len()
     }
 }

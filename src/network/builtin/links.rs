@@ -21,10 +21,10 @@ const ENODEV: i32 = libc::ENODEV;
 /// A netlink request that failed: what was asked, and the kernel's answer.
 #[derive(Debug, thiserror::Error)]
 #[error("{what}: {source}")]
-pub struct LinkError {
-    pub what: String,
+pub(crate) struct LinkError {
+    pub(crate) what: String,
     #[source]
-    pub source: rtnetlink::Error,
+    pub(crate) source: rtnetlink::Error,
 }
 
 fn failed(what: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> LinkError {
@@ -40,7 +40,7 @@ fn errno(e: &rtnetlink::Error) -> i32 {
 }
 
 /// A route netlink connection in the daemon's own network namespace.
-pub fn connect() -> std::io::Result<Handle> {
+pub(crate) fn connect() -> std::io::Result<Handle> {
     let (connection, handle, _) = rtnetlink::new_connection()?;
     tokio::spawn(connection);
     Ok(handle)
@@ -49,7 +49,7 @@ pub fn connect() -> std::io::Result<Handle> {
 /// A route netlink connection inside the network namespace at `netns`: the
 /// socket is made on a short-lived thread that entered the namespace (a
 /// socket stays in the namespace it was made in).
-pub async fn connect_in(netns: &Path) -> std::io::Result<Handle> {
+pub(crate) async fn connect_in(netns: &Path) -> std::io::Result<Handle> {
     let ns = File::open(netns)?;
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -65,7 +65,7 @@ pub async fn connect_in(netns: &Path) -> std::io::Result<Handle> {
 }
 
 /// The index of link `name`, None when there is none.
-pub async fn index_of(handle: &Handle, name: &str) -> Result<Option<u32>, LinkError> {
+pub(crate) async fn index_of(handle: &Handle, name: &str) -> Result<Option<u32>, LinkError> {
     let mut links = handle.link().get().match_name(name.to_string()).execute();
     match links.try_next().await {
         Ok(link) => Ok(link.map(|l| l.header.index)),
@@ -76,7 +76,7 @@ pub async fn index_of(handle: &Handle, name: &str) -> Result<Option<u32>, LinkEr
 
 /// Makes the bridge `name` (up, with the first address of each network as
 /// the pods' gateway) unless it exists; returns its index.
-pub async fn ensure_bridge(handle: &Handle, name: &str, nets: &[IpNet]) -> Result<u32, LinkError> {
+pub(crate) async fn ensure_bridge(handle: &Handle, name: &str, nets: &[IpNet]) -> Result<u32, LinkError> {
     let index = match index_of(handle, name).await? {
         Some(index) => index,
         None => {
@@ -136,7 +136,7 @@ async fn add_address(handle: &Handle, index: u32, ip: IpAddr, prefix: u8) -> Res
 
 /// Makes the pod's veth pair: `host_name` on `bridge` in the daemon's
 /// namespace, `pod_ifname` inside the namespace at `netns`.
-pub async fn add_veth(
+pub(crate) async fn add_veth(
     handle: &Handle,
     host_name: &str,
     pod_ifname: &str,
@@ -172,7 +172,7 @@ pub async fn add_veth(
 
 /// Inside the pod: the interface up with its addresses and a default route
 /// per family through the gateway.
-pub async fn configure_pod(pod: &Handle, ifname: &str, addresses: &[(IpAddr, IpNet)]) -> Result<(), LinkError> {
+pub(crate) async fn configure_pod(pod: &Handle, ifname: &str, addresses: &[(IpAddr, IpNet)]) -> Result<(), LinkError> {
     let index = index_of(pod, ifname).await?.ok_or_else(|| LinkError {
         what: format!("the pod has no {ifname}"),
         source: rtnetlink::Error::RequestFailed,
@@ -207,7 +207,7 @@ pub async fn configure_pod(pod: &Handle, ifname: &str, addresses: &[(IpAddr, IpN
 
 /// Whether this kernel makes bridges and veth pairs: one of each is made
 /// (named after `tag`) and deleted at once.
-pub async fn probe(handle: &Handle, tag: &str) -> Result<(), LinkError> {
+pub(crate) async fn probe(handle: &Handle, tag: &str) -> Result<(), LinkError> {
     let (bridge, veth, peer) = (format!("nvb{tag}"), format!("nvv{tag}"), format!("nvp{tag}"));
     let made = handle.link().add(LinkBridge::new(&bridge).build()).execute().await;
     delete_link(handle, &bridge).await?;
@@ -218,7 +218,7 @@ pub async fn probe(handle: &Handle, tag: &str) -> Result<(), LinkError> {
 }
 
 /// Deletes link `name` if it exists (a veth's peer goes with it).
-pub async fn delete_link(handle: &Handle, name: &str) -> Result<(), LinkError> {
+pub(crate) async fn delete_link(handle: &Handle, name: &str) -> Result<(), LinkError> {
     let Some(index) = index_of(handle, name).await? else {
         return Ok(());
     };

@@ -12,14 +12,14 @@ use super::nft::{self, NftError};
 use crate::linux::reaper::Reaper;
 
 #[derive(Debug, thiserror::Error)]
-pub enum MasqueradeError {
+pub(crate) enum MasqueradeError {
     #[error("{0}; or set network.masquerade = false")]
     Nft(#[from] NftError),
 }
 
 /// The nftables table of the bridge `bridge` (a name the config checked:
 /// letters, digits, `_`, `-` and `.`).
-pub fn table_name(bridge: &str) -> String {
+pub(crate) fn table_name(bridge: &str) -> String {
     format!("nidus_{}", bridge.replace(['-', '.'], "_"))
 }
 
@@ -38,7 +38,7 @@ fn transaction(bridge: &str, enabled: bool) -> String {
 
 /// Writes the bridge's table (`enabled`) or removes it. Without `nft`,
 /// removing is a no-op (nothing can have written the table).
-pub async fn apply(bridge: &str, enabled: bool, reaper: &Reaper) -> Result<(), MasqueradeError> {
+pub(crate) async fn apply(bridge: &str, enabled: bool, reaper: &Reaper) -> Result<(), MasqueradeError> {
     if !enabled && nft::program().is_none() {
         return Ok(());
     }

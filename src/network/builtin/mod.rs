@@ -7,11 +7,11 @@
 //! NAT for what pods send off the node. All of it in-process over netlink
 //! but the NAT tables, written with `nft`: no plugin programs run.
 
-pub mod hostport;
-pub mod leases;
-pub mod links;
-pub mod masquerade;
-pub mod nft;
+pub(crate) mod hostport;
+pub(crate) mod leases;
+pub(crate) mod links;
+pub(crate) mod masquerade;
+pub(crate) mod nft;
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -26,7 +26,7 @@ use crate::network::lock;
 use crate::undo::Undo;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BuiltinError {
+pub(crate) enum BuiltinError {
     #[error("{0}")]
     Netlink(#[from] links::LinkError),
     #[error("cannot open a netlink connection: {0}")]
@@ -41,7 +41,7 @@ pub enum BuiltinError {
     Unusable(String),
 }
 
-pub struct Builtin {
+pub(crate) struct Builtin {
     bridge: String,
     leases: Arc<leases::Leases>,
     host_ports: hostport::HostPorts,
@@ -63,12 +63,12 @@ pub struct Builtin {
 }
 
 /// The host end of a pod's veth: `nv` and the first 12 characters of its id.
-pub fn host_veth_name(sandbox_id: &str) -> String {
+pub(crate) fn host_veth_name(sandbox_id: &str) -> String {
     format!("nv{}", sandbox_id.get(..12).unwrap_or(sandbox_id))
 }
 
 impl Builtin {
-    pub fn new(config: &NetworkSettings, root: &Path, reaper: Reaper) -> std::io::Result<Self> {
+    pub(crate) fn new(config: &NetworkSettings, root: &Path, reaper: Reaper) -> std::io::Result<Self> {
         let dir: PathBuf = root.join("network").join("builtin").join("leases");
         Ok(Self {
             bridge: config.bridge_name.clone(),
@@ -86,7 +86,7 @@ impl Builtin {
 
     /// Whether the built-in network can serve pods here: CAP_NET_ADMIN, and
     /// a kernel that makes bridges and veth pairs (once probed).
-    pub fn usable(&self) -> Result<(), BuiltinError> {
+    pub(crate) fn usable(&self) -> Result<(), BuiltinError> {
         match caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_NET_ADMIN) {
             Ok(true) => {}
             Ok(false) => return Err(BuiltinError::Unusable("nidus lacks CAP_NET_ADMIN".into())),
@@ -100,7 +100,7 @@ impl Builtin {
 
     /// Probes (once, at start) whether the kernel makes bridges and veth
     /// pairs, by making one of each and deleting it.
-    pub async fn probe(&self) {
+    pub(crate) async fn probe(&self) {
         if self.kernel_support.get().is_some() || self.usable().is_err() {
             return;
         }
@@ -152,12 +152,12 @@ impl Builtin {
     }
 
     /// What became of the NAT table (Status verbose).
-    pub fn masquerade_state(&self) -> String {
+    pub(crate) fn masquerade_state(&self) -> String {
         lock(&self.masquerade_state).clone()
     }
 
     /// Attaches a pod, each step registering its undo in `undo` (the pod's).
-    pub async fn attach<'a>(
+    pub(crate) async fn attach<'a>(
         &'a self,
         pod: &PodInfo,
         nets: &[IpNet],
@@ -219,7 +219,7 @@ impl Builtin {
 
     /// Detaches a pod: host ports closed, veth deleted, addresses released.
     /// Idempotent; what is already gone is skipped.
-    pub async fn detach(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
+    pub(crate) async fn detach(&self, attachment: &Attachment) -> Result<(), BuiltinError> {
         let started = std::time::Instant::now();
         self.host_ports.close(&attachment.sandbox_id).await;
         if let Backend::Builtin { host_veth, .. } = &attachment.backend {
@@ -244,7 +244,7 @@ impl Builtin {
 
     /// After a daemon restart: a running pod's host ports, forwarded again
     /// at `sync_host_ports` (their rules are still in the kernel till then).
-    pub async fn resume(&self, attachment: &Attachment) {
+    pub(crate) async fn resume(&self, attachment: &Attachment) {
         if let Backend::Builtin { host_ports, .. } = &attachment.backend {
             if !host_ports.is_empty() && !attachment.ips.is_empty() {
                 self.host_ports.restore(&attachment.sandbox_id, host_ports, &attachment.ips).await;
@@ -254,12 +254,12 @@ impl Builtin {
 
     /// After every running pod resumed: the host-port rules rewritten for
     /// exactly those pods.
-    pub async fn sync_host_ports(&self) {
+    pub(crate) async fn sync_host_ports(&self) {
         self.host_ports.sync().await;
     }
 
     /// Releases the leases whose owner has no attachment record.
-    pub fn sweep(&self, owners: &[String]) -> std::io::Result<()> {
+    pub(crate) fn sweep(&self, owners: &[String]) -> std::io::Result<()> {
         for owner in self.leases.owners() {
             if !owners.contains(&owner) {
                 tracing::warn!(pod_id = %owner, "releasing built-in addresses no pod network owns");
@@ -270,7 +270,7 @@ impl Builtin {
     }
 
     /// Addresses leased (Status verbose).
-    pub fn leased(&self) -> usize {
+    pub(crate) fn leased(&self) -> usize {
         self.leases.count()
     }
 }

@@ -17,7 +17,7 @@ const MAX_OUTPUT: u64 = 64 << 10;
 const MAX_STDERR: usize = 600;
 
 #[derive(Debug, thiserror::Error)]
-pub enum NftError {
+pub(crate) enum NftError {
     #[error("nft is not installed (looked for {0}); install Debian's nftables")]
     NoNft(String),
     #[error("running {program}: {source}")]
@@ -29,12 +29,12 @@ pub enum NftError {
 }
 
 /// The `nft` program, if installed.
-pub fn program() -> Option<&'static str> {
+pub(crate) fn program() -> Option<&'static str> {
     NFT_PATHS.iter().copied().find(|p| Path::new(p).exists())
 }
 
 /// Applies `script` (`nft -f -`) as one transaction.
-pub async fn apply(script: &str, reaper: &Reaper) -> Result<(), NftError> {
+pub(crate) async fn apply(script: &str, reaper: &Reaper) -> Result<(), NftError> {
     let Some(program) = program() else {
         return Err(NftError::NoNft(NFT_PATHS.join(", ")));
     };
@@ -55,6 +55,6 @@ pub async fn apply(script: &str, reaper: &Reaper) -> Result<(), NftError> {
 
 /// The start of a transaction that replaces table `inet <table>`: adding an
 /// empty one first makes the delete succeed when none exists.
-pub fn replace_table(table: &str) -> String {
+pub(crate) fn replace_table(table: &str) -> String {
     format!("table inet {table} {{}}\ndelete table inet {table}\n")
 }

@@ -14,27 +14,27 @@ const MAX_CONF_BYTES: u64 = 1 << 20;
 
 /// A usable network configuration list.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NetworkList {
+pub(crate) struct NetworkList {
     /// The file it came from.
-    pub file: PathBuf,
-    pub name: String,
-    pub cni_version: String,
+    pub(crate) file: PathBuf,
+    pub(crate) name: String,
+    pub(crate) cni_version: String,
     /// Each plugin's configuration as written (without name and version).
-    pub plugins: Vec<Map<String, Value>>,
+    pub(crate) plugins: Vec<Map<String, Value>>,
     /// `disableCheck`: the list asks for no CHECK.
-    pub disable_check: bool,
+    pub(crate) disable_check: bool,
     /// The list as written, kept in the attachment cache for DEL.
-    pub raw: Value,
+    pub(crate) raw: Value,
 }
 
 impl NetworkList {
     /// Parses a list (or a single-plugin `.conf`, which becomes a list of one).
-    pub fn parse(file: &Path, text: &[u8]) -> Result<Self, String> {
+    pub(crate) fn parse(file: &Path, text: &[u8]) -> Result<Self, String> {
         let raw: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
         Self::from_value(file, raw)
     }
 
-    pub fn from_value(file: &Path, raw: Value) -> Result<Self, String> {
+    pub(crate) fn from_value(file: &Path, raw: Value) -> Result<Self, String> {
         let object = raw.as_object().ok_or("not a JSON object")?;
         let name = object.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
         if name.is_empty() {
@@ -72,13 +72,13 @@ impl NetworkList {
     }
 
     /// The plugin types, in order.
-    pub fn types(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn types(&self) -> impl Iterator<Item = &str> {
         self.plugins.iter().map(|p| p.get("type").and_then(Value::as_str).unwrap_or_default())
     }
 }
 
 /// The program of a plugin type: the first match in `bin_dirs`.
-pub fn find_plugin(kind: &str, bin_dirs: &[PathBuf]) -> Option<PathBuf> {
+pub(crate) fn find_plugin(kind: &str, bin_dirs: &[PathBuf]) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     bin_dirs
         .iter()
@@ -88,7 +88,7 @@ pub fn find_plugin(kind: &str, bin_dirs: &[PathBuf]) -> Option<PathBuf> {
 
 /// Why no list is usable, for NetworkReady's message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NoList {
+pub(crate) enum NoList {
     /// The directory has no configuration file at all.
     Empty(PathBuf),
     /// Files exist but none is valid; the reasons, file by file.
@@ -105,7 +105,7 @@ impl std::fmt::Display for NoList {
 }
 
 /// Loads the first valid list in `dir` whose plugins all exist.
-pub fn load_first(dir: &Path, bin_dirs: &[PathBuf]) -> Result<NetworkList, NoList> {
+pub(crate) fn load_first(dir: &Path, bin_dirs: &[PathBuf]) -> Result<NetworkList, NoList> {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .flatten()
@@ -150,7 +150,7 @@ pub fn load_first(dir: &Path, bin_dirs: &[PathBuf]) -> Result<NetworkList, NoLis
 /// directories' own modification times, which change as a plugin is
 /// installed or removed. What is unchanged is not parsed again, and a list
 /// refused for a missing plugin is looked at again once plugins come.
-pub fn fingerprint(dir: &Path, bin_dirs: &[PathBuf]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+pub(crate) fn fingerprint(dir: &Path, bin_dirs: &[PathBuf]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let plugin_dirs = bin_dirs.iter().map(|d| (d.clone(), 0, std::fs::metadata(d).and_then(|m| m.modified()).ok()));
     let mut found: Vec<(PathBuf, u64, Option<SystemTime>)> = std::fs::read_dir(dir)
         .map(|entries| {

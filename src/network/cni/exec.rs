@@ -18,7 +18,7 @@ use crate::linux::reaper::{Finished, Reaper, RunError};
 const MAX_OUTPUT: u64 = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
-pub enum PluginError {
+pub(crate) enum PluginError {
     #[error("cannot run CNI plugin {plugin}: {source}")]
     Spawn { plugin: String, source: std::io::Error },
     #[error("CNI plugin {plugin} ({command}) did not finish within {timeout:?} and was killed")]
@@ -32,19 +32,19 @@ pub enum PluginError {
 }
 
 /// One invocation.
-pub struct Invocation<'a> {
-    pub command: &'static str,
-    pub container_id: &'a str,
+pub(crate) struct Invocation<'a> {
+    pub(crate) command: &'static str,
+    pub(crate) container_id: &'a str,
     /// Empty when the namespace is gone (DEL after a reboot).
-    pub netns: &'a str,
-    pub ifname: &'a str,
-    pub args: &'a str,
-    pub bin_dirs: &'a [PathBuf],
+    pub(crate) netns: &'a str,
+    pub(crate) ifname: &'a str,
+    pub(crate) args: &'a str,
+    pub(crate) bin_dirs: &'a [PathBuf],
 }
 
 /// Runs `program` with `config` on stdin; returns its stdout parsed as JSON
 /// (`Value::Null` when it printed nothing, as DEL and CHECK may).
-pub async fn run(
+pub(crate) async fn run(
     program: &Path,
     invocation: &Invocation<'_>,
     config: &Value,

@@ -5,10 +5,10 @@
 //! and in order for CHECK; each plugin gets the runtime config its
 //! `capabilities` ask for.
 
-pub mod conf;
-pub mod exec;
-pub mod result;
-pub mod version;
+pub(crate) mod conf;
+pub(crate) mod exec;
+pub(crate) mod result;
+pub(crate) mod version;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,11 +17,11 @@ use serde_json::{Map, Value};
 
 use crate::linux::reaper::Reaper;
 
-pub use conf::NetworkList;
+pub(crate) use conf::NetworkList;
 use exec::{Invocation, PluginError};
 
 #[derive(Debug, thiserror::Error)]
-pub enum CniError {
+pub(crate) enum CniError {
     #[error("CNI plugin {0:?} not found in the plugin directories")]
     PluginNotFound(String),
     #[error(transparent)]
@@ -30,29 +30,29 @@ pub enum CniError {
 
 /// Runs plugins from `bin_dirs`, each within `timeout`.
 #[derive(Clone)]
-pub struct CniClient {
-    pub bin_dirs: Vec<PathBuf>,
-    pub timeout: Duration,
-    pub reaper: Reaper,
+pub(crate) struct CniClient {
+    pub(crate) bin_dirs: Vec<PathBuf>,
+    pub(crate) timeout: Duration,
+    pub(crate) reaper: Reaper,
 }
 
 /// What every plugin run for one pod shares.
 #[derive(Debug, Clone)]
-pub struct PodArgs {
-    pub container_id: String,
+pub(crate) struct PodArgs {
+    pub(crate) container_id: String,
     /// The pod's network namespace; empty when it is gone.
-    pub netns: String,
-    pub ifname: String,
+    pub(crate) netns: String,
+    pub(crate) ifname: String,
     /// `CNI_ARGS`.
-    pub args: String,
+    pub(crate) args: String,
     /// Runtime config by capability name (portMappings, dns, …).
-    pub runtime_config: Map<String, Value>,
+    pub(crate) runtime_config: Map<String, Value>,
 }
 
 impl CniClient {
     /// ADD through the whole list; returns the last plugin's result. A
     /// failure is returned as is: the caller undoes the attachment with DEL.
-    pub async fn add(&self, list: &NetworkList, pod: &PodArgs) -> Result<Value, CniError> {
+    pub(crate) async fn add(&self, list: &NetworkList, pod: &PodArgs) -> Result<Value, CniError> {
         let mut prev: Option<Value> = None;
         for plugin in &list.plugins {
             let config = plugin_config(list, plugin, prev.as_ref(), &pod.runtime_config);
@@ -68,7 +68,7 @@ impl CniClient {
     /// DEL through the list in reverse order, with `cached` (the ADD result)
     /// as prevResult where the version has it. Every plugin is run even if
     /// one fails, so what can be released is; the first error is returned.
-    pub async fn del(&self, list: &NetworkList, pod: &PodArgs, cached: Option<&Value>) -> Result<(), CniError> {
+    pub(crate) async fn del(&self, list: &NetworkList, pod: &PodArgs, cached: Option<&Value>) -> Result<(), CniError> {
         let prev = cached.filter(|c| !c.is_null() && version::has_check(&list.cni_version));
         let mut first_error = None;
         for plugin in list.plugins.iter().rev() {
@@ -83,7 +83,7 @@ impl CniClient {
 
     /// CHECK through the list, when its version has CHECK and it does not
     /// disable it; `Ok(false)` when no check was made.
-    pub async fn check(&self, list: &NetworkList, pod: &PodArgs, cached: &Value) -> Result<bool, CniError> {
+    pub(crate) async fn check(&self, list: &NetworkList, pod: &PodArgs, cached: &Value) -> Result<bool, CniError> {
         if !version::has_check(&list.cni_version) || list.disable_check || cached.is_null() {
             return Ok(false);
         }

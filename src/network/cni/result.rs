@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use serde_json::Value;
 
 /// The addresses (without prefix length) a result gives the pod's `ifname`.
-pub fn pod_ips(result: &Value, ifname: &str) -> Vec<IpAddr> {
+pub(crate) fn pod_ips(result: &Value, ifname: &str) -> Vec<IpAddr> {
     let mut ips: Vec<IpAddr> = Vec::new();
     if let Some(list) = result.get("ips").and_then(Value::as_array) {
         let interfaces = result.get("interfaces").and_then(Value::as_array);

@@ -3,7 +3,7 @@
 
 const KNOWN: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
-pub fn known(version: &str) -> bool {
+pub(crate) fn known(version: &str) -> bool {
     KNOWN.contains(&version)
 }
 
@@ -13,12 +13,12 @@ fn parts(version: &str) -> (u32, u32, u32) {
 }
 
 /// Whether `version` is `min` or later.
-pub fn at_least(version: &str, min: &str) -> bool {
+pub(crate) fn at_least(version: &str, min: &str) -> bool {
     parts(version) >= parts(min)
 }
 
 /// CHECK exists, and DEL gets the cached result as prevResult.
-pub fn has_check(version: &str) -> bool {
+pub(crate) fn has_check(version: &str) -> bool {
     at_least(version, "0.4.0")
 }
 

@@ -6,7 +6,7 @@ impl Sandboxes {
     /// Reloads persisted sandboxes and reconciles them with what is alive:
     /// a live pause (same pid, start time and boot) keeps its sandbox READY;
     /// otherwise it is NOTREADY. Interrupted creations are undone.
-    pub async fn load(&self) -> Result<(), SandboxError> {
+    pub(crate) async fn load(&self) -> Result<(), SandboxError> {
         let dirs = store::RecordDirs::new(&self.config.root, &self.config.state, "sandboxes");
         let ids = dirs.open()?;
         for id in &ids {

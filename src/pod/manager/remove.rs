@@ -5,7 +5,7 @@ use super::*;
 impl Sandboxes {
     /// Stops the sandbox if needed and removes every trace of it. Removing an
     /// unknown sandbox succeeds (it may have been removed already).
-    pub async fn remove(&self, id: &str) -> Result<(), SandboxError> {
+    pub(crate) async fn remove(&self, id: &str) -> Result<(), SandboxError> {
         let (id, entry) = match self.entry(id) {
             Ok(found) => found,
             Err(SandboxError::NotFound(_)) => return Ok(()),

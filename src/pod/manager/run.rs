@@ -9,7 +9,7 @@ use crate::undo::Undo;
 use super::*;
 
 impl Sandboxes {
-    pub async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
+    pub(crate) async fn run(&self, spec: SandboxSpec) -> Result<String, SandboxError> {
         let id = ids::new_id();
         let name_key = spec.name_key.clone();
         // Held until the sandbox is made; a failed run drops it, which frees

@@ -3,7 +3,7 @@
 use super::*;
 
 impl Sandboxes {
-    pub fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
+    pub(crate) fn get(&self, id: &str) -> Result<SandboxView, SandboxError> {
         let (id, entry) = self.entry(id)?;
         if entry.is_removed() {
             return Err(SandboxError::NotFound(id));
@@ -12,7 +12,7 @@ impl Sandboxes {
         Ok(view)
     }
 
-    pub fn list(&self) -> Vec<SandboxView> {
+    pub(crate) fn list(&self) -> Vec<SandboxView> {
         let mut views: Vec<SandboxView> =
             self.index.entries().iter().filter(|e| !e.is_removed()).map(|e| self.view(&e.live())).collect();
         views.sort_by_key(|v| v.record.created_at_ns);

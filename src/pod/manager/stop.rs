@@ -4,7 +4,7 @@ use super::*;
 
 impl Sandboxes {
     /// Kills the pause process and releases the pod's mounts; idempotent.
-    pub async fn stop(&self, id: &str) -> Result<(), SandboxError> {
+    pub(crate) async fn stop(&self, id: &str) -> Result<(), SandboxError> {
         let (id, entry) = self.entry(id)?;
         let _op = entry.lock_op().await;
         self.stop_locked(&id, &entry).await

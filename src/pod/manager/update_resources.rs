@@ -4,7 +4,7 @@ use super::*;
 
 impl Sandboxes {
     /// UpdatePodSandboxResources: new limits for a ready pod's cgroup.
-    pub async fn update_resources(&self, id: &str, pod: PodResources) -> Result<(), SandboxError> {
+    pub(crate) async fn update_resources(&self, id: &str, pod: PodResources) -> Result<(), SandboxError> {
         let (id, entry) = self.entry(id)?;
         let _op = entry.lock_op().await;
         if entry.is_removed() {

@@ -25,17 +25,17 @@ use super::headers::{HeaderReader, HeaderWriter, Headers};
 use crate::streaming::queue::{Budget, ChunkReceiver, ChunkSender, CONNECTION_BUDGET};
 
 /// Most streams one connection may have open at once.
-pub const MAX_STREAMS: usize = 1024;
+pub(crate) const MAX_STREAMS: usize = 1024;
 /// Largest data frame we send.
 const CHUNK: usize = 32 << 10;
 /// How often the server pings the client.
 pub(crate) const PING_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A stream the client opened: its headers and what it sends, ending at its FIN.
-pub struct IncomingStream {
-    pub id: u32,
-    pub headers: Headers,
-    pub data: ChunkReceiver,
+pub(crate) struct IncomingStream {
+    pub(crate) id: u32,
+    pub(crate) headers: Headers,
+    pub(crate) data: ChunkReceiver,
 }
 
 /// What a session asks its transport to send.
@@ -52,17 +52,17 @@ pub(crate) enum Out {
 
 /// Sends on the connection; cheap to clone. Fails once the connection is gone.
 #[derive(Clone)]
-pub struct Outbound {
+pub(crate) struct Outbound {
     pub(crate) tx: mpsc::Sender<Out>,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("the streaming connection is gone")]
-pub struct Gone;
+pub(crate) struct Gone;
 
 impl Outbound {
     /// Sends `data` on stream `id` in frames of at most 32 KiB.
-    pub async fn data(&self, id: u32, data: &[u8]) -> Result<(), Gone> {
+    pub(crate) async fn data(&self, id: u32, data: &[u8]) -> Result<(), Gone> {
         for chunk in data.chunks(CHUNK) {
             self.tx.send(Out::Data(id, Bytes::copy_from_slice(chunk), false)).await.map_err(|_| Gone)?;
         }
@@ -70,32 +70,32 @@ impl Outbound {
     }
 
     /// Half-closes stream `id` (an empty data frame with FIN).
-    pub async fn finish(&self, id: u32) -> Result<(), Gone> {
+    pub(crate) async fn finish(&self, id: u32) -> Result<(), Gone> {
         self.tx.send(Out::Data(id, Bytes::new(), true)).await.map_err(|_| Gone)
     }
 
-    pub async fn reset(&self, id: u32, status: u32) -> Result<(), Gone> {
+    pub(crate) async fn reset(&self, id: u32, status: u32) -> Result<(), Gone> {
         self.tx.send(Out::Reset(id, status)).await.map_err(|_| Gone)
     }
 
     /// Tells the client we are done (GOAWAY) and lets the writer end.
-    pub async fn go_away(&self) -> Result<(), Gone> {
+    pub(crate) async fn go_away(&self) -> Result<(), Gone> {
         self.tx.send(Out::GoAway).await.map_err(|_| Gone)
     }
 }
 
-pub struct Connection {
-    pub streams: mpsc::Receiver<IncomingStream>,
-    pub outbound: Outbound,
+pub(crate) struct Connection {
+    pub(crate) streams: mpsc::Receiver<IncomingStream>,
+    pub(crate) outbound: Outbound,
     /// Becomes true when the peer is gone (end of connection, error, GOAWAY, idle).
-    pub gone: watch::Receiver<bool>,
+    pub(crate) gone: watch::Receiver<bool>,
     writer: tokio::task::JoinHandle<()>,
 }
 
 impl Connection {
     /// Serves SPDY on `io` until the peer leaves or the idle timeout passes
     /// with no frame either way.
-    pub fn serve<IO>(io: IO, idle_timeout: Duration) -> Connection
+    pub(crate) fn serve<IO>(io: IO, idle_timeout: Duration) -> Connection
     where
         IO: AsyncRead + AsyncWrite + Send + 'static,
     {
@@ -130,7 +130,7 @@ impl Connection {
     }
 
     /// Waits until everything queued is written (after `go_away`), at most `limit`.
-    pub async fn flush(self, limit: Duration) {
+    pub(crate) async fn flush(self, limit: Duration) {
         let Connection { outbound, writer, streams, gone } = self;
         drop((outbound, streams, gone));
         let _ = tokio::time::timeout(limit, writer).await;

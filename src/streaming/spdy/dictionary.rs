@@ -81,7 +81,7 @@ const TAIL: &str = concat!(
 );
 
 /// The dictionary's bytes.
-pub fn header_dictionary() -> Vec<u8> {
+pub(crate) fn header_dictionary() -> Vec<u8> {
     let mut dictionary = Vec::with_capacity(1423);
     for word in WORDS {
         dictionary.extend_from_slice(&(word.len() as u32).to_be_bytes());

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-pub const VERSION: u16 = 3;
-pub const FLAG_FIN: u8 = 0x01;
+pub(crate) const VERSION: u16 = 3;
+pub(crate) const FLAG_FIN: u8 = 0x01;
 
 const SYN_STREAM: u16 = 1;
 const SYN_REPLY: u16 = 2;
@@ -16,11 +16,11 @@ const GOAWAY: u16 = 7;
 const HEADERS: u16 = 8;
 
 /// RST_STREAM status codes we send.
-pub const RST_PROTOCOL_ERROR: u32 = 1;
-pub const RST_REFUSED_STREAM: u32 = 3;
+pub(crate) const RST_PROTOCOL_ERROR: u32 = 1;
+pub(crate) const RST_REFUSED_STREAM: u32 = 3;
 
 /// Most payload bytes of one frame we accept (the format allows 16 MiB).
-pub const MAX_PAYLOAD: usize = 1 << 20;
+pub(crate) const MAX_PAYLOAD: usize = 1 << 20;
 
 #[derive(Debug)]
 pub enum Frame {
@@ -156,14 +156,14 @@ pub fn syn_stream(id: u32, fin: bool, block: &[u8]) -> Vec<u8> {
     control(SYN_STREAM, fin_flag(fin), &payload)
 }
 
-pub fn syn_reply(id: u32, fin: bool, block: &[u8]) -> Vec<u8> {
+pub(crate) fn syn_reply(id: u32, fin: bool, block: &[u8]) -> Vec<u8> {
     let mut payload = Vec::with_capacity(4 + block.len());
     payload.extend_from_slice(&id.to_be_bytes());
     payload.extend_from_slice(block);
     control(SYN_REPLY, fin_flag(fin), &payload)
 }
 
-pub fn rst_stream(id: u32, status: u32) -> Vec<u8> {
+pub(crate) fn rst_stream(id: u32, status: u32) -> Vec<u8> {
     let mut payload = id.to_be_bytes().to_vec();
     payload.extend_from_slice(&status.to_be_bytes());
     control(RST_STREAM, 0, &payload)
@@ -173,7 +173,7 @@ pub fn ping(id: u32) -> Vec<u8> {
     control(PING, 0, &id.to_be_bytes())
 }
 
-pub fn goaway(last_good: u32) -> Vec<u8> {
+pub(crate) fn goaway(last_good: u32) -> Vec<u8> {
     let mut payload = last_good.to_be_bytes().to_vec();
     payload.extend_from_slice(&0u32.to_be_bytes());
     control(GOAWAY, 0, &payload)

@@ -8,7 +8,7 @@ use flate2::{Compress, Decompress, FlushCompress, FlushDecompress, Status};
 use super::dictionary::header_dictionary;
 
 /// Most bytes one decompressed header block may hold.
-pub const MAX_BLOCK: usize = 64 << 10;
+pub(crate) const MAX_BLOCK: usize = 64 << 10;
 
 /// Header pairs in the order they came; names are lower case on the wire.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,7 +16,7 @@ pub struct Headers(pub Vec<(String, String)>);
 
 impl Headers {
     /// The first value of `name` (case-insensitive).
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }

@@ -2,10 +2,10 @@
 //! crate implements it): frames, zlib-compressed header blocks with the
 //! spec's dictionary, and the server side of a connection.
 
-pub mod conn;
-pub mod dictionary;
+pub(crate) mod conn;
+pub(crate) mod dictionary;
 pub mod frame;
 pub mod headers;
 
-pub use conn::{Connection, Gone, IncomingStream, Outbound};
-pub use headers::Headers;
+pub(crate) use conn::{Connection, IncomingStream, Outbound};
+pub(crate) use headers::Headers;

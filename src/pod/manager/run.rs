@@ -37,7 +37,12 @@ impl Sandboxes {
         }
     }
 
-    pub(super) async fn create<'s>(&'s self, id: &str, spec: SandboxSpec, undo: &Undo<'s>) -> Result<Live, SandboxError> {
+    pub(super) async fn create<'s>(
+        &'s self,
+        id: &str,
+        spec: SandboxSpec,
+        undo: &Undo<'s>,
+    ) -> Result<Live, SandboxError> {
         let pod_cgroup = match &spec.cgroup_parent {
             Some(parent) => parent.clone(),
             None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,

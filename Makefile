@@ -4,6 +4,7 @@
 # `make test-node` runs tests in a Debian VM with systemd, AppArmor and
 # cgroup v2 only, and `make test-kubelet` a small cluster on nidus (neither
 # is part of `make test`);
+# `make deb` builds the Debian package (the binaries and the systemd unit);
 # `make bench` compares nidus with containerd + runc (bench/, as root);
 # `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
 
@@ -13,7 +14,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-v2 test-node test-kubelet test-deps bench lint fuzz clean
+.PHONY: all build run deb test test-v2 test-node test-kubelet test-deps bench lint fuzz clean
 
 all: build
 
@@ -23,6 +24,11 @@ build:
 run: build
 	@[ -e $(IMPORT_DIR)/busybox ] || ./scripts/busybox-image $(IMPORT_DIR)/busybox || echo "no busybox image: apt-get install busybox"
 	./target/release/nidus serve
+
+# target/debian/nidus_<version>_amd64.deb, made with dpkg-deb from the
+# release build (see scripts/build-deb); lintian checks it when installed.
+deb:
+	./scripts/build-deb >/dev/null
 
 test-deps:
 	./scripts/install-test-deps

@@ -2,8 +2,8 @@
 # `make test` installs what the tests need and runs the whole suite (as root),
 # on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone);
 # `make test-node` runs tests in a Debian VM with systemd, AppArmor and
-# cgroup v2 only, and `make test-kubelet` a small cluster on nidus (neither
-# is part of `make test`);
+# cgroup v2 only, with the package installed, and `make test-kubelet` a
+# small cluster on nidus (neither is part of `make test`);
 # `make deb` builds the Debian package (the binaries and the systemd unit);
 # `make bench` compares nidus with containerd + runc (bench/, as root);
 # `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
@@ -47,9 +47,10 @@ test-v2:
 # The production-node lane: Debian's kernel booting a Debian 12 image made
 # with mmdebstrap (cached in target/node-lane) with systemd as PID 1,
 # AppArmor enabled and cgroup v2 only, the tests run from a systemd unit
-# (see scripts/node-lane). Not part of `make test` yet.
+# (see scripts/node-lane), with the package of `make deb` installed first
+# for tests/service.rs. Not part of `make test` yet.
 test-node:
-	./scripts/node-lane
+	deb=$$(DEB_LINTIAN=0 ./scripts/build-deb) && NODE_LANE_DEBS="$$deb" ./scripts/node-lane
 
 # The kubelet lane: Kubernetes 1.20.2 built from Debian's source (cached in
 # target/kubelet-lane), a control plane and two kubelet nodes on nidus in a

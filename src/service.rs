@@ -147,12 +147,12 @@ mod tests {
     #[test]
     fn the_watchdog_pings_at_half_its_timeout() {
         assert_eq!(half(Duration::from_secs(30)), Some(Duration::from_secs(15)));
-        assert_eq!(half(Duration::from_micros(3)), Some(Duration::from_micros(1)));
+        assert_eq!(half(Duration::from_micros(3)), Some(Duration::from_nanos(1500)));
     }
 
     #[test]
     fn a_zero_watchdog_timeout_means_no_pings() {
         assert_eq!(half(Duration::ZERO), None);
-        assert_eq!(half(Duration::from_micros(1)), None);
+        assert_eq!(half(Duration::from_nanos(1)), None);
     }
 }

@@ -2,8 +2,9 @@
 # `make test` installs what the tests need and runs the whole suite (as root),
 # on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone);
 # `make test-node` runs tests in a Debian VM with systemd, AppArmor and
-# cgroup v2 only, and `make test-kubelet` a small cluster on nidus (neither
-# is part of `make test`);
+# cgroup v2 only, with the package installed, and `make test-kubelet` a
+# small cluster on nidus (neither is part of `make test`);
+# `make deb` builds the Debian package (the binaries and the systemd unit);
 # `make bench` compares nidus with containerd + runc (bench/, as root);
 # `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
 
@@ -13,7 +14,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run test test-v2 test-node test-kubelet test-deps bench lint fuzz clean
+.PHONY: all build run deb test test-v2 test-node test-kubelet test-deps bench lint fuzz clean
 
 all: build
 
@@ -23,6 +24,11 @@ build:
 run: build
 	@[ -e $(IMPORT_DIR)/busybox ] || ./scripts/busybox-image $(IMPORT_DIR)/busybox || echo "no busybox image: apt-get install busybox"
 	./target/release/nidus serve
+
+# target/debian/nidus_<version>_amd64.deb, made with dpkg-deb from the
+# release build (see scripts/build-deb); lintian checks it when installed.
+deb:
+	./scripts/build-deb >/dev/null
 
 test-deps:
 	./scripts/install-test-deps
@@ -41,9 +47,10 @@ test-v2:
 # The production-node lane: Debian's kernel booting a Debian 12 image made
 # with mmdebstrap (cached in target/node-lane) with systemd as PID 1,
 # AppArmor enabled and cgroup v2 only, the tests run from a systemd unit
-# (see scripts/node-lane). Not part of `make test` yet.
+# (see scripts/node-lane), with the package of `make deb` installed first
+# for tests/service.rs. Not part of `make test` yet.
 test-node:
-	./scripts/node-lane
+	deb=$$(DEB_LINTIAN=0 ./scripts/build-deb) && NODE_LANE_DEBS="$$deb" ./scripts/node-lane
 
 # The kubelet lane: Kubernetes 1.20.2 built from Debian's source (cached in
 # target/kubelet-lane), a control plane and two kubelet nodes on nidus in a

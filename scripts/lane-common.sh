@@ -154,10 +154,12 @@ lane_initrd() { # output, init script, wanted modules…
   fi
 }
 
-# The test binaries of $tests (target[:filter,filter…] words), built here,
-# and the plan that runs them: run/plan, plan_names, filters_of.
+# The test binaries of $tests (target[:filter,filter…] words; a word of the
+# list that starts with `--` is a flag for the test binary, such as
+# `--include-ignored`, not a filter), built here, and the plan that runs
+# them: run/plan, plan_names, filters_of.
 lane_plan() { # threads
-  local threads=$1 targets=() t target filter exe name i
+  local threads=$1 targets=() t target filter word filters flags exe name i
   for t in $tests; do targets+=(--test "${t%%:*}"); done
   say "building the test binaries (${tests})"
   "${CARGO:-cargo}" test --no-run --message-format=json "${targets[@]}" >"$lane/build.json" 2>"$lane/build.log" \
@@ -170,6 +172,12 @@ lane_plan() { # threads
     target=${t%%:*}
     filter=
     [[ $t == *:* ]] && filter=${t#*:}
+    filters='' flags=''
+    for word in ${filter//,/ }; do
+      if [[ $word == --* ]]; then flags+=" $word"; else filters+=" $word"; fi
+    done
+    filters=${filters# } flags=${flags# }
+    filter=${filters// /,}
     exe=$(lane_executable "$target")
     [[ -n $exe ]] || die "no test executable for $target"
     visible_path "the test executable" "$exe"
@@ -180,9 +188,9 @@ lane_plan() { # threads
       i=$((i + 1))
       name=$target${filter:+-${filter%%,*}}-$i
     done
-    filters_of[$name]=${filter//,/ }
+    filters_of[$name]=$filters
     plan_names+=("$name")
-    echo "$name @LIMIT@ $exe ${filter//,/ } --test-threads=$threads $(lane_var ARGS '')" >>"$run/plan"
+    echo "$name @LIMIT@ $exe $filters $flags --test-threads=$threads $(lane_var ARGS '')" >>"$run/plan"
   done
 }
 lane_executable() { # test target → its freshly built executable

@@ -1,6 +1,7 @@
 //! `nidus serve`: takes the state lock, prepares directories and cgroups,
 //! reloads and reconciles state, then serves the CRI on the Unix socket until
-//! SIGTERM/SIGINT. Pods and containers never depend on this process staying up.
+//! SIGTERM/SIGINT, telling a service manager how it goes (`service`). Pods
+//! and containers never depend on this process staying up.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -24,12 +25,15 @@ use crate::linux::process::set_child_subreaper;
 use crate::linux::reaper::Reaper;
 use crate::linux::runtime_program::RuntimeProgram;
 use crate::pod::Sandboxes;
+use crate::service::ServiceManager;
 use crate::store;
 
 /// How long in-flight calls may finish after SIGTERM/SIGINT.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub async fn serve(mut config: Config) -> Result<()> {
+    let service = ServiceManager::from_env();
+    service.status("starting: locking the state directories");
     let (soft, hard) = crate::linux::process::raise_nofile_limit().context("raising RLIMIT_NOFILE")?;
     tracing::info!(was = soft, now = hard, "open file limit raised to the hard limit");
     // Containers keep what they would have inherited, unless the config sets it.
@@ -54,6 +58,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     }
     let locks = vec![lock::acquire(&config.state.join("nidus.lock"))?, lock::acquire(&config.root.join("nidus.lock"))?];
 
+    service.status("starting: cgroups, helpers and the pod network");
     set_child_subreaper().context("becoming child subreaper")?;
     let reaper = Reaper::start().context("starting the child reaper")?;
     let cgroups = Arc::new(Cgroups::detect(&config.cgroup_root).context("setting up cgroups")?);
@@ -93,7 +98,9 @@ pub async fn serve(mut config: Config) -> Result<()> {
         network.clone(),
     )
     .reporting_to(events.emitter(Subject::sandbox));
+    service.status("starting: reloading pods and containers");
     sandboxes.load().await.context("reloading sandboxes")?;
+    service.status("starting: opening the image store and importing new archives");
     let images = open_images(&config).await?;
     let image_source: Arc<dyn ImageSource> = images.clone();
     let containers = Containers::new(
@@ -151,6 +158,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         .await
         .with_context(|| format!("starting the metrics endpoint on {address}"))?;
     }
+    service.status("starting: binding the CRI socket");
     let listener = bind_socket(&config.socket).await?;
     // What the start found (exits while the daemon was down) waits a while
     // for the first subscribers.
@@ -193,6 +201,10 @@ pub async fn serve(mut config: Config) -> Result<()> {
             .max_encoding_message_size(max)
     });
 
+    // READY=1 once the socket answers, then the watchdog's pings (`service`).
+    let serving = format!("serving CRI {} on {}", apis.join(" and "), config.socket.display());
+    let readiness = service.spawn_readiness(config.socket.clone(), serving);
+
     // Stop accepting at SIGTERM/SIGINT; give in-flight calls a grace period,
     // then stop regardless: kubelet keeps its connection open forever.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -207,6 +219,10 @@ pub async fn serve(mut config: Config) -> Result<()> {
         .add_optional_service(images_v1alpha2)
         .serve_with_incoming_shutdown(crate::cri::normalized_connections(listener), async move {
             shutdown_signal().await;
+            if let Some(task) = readiness {
+                task.abort();
+            }
+            service.stopping("stopping: finishing the calls in flight; pods keep running");
             let _ = stop_tx.send(true);
         });
     let grace = async move {

@@ -47,6 +47,7 @@ pub(crate) mod registry;
 pub mod resources;
 pub(crate) mod runtime;
 pub mod seccomp;
+pub(crate) mod service;
 pub mod socket_client;
 pub mod stats;
 pub(crate) mod store;

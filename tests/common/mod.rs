@@ -64,6 +64,8 @@ pub struct TestEnv {
     pub netns: String,
     daemon: Option<Child>,
     extra_args: Vec<String>,
+    /// Environment variables the daemon gets beside this process's.
+    extra_env: Vec<(String, String)>,
     umask: Option<u32>,
     /// The daemon's RLIMIT_NOFILE (soft and hard) when set.
     nofile: Option<u64>,
@@ -104,6 +106,7 @@ impl TestEnv {
             base,
             daemon: None,
             extra_args: Vec::new(),
+            extra_env: Vec::new(),
             umask: None,
             nofile: None,
             check_leftovers: false,
@@ -148,6 +151,13 @@ impl TestEnv {
     /// Extra `nidus serve` arguments for the next start.
     pub fn with_args(mut self, args: &[&str]) -> Self {
         self.extra_args = args.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// An environment variable for the daemon's next starts (a service
+    /// manager's `NOTIFY_SOCKET`, say).
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.extra_env.push((name.to_string(), value.to_string()));
         self
     }
 
@@ -214,7 +224,9 @@ impl TestEnv {
 
     /// The command that runs `nidus serve` for this environment inside its netns.
     pub fn serve_command(&self) -> Command {
-        self.under_umask(self.serve_command_any_umask())
+        let mut cmd = self.under_umask(self.serve_command_any_umask());
+        cmd.envs(self.extra_env.iter().map(|(k, v)| (k, v)));
+        cmd
     }
 
     fn serve_command_any_umask(&self) -> Command {

@@ -49,7 +49,7 @@ pub(crate) enum Choice {
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DriverError {
-    #[error("[cgroup] driver = \"systemd\", but PID 1 is not systemd (no /run/systemd/system and {})", systemd::PRIVATE_SOCKET)]
+    #[error("[cgroup] driver = \"systemd\", but PID 1 is not systemd (no /run/systemd/system)")]
     NotBooted,
     #[error("[cgroup] driver = \"systemd\", but systemd does not answer: {0}")]
     NoAnswer(SystemdError),
@@ -59,8 +59,8 @@ pub(crate) enum DriverError {
     DefaultParent(slice::BadSlice),
 }
 
-/// The driver for `setting` (`auto`: systemd when PID 1 is systemd and
-/// answers, else cgroupfs; an explicit `systemd` that cannot be is an
+/// The driver for `wanted` (`auto`: systemd when PID 1 is systemd and
+/// answers on the system bus, else cgroupfs; an explicit `systemd` that cannot be is an
 /// error, never a quiet fallback).
 pub(crate) async fn choose(
     wanted: Wanted,

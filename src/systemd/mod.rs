@@ -3,13 +3,13 @@
 //! scopes: start one around a process (`StartTransientUnit`, waiting for
 //! its job), change its properties, stop it, list those nidus left.
 //!
-//! nidus talks to systemd over its private socket (`/run/systemd/private`,
-//! root only, peer to peer), as `systemctl` does as root: it is there
-//! whenever systemd is PID 1, with or without a D-Bus daemon. A job's end
-//! comes as the manager's `JobRemoved` signal; one reader per connection
-//! hands each to the caller waiting for that job. systemd closes the private
-//! connections when it re-executes itself: a call that finds its connection
-//! gone connects again once.
+//! nidus talks to systemd over the system bus, as runc, containerd and
+//! kubelet do. (systemd's private socket, which needs no bus daemon, is not
+//! used: its replies carry a sender that is not a unique bus name, which
+//! zbus refuses.) A job's end comes as the manager's `JobRemoved` signal,
+//! matched on the bus; one reader per connection hands each to the caller
+//! waiting for that job. A call that finds its connection gone (the bus
+//! daemon restarted) connects again once.
 
 pub(crate) mod properties;
 pub(crate) mod slice;
@@ -23,8 +23,8 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-/// systemd's private socket (root only).
-pub(crate) const PRIVATE_SOCKET: &str = "/run/systemd/private";
+/// The system bus.
+pub(crate) const SYSTEM_BUS: &str = "/run/dbus/system_bus_socket";
 
 const DESTINATION: &str = "org.freedesktop.systemd1";
 const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
@@ -38,7 +38,7 @@ const FINISHED_KEPT: usize = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SystemdError {
-    #[error("cannot reach systemd at {PRIVATE_SOCKET}: {0}")]
+    #[error("cannot reach systemd on the system bus {SYSTEM_BUS}: {0}")]
     Connect(String),
     #[error("systemd refused {what}: {message}")]
     Call { what: String, message: String },
@@ -56,9 +56,9 @@ impl SystemdError {
 }
 
 /// True when PID 1 is systemd (it made /run/systemd/system, as
-/// `sd_booted()` checks) and its private socket is there.
+/// `sd_booted()` checks).
 pub(crate) fn booted() -> bool {
-    Path::new("/run/systemd/system").is_dir() && Path::new(PRIVATE_SOCKET).exists()
+    Path::new("/run/systemd/system").is_dir()
 }
 
 /// A transient scope to start around a process.
@@ -93,7 +93,7 @@ impl Drop for Link {
     }
 }
 
-/// The systemd manager, reached over its private socket.
+/// The systemd manager, reached over the system bus.
 pub(crate) struct Systemd {
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
     /// systemd's version, as it reports it (e.g. `252.30-1~deb12u2`).
@@ -188,19 +188,28 @@ impl Systemd {
 
 impl Link {
     async fn open() -> Result<Self, SystemdError> {
-        let stream = tokio::net::UnixStream::connect(PRIVATE_SOCKET)
+        let connect = |e: zbus::Error| SystemdError::Connect(e.to_string());
+        let stream = tokio::net::UnixStream::connect(SYSTEM_BUS)
             .await
             .map_err(|e| SystemdError::Connect(e.to_string()))?;
         let connection = zbus::connection::Builder::unix_stream(stream)
-            .p2p()
             .max_queued(4096)
             .method_timeout(CALL_TIMEOUT)
             .build()
             .await
-            .map_err(|e| SystemdError::Connect(e.to_string()))?;
+            .map_err(connect)?;
         let jobs = Arc::new(Mutex::new(Jobs::default()));
-        // Reading before subscribing: no JobRemoved is missed.
-        let messages = zbus::MessageStream::from(&connection);
+        // Matched and read before subscribing: no JobRemoved is missed.
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .path(MANAGER_PATH)
+            .map_err(connect)?
+            .interface(MANAGER)
+            .map_err(connect)?
+            .member("JobRemoved")
+            .map_err(connect)?
+            .build();
+        let messages = zbus::MessageStream::for_match_rule(rule, &connection, Some(4096)).await.map_err(connect)?;
         let reader = tokio::spawn(read_job_ends(messages, jobs.clone()));
         let link = Self { connection, jobs, reader };
         link.call("subscribing to job signals", "Subscribe", &()).await?;

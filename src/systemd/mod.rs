@@ -150,7 +150,8 @@ impl Systemd {
         unit: &str,
         properties: &[(String, OwnedValue)],
     ) -> Result<(), SystemdError> {
-        let props: Vec<(&str, Value<'_>)> = properties.iter().map(|(n, v)| (n.as_str(), Value::from(v.clone()))).collect();
+        let props: Vec<(&str, Value<'_>)> =
+            properties.iter().map(|(n, v)| (n.as_str(), Value::from(v.clone()))).collect();
         let link = self.link().await?;
         link.call(&format!("setting the properties of {unit}"), "SetUnitProperties", &(unit, true, props)).await?;
         Ok(())
@@ -189,9 +190,8 @@ impl Systemd {
 impl Link {
     async fn open() -> Result<Self, SystemdError> {
         let connect = |e: zbus::Error| SystemdError::Connect(e.to_string());
-        let stream = tokio::net::UnixStream::connect(SYSTEM_BUS)
-            .await
-            .map_err(|e| SystemdError::Connect(e.to_string()))?;
+        let stream =
+            tokio::net::UnixStream::connect(SYSTEM_BUS).await.map_err(|e| SystemdError::Connect(e.to_string()))?;
         let connection = zbus::connection::Builder::unix_stream(stream)
             .max_queued(4096)
             .method_timeout(CALL_TIMEOUT)

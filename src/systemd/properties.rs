@@ -49,10 +49,17 @@ pub(crate) fn from_resources(resources: &LinuxResources, unified: Unified) -> Ve
     }
     put("CPUQuotaPerSecUSec", OwnedValue::from(quota.map_or(INFINITY, |q| quota_per_sec(q as u64, period))));
     if unified == Unified::V2 {
-        let masks = [("AllowedCPUs", cpu.and_then(|c| c.cpus().clone())), ("AllowedMemoryNodes", cpu.and_then(|c| c.mems().clone()))];
+        let masks = [
+            ("AllowedCPUs", cpu.and_then(|c| c.cpus().clone())),
+            ("AllowedMemoryNodes", cpu.and_then(|c| c.mems().clone())),
+        ];
         for (name, list) in masks {
             // A byte array holds no descriptor: it always converts.
-            if let Some(mask) = list.as_deref().and_then(list_to_mask).and_then(|m| OwnedValue::try_from(zbus::zvariant::Value::from(m)).ok()) {
+            if let Some(mask) = list
+                .as_deref()
+                .and_then(list_to_mask)
+                .and_then(|m| OwnedValue::try_from(zbus::zvariant::Value::from(m)).ok())
+            {
                 put(name, mask);
             }
         }
@@ -108,7 +115,15 @@ mod tests {
     fn limits_become_properties_and_unset_ones_infinity() {
         let resources = LinuxResourcesBuilder::default()
             .memory(LinuxMemoryBuilder::default().limit(64i64 << 20).swap(96i64 << 20).build().unwrap())
-            .cpu(LinuxCpuBuilder::default().shares(512u64).quota(25_000i64).period(100_000u64).cpus("0-1,3").build().unwrap())
+            .cpu(
+                LinuxCpuBuilder::default()
+                    .shares(512u64)
+                    .quota(25_000i64)
+                    .period(100_000u64)
+                    .cpus("0-1,3")
+                    .build()
+                    .unwrap(),
+            )
             .pids(LinuxPidsBuilder::default().limit(20i64).build().unwrap())
             .build()
             .unwrap();

@@ -1045,4 +1045,3 @@ fn effective_oom_score_adj(requested: i32) -> i32 {
         requested
     }
 }
-

@@ -30,9 +30,9 @@ impl Containers {
                 }
                 cgroups.apply(&cgroup, &oci)
             })
-                .await
-                .map_err(|e| ContainerError::Build(e.to_string()))?
-                .map_err(apply_error("linux"))?;
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))?
+            .map_err(apply_error("linux"))?;
         }
         match store::read_existing_json::<oci_spec::runtime::Spec>(&view.paths.spec()) {
             Ok(mut spec) => {

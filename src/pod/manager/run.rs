@@ -162,7 +162,8 @@ impl Sandboxes {
             None => self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?,
         }
         let own_slice = record.owns_pod_cgroup();
-        self.apply_pod_resources(&record.pod_cgroup, own_slice, &record.pod_resources(), "config.linux.resources").await?;
+        self.apply_pod_resources(&record.pod_cgroup, own_slice, &record.pod_resources(), "config.linux.resources")
+            .await?;
 
         // The durable record is written and fsynced while the pause starts,
         // and put in place once it has: a crash before that leaves the

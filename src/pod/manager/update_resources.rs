@@ -12,7 +12,11 @@ impl Sandboxes {
         }
         let (pod_cgroup, owned, ready) = {
             let live = entry.live();
-            (live.record.pod_cgroup.clone(), live.record.owns_pod_cgroup(), self.view(&live).state == SandboxState::Ready)
+            (
+                live.record.pod_cgroup.clone(),
+                live.record.owns_pod_cgroup(),
+                self.view(&live).state == SandboxState::Ready,
+            )
         };
         if !ready {
             return Err(SandboxError::Precondition(format!("sandbox {id} is not ready; its resources cannot change")));

@@ -61,8 +61,24 @@ pub async fn serve(mut config: Config) -> Result<()> {
     service.status("starting: cgroups, helpers and the pod network");
     set_child_subreaper().context("becoming child subreaper")?;
     let reaper = Reaper::start().context("starting the child reaper")?;
-    let cgroups = Arc::new(Cgroups::detect(&config.cgroup_root).context("setting up cgroups")?);
-    tracing::info!(version = ?cgroups.version, root = %config.cgroup_root, "cgroups detected");
+    let mut cgroups = Cgroups::detect(&config.cgroup_root).context("setting up cgroups")?;
+    let wanted = match config.cgroup.driver {
+        crate::config::CgroupDriverSetting::Auto => crate::cgroups::scopes::Wanted::Auto,
+        crate::config::CgroupDriverSetting::Cgroupfs => crate::cgroups::scopes::Wanted::Cgroupfs,
+        crate::config::CgroupDriverSetting::Systemd => crate::cgroups::scopes::Wanted::Systemd,
+    };
+    let driver = crate::cgroups::scopes::choose(
+        wanted,
+        cgroups.version,
+        &config.cgroup_root,
+        &config.sandbox.default_cgroup_parent,
+    )
+    .await?;
+    if let crate::cgroups::scopes::Choice::Systemd(scopes) = driver {
+        cgroups.systemd = Some(scopes);
+    }
+    let cgroups = Arc::new(cgroups);
+    tracing::info!(version = ?cgroups.version, root = %config.cgroup_root, driver = cgroups.driver(), "cgroups detected");
     let pause_binary = match &config.sandbox.pause_binary {
         Some(path) => path.clone(),
         None => sibling_program("nidus-pause")?,
@@ -115,6 +131,16 @@ pub async fn serve(mut config: Config) -> Result<()> {
     .reporting_to(events.emitter(Subject::container))
     .observed_by(metrics.clone());
     containers.load().await.context("reloading containers")?;
+    if let Some(scopes) = &cgroups.systemd {
+        // Scopes a daemon killed mid-create (or mid-removal) left behind.
+        let known: std::collections::HashSet<String> = sandboxes
+            .list()
+            .into_iter()
+            .map(|v| v.record.id.clone())
+            .chain(containers.list().into_iter().map(|v| v.record.id.clone()))
+            .collect();
+        scopes.stop_leftovers(|id| known.contains(id)).await;
+    }
     crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;
     containers.refill_spares();
     owned_cgroups.retry_stale();

@@ -52,5 +52,6 @@ pub mod socket_client;
 pub mod stats;
 pub(crate) mod store;
 pub mod streaming;
+pub(crate) mod systemd;
 pub(crate) mod undo;
 pub mod wire;

@@ -16,6 +16,7 @@ pub mod device_program;
 pub mod devices;
 pub(crate) mod oom;
 pub(crate) mod owned;
+pub(crate) mod scopes;
 pub(crate) mod stats;
 pub(crate) use apply::Unenforceable;
 pub use delegation::DAEMON_LEAF;
@@ -67,6 +68,10 @@ pub(crate) enum CgroupError {
     Unenforceable(#[from] Unenforceable),
     #[error("cannot set the resources of cgroup {path}: {why}")]
     Apply { path: String, why: String },
+    #[error("systemd, for cgroup {path}: {source}")]
+    Systemd { path: String, source: crate::systemd::SystemdError },
+    #[error(transparent)]
+    BadSlice(#[from] crate::systemd::slice::BadSlice),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -143,6 +148,10 @@ impl std::fmt::Display for CgroupPath {
 pub(crate) struct Cgroups {
     pub(crate) version: CgroupVersion,
     pub(crate) hierarchies: Vec<Hierarchy>,
+    /// The systemd driver's scopes; None: cgroupfs (nidus makes the
+    /// directories itself). Set once at start (`scopes::choose`).
+    #[serde(skip)]
+    pub(crate) systemd: Option<std::sync::Arc<scopes::SystemdScopes>>,
 }
 
 impl Cgroups {
@@ -204,7 +213,7 @@ impl Cgroups {
         if hierarchies.is_empty() {
             return Err(CgroupError::NoHierarchy);
         }
-        let cgroups = Self { version, hierarchies };
+        let cgroups = Self { version, hierarchies, systemd: None };
         for h in &cgroups.hierarchies {
             let mut created = Vec::new();
             cgroups.make_dirs(h, &h.mount_point, &h.root_dir, &mut created)?;
@@ -213,6 +222,39 @@ impl Cgroups {
             }
         }
         Ok(cgroups)
+    }
+
+    /// The driver in use, as `RuntimeConfig` and Status name it.
+    pub(crate) fn driver(&self) -> &'static str {
+        if self.systemd.is_some() {
+            "systemd"
+        } else {
+            "cgroupfs"
+        }
+    }
+
+    /// The cgroup of pod `id`: the client's `cgroup_parent` (with systemd a
+    /// slice, expanded), or nidus's own below `default_parent`.
+    pub(crate) fn pod_cgroup(
+        &self,
+        given: Option<&CgroupPath>,
+        id: &str,
+        default_parent: &str,
+    ) -> Result<CgroupPath, CgroupError> {
+        match (&self.systemd, given) {
+            (Some(scopes), given) => Ok(scopes.pod_cgroup(given, id, default_parent)?),
+            (None, Some(given)) => Ok(given.clone()),
+            (None, None) => CgroupPath::parse(&format!("{default_parent}/{id}")),
+        }
+    }
+
+    /// The cgroup of the pause or container `id` in `pod_cgroup`: its own
+    /// directory, or with systemd its scope `nidus-<id>.scope`.
+    pub(crate) fn leaf(&self, pod_cgroup: &CgroupPath, id: &str) -> Result<CgroupPath, CgroupError> {
+        match &self.systemd {
+            Some(_) => scopes::SystemdScopes::scope_path(pod_cgroup, id),
+            None => pod_cgroup.join(id),
+        }
     }
 
     /// The directory of `path` in every hierarchy.
@@ -592,7 +634,11 @@ mod tests {
             mount_point: base.join(name),
             root_dir: base.join(name).join("root"),
         };
-        let cgroups = Cgroups { version: CgroupVersion::V1, hierarchies: vec![hierarchy("cpu"), hierarchy("memory")] };
+        let cgroups = Cgroups {
+            version: CgroupVersion::V1,
+            hierarchies: vec![hierarchy("cpu"), hierarchy("memory")],
+            systemd: None,
+        };
         let leaf = CgroupPath::parse("kubepods/burstable/pod1/c1").unwrap();
         let dir = |hierarchy: &str, path: &str| base.join(hierarchy).join("root").join(path);
         let make = |hierarchy: &str, path: &str| fs::create_dir_all(dir(hierarchy, path)).unwrap();

@@ -241,7 +241,11 @@ mod tests {
         for name in ["cpu", "devices"] {
             std::fs::create_dir_all(base.join(name).join("root")).unwrap();
         }
-        Arc::new(Cgroups { version: CgroupVersion::V1, hierarchies: vec![hierarchy("cpu"), hierarchy("devices")] })
+        Arc::new(Cgroups {
+            version: CgroupVersion::V1,
+            hierarchies: vec![hierarchy("cpu"), hierarchy("devices")],
+            systemd: None,
+        })
     }
 
     fn path(p: &str) -> CgroupPath {

@@ -46,6 +46,8 @@ pub struct Config {
     pub log_level: String,
     /// `text` or `json`.
     pub log_format: LogFormat,
+    /// Who makes the cgroups of pods and containers: `[cgroup] driver`.
+    pub(crate) cgroup: CgroupSettings,
     pub(crate) grpc: GrpcSettings,
     pub(crate) sandbox: SandboxSettings,
     pub(crate) container: ContainerSettings,
@@ -62,6 +64,26 @@ pub struct Config {
     pub(crate) network: network::NetworkSettings,
     /// The Prometheus `/metrics` endpoint (off unless an address is set).
     pub(crate) metrics: metrics::MetricsSettings,
+}
+
+/// How pods' and containers' cgroups are made.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct CgroupSettings {
+    pub(crate) driver: CgroupDriverSetting,
+}
+
+/// `auto`: systemd when PID 1 is systemd and answers on its private
+/// socket, else cgroupfs. `systemd` on a node without a reachable systemd
+/// stops the daemon at start, naming it; `cgroupfs` is nidus making the
+/// directories itself.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum CgroupDriverSetting {
+    #[default]
+    Auto,
+    Cgroupfs,
+    Systemd,
 }
 
 /// Bounds on what a request can make the daemon read: every file a request
@@ -235,6 +257,7 @@ impl Default for Config {
             cgroup_root: "/".into(),
             log_level: "info".into(),
             log_format: LogFormat::Text,
+            cgroup: CgroupSettings::default(),
             grpc: GrpcSettings::default(),
             sandbox: SandboxSettings::default(),
             container: ContainerSettings::default(),

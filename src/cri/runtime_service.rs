@@ -495,8 +495,10 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<RuntimeConfigRequest>,
     ) -> Result<Response<RuntimeConfigResponse>, Status> {
+        let cgroup_driver =
+            if self.daemon.cgroups.systemd.is_some() { CgroupDriver::Systemd } else { CgroupDriver::Cgroupfs };
         Ok(Response::new(RuntimeConfigResponse {
-            linux: Some(LinuxRuntimeConfiguration { cgroup_driver: CgroupDriver::Cgroupfs as i32 }),
+            linux: Some(LinuxRuntimeConfiguration { cgroup_driver: cgroup_driver as i32 }),
         }))
     }
 

@@ -108,7 +108,7 @@ pub(crate) async fn list_pods(
         let all = daemon.containers.list();
         forget_the_gone(&daemon, &all);
         let mut groups = by_sandbox(all);
-        let out = daemon
+        daemon
             .sandboxes
             .list()
             .iter()
@@ -119,8 +119,7 @@ pub(crate) async fn list_pods(
                 let (usage, own) = pod_reading(&daemon, s, own);
                 pod_stats(&usage, s, &own, &daemon.stats.containers_dir)
             })
-            .collect();
-        out
+            .collect()
     })
     .await
 }

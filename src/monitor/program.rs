@@ -118,7 +118,7 @@ pub fn run(dir: &Path) -> i32 {
         return 1;
     }
     let began = Instant::now();
-    match builder.and_then(|builder| set_up(&files, listener, signals, &assignment.pod_cgroup_procs, builder)) {
+    match builder.and_then(|builder| set_up(&files, listener, signals, &assignment, builder)) {
         Ok(mut monitor) => {
             // The last fields, for the create timings: how long the build
             // took here after `go`, how long settling took, and how long
@@ -301,9 +301,11 @@ fn set_up(
     files: &RunFiles,
     listener: UnixListener,
     signals: SignalFd,
-    pod_cgroup_procs: &[PathBuf],
+    assignment: &MonitorAssignment,
     builder: Builder,
 ) -> Result<Monitor, String> {
+    let pod_cgroup_procs = assignment.pod_cgroup_procs.as_slice();
+    let join_late = assignment.join_once_built;
     let (plan, spec, prepared) = match builder {
         Builder::Prepared { plan, mut init } => {
             // First: the init waits for it before it enters its cgroup namespace.
@@ -341,7 +343,9 @@ fn set_up(
                 if has_terminal(&spec) {
                     return Err("a container with a terminal cannot be restored from a checkpoint".into());
                 }
-                join_pod_cgroup(pod_cgroup_procs)?;
+                if !join_late {
+                    join_pod_cgroup(pod_cgroup_procs)?;
+                }
                 let init = super::restore::restore(&plan, &restore, files)?;
                 // Restored, not yet resumed: the runtime's hooks, as for a build.
                 if let Err(e) = super::hooks::run_runtime_stages(&plan, init.pid) {
@@ -353,6 +357,10 @@ fn set_up(
                     Output { fd: init.stderr, splitter: LineSplitter::new(Stream::Stderr), open: true },
                 ];
                 let handshake = (init.start, init.exec_error);
+                // Restored into the container's cgroup: the monitor may leave it.
+                if join_late {
+                    join_pod_cgroup(pod_cgroup_procs)?;
+                }
                 let identity = record_init(files, init.pid, CgroupJoin::Procs)?;
                 let started = Started { identity, cgroup_join: CgroupJoin::Procs, listener, handshake };
                 return Ok(supervise(plan, files, started, signals, outputs, log, None));
@@ -364,7 +372,9 @@ fn set_up(
     let Forked { pid: child, cgroup_join, ready: ready_r, mut outputs, mut stdin_keep, terminal, handshake } = forked;
     // Both while the init builds, off the path to the reply: into the pod's
     // cgroup (the init joins its own by itself), and the init recorded.
-    let recorded = join_pod_cgroup(pod_cgroup_procs).and_then(|()| record_init(files, child, cgroup_join));
+    // (With systemd's scope around this monitor: once the init is built.)
+    let joined = if join_late { Ok(()) } else { join_pod_cgroup(pod_cgroup_procs) };
+    let recorded = joined.and_then(|()| record_init(files, child, cgroup_join));
 
     // The prestart and createRuntime hooks run meanwhile, when the init asks.
     let ready = super::hooks::await_ready(ready_r, &handshake.0, &plan, child);
@@ -372,6 +382,11 @@ fn set_up(
     let terminal = match (&ready, terminal) {
         (Ok(Answer::Done(Built)), Some(socket)) => Some(receive_terminal(&socket, plan.stdin)),
         _ => None,
+    };
+    // Built: the init is in its scope, which this monitor may leave now.
+    let recorded = match (&ready, recorded) {
+        (Ok(Answer::Done(Built)), Ok(identity)) if join_late => join_pod_cgroup(pod_cgroup_procs).map(|()| identity),
+        (_, recorded) => recorded,
     };
     let identity = match (ready, recorded, terminal) {
         (Ok(Answer::Done(Built)), Ok(identity), None) => identity,

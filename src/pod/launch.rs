@@ -32,6 +32,13 @@ pub(crate) struct PendingLauncher {
     reply: std::process::ChildStdout,
 }
 
+impl PendingLauncher {
+    /// The launcher's pid (the systemd driver starts the pod's scope around it).
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+}
+
 /// Starts `nidus pause ARGS` (the cgroups it joins need not exist yet).
 pub(crate) fn start_launcher(binary: &Path, args: &PauseArgs) -> Result<PendingLauncher, LaunchError> {
     let helper::Piped { pid, input, output } =

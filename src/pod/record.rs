@@ -61,8 +61,10 @@ impl SandboxRecord {
     /// made for this pod alone) and so removes it with the pod; false for a
     /// `cgroup_parent` the client gave (kubelet's `pod<uid>`, which kubelet
     /// removes). A client cannot give the pod's id: nidus draws it.
+    /// With the systemd driver nidus's own is the slice `<default parent>-pod<id>.slice`.
     pub(crate) fn owns_pod_cgroup(&self) -> bool {
-        self.pod_cgroup.as_str().rsplit('/').next() == Some(self.id.as_str())
+        let own_slice = format!("-pod{}.slice", self.id);
+        self.pod_cgroup.as_str().rsplit('/').next().is_some_and(|leaf| leaf == self.id || leaf.ends_with(&own_slice))
     }
 
     /// The pod resources in force.

@@ -142,6 +142,12 @@ pub(crate) struct MonitorAssignment {
     /// `cgroup.procs` of the pod's sandbox cgroup, in every hierarchy: the
     /// monitor joins it while the init builds.
     pub(crate) pod_cgroup_procs: Vec<PathBuf>,
+    /// The systemd driver starts the container's scope around the monitor:
+    /// it then joins the pod's cgroup only once the init is in the scope
+    /// (built, or restored), so the scope is never empty (systemd would
+    /// stop it).
+    #[serde(default)]
+    pub(crate) join_once_built: bool,
 }
 
 impl Message for MonitorAssignment {
@@ -563,6 +569,7 @@ mod tests {
             run_dir: "/run/nidus/containers/abc".into(),
             bundle: "/var/lib/nidus/containers/abc".into(),
             pod_cgroup_procs: vec!["/sys/fs/cgroup/pod/cgroup.procs".into()],
+            join_once_built: true,
         });
         assert!(matches!(MonitorAssignment::decode("{\"run_dir\":"), Err(WireError::Json { .. })));
         assert!(MonitorAssignment::decode("plan").unwrap_err().to_string().starts_with("bad assignment: "));

@@ -71,6 +71,9 @@ pub struct TestEnv {
     nofile: Option<u64>,
     /// Whether dropping the environment checks for leftovers first.
     check_leftovers: bool,
+    /// The daemon runs the systemd cgroup driver (cgroup root `/`): its
+    /// cgroups are systemd's units, not below a root of the test's.
+    systemd_driver: bool,
 }
 
 impl TestEnv {
@@ -110,6 +113,7 @@ impl TestEnv {
             umask: None,
             nofile: None,
             check_leftovers: false,
+            systemd_driver: false,
         };
         // No pod network unless a test asks for one (tests/network.rs passes its own --config).
         fs::write(
@@ -170,6 +174,18 @@ impl TestEnv {
 
     /// Starts the daemon with at most `limit` open files, soft and hard (a
     /// service manager's default is 1024 soft).
+    /// The daemon gets `[cgroup] driver = "systemd"` and the cgroup root
+    /// `/` (systemd places the slices). Its pods' scopes are systemd's: the
+    /// test stops what it made (this environment's clean-up touches no
+    /// cgroup then).
+    pub fn with_systemd_driver(mut self) -> Self {
+        let mut config = fs::read_to_string(self.default_config()).expect("read the test's config");
+        config.push_str("[cgroup]\ndriver = \"systemd\"\n");
+        fs::write(self.default_config(), config).expect("write the test's config");
+        self.systemd_driver = true;
+        self
+    }
+
     pub fn with_nofile(mut self, limit: u64) -> Self {
         self.nofile = Some(limit);
         self
@@ -254,7 +270,7 @@ impl TestEnv {
             .arg("--socket")
             .arg(&self.socket)
             .arg("--cgroup-root")
-            .arg(&self.cgroup_root)
+            .arg(if self.systemd_driver { "/" } else { &self.cgroup_root })
             .arg("--log-level")
             .arg("nidus=debug,info")
             .args(&self.extra_args);
@@ -400,6 +416,9 @@ impl TestEnv {
 
     /// Directories of this test's cgroup root, one per hierarchy.
     pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        if self.systemd_driver {
+            return Vec::new();
+        }
         match &self.daemon_cgroup {
             Some(dir) => vec![dir.join(&self.cgroup_root)],
             None => host::cgroup_root_dirs(&self.cgroup_root),

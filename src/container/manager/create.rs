@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::api;
 use crate::capabilities;
-use crate::cgroups::{ahead, CgroupPath, CgroupVersion};
+use crate::cgroups::{ahead, CgroupPath, CgroupVersion, Cgroups};
 use crate::clock::now_ns;
 use crate::container::confinement::SeccompProgram;
 use crate::container::monitor_pool::PendingMonitor;
@@ -79,10 +79,12 @@ struct EarlyWork {
 }
 
 /// Sent to the cgroup's task once plan.json is written: the resources to
-/// apply, and a copy of the monitor's input to say `go` on.
+/// apply, a copy of the monitor's input to say `go` on, and the monitor's
+/// pid (the systemd driver starts the container's scope around it).
 struct GoAhead {
     resources: oci_spec::runtime::LinuxResources,
     go: OwnedFd,
+    monitor_pid: i32,
 }
 
 /// A blocking task's result, its panic as a build error.
@@ -203,7 +205,7 @@ impl Containers {
         let paths = self.paths(id);
         let requested = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
         let image = self.images.resolve(&requested)?;
-        let cgroup = sandbox.record.pod_cgroup.join(id)?;
+        let cgroup = self.cgroups.leaf(&sandbox.record.pod_cgroup, id)?;
         let stop_signal = signal::from_cri(config.stop_signal)
             .or_else(|| (!image.stop_signal.is_empty()).then(|| signal::parse(&image.stop_signal)).flatten())
             .unwrap_or(libc::SIGTERM);
@@ -268,21 +270,16 @@ impl Containers {
         // leaves a create the next start undoes, cgroup and all.
         // The cgroup made ahead for the pod's first container serves one
         // with the default devices only (any other needs rules of its own).
-        let ahead = (!privileged && devices.is_empty())
+        let ahead = (!privileged && devices.is_empty() && self.cgroups.systemd.is_none())
             .then(|| ahead::path(&request.sandbox.record.pod_cgroup, &request.sandbox.record.id).ok())
             .flatten();
-        let (cgroup, go_ahead, made) = self.start_cgroup(&record.cgroup, ahead, privileged, &devices);
+        let (cgroup, go_ahead, made) = self.start_cgroup(id, &record.cgroup, ahead, privileged, &devices);
         let container_cgroup = record.cgroup.clone();
         undo.push_async("container cgroup", move || async move {
             // The task ends once it has made the cgroup and the plan is sent or dropped.
             made.wait().await;
             self.kill_all(&container_cgroup).await;
-            let owned = self.owned_cgroups.clone();
-            tokio::task::spawn_blocking(move || {
-                owned.remove(&container_cgroup);
-                owned.prune_above(&container_cgroup);
-            })
-            .await
+            self.remove_cgroup(&container_cgroup).await
         });
         let early = EarlyWork { cgroup, go_ahead, layers, devices, cdi };
         let Prepared { monitor, files } = self.make(&mut record, &image, request, &paths, restore, early, undo).await?;
@@ -363,7 +360,7 @@ impl Containers {
                             Ok::<_, Infallible>(())
                         });
                         // The task is waiting, or ended (its error is awaited below).
-                        let _ = go_ahead.send(GoAhead { resources, go });
+                        let _ = go_ahead.send(GoAhead { resources, go, monitor_pid: monitor.pid });
                         Ok(())
                     })
                 }
@@ -597,6 +594,7 @@ impl Containers {
     /// `go` to the monitor, or ends when the sender drops unsent.
     fn start_cgroup(
         &self,
+        id: &str,
         cgroup: &CgroupPath,
         ahead: Option<CgroupPath>,
         privileged: bool,
@@ -618,14 +616,24 @@ impl Containers {
         let (owned, cgroups, cgroup) = (self.owned_cgroups.clone(), self.cgroups.clone(), cgroup.clone());
         let aheads = self.ahead.clone();
         let (go_ahead, plan_written) = mpsc::sync_channel::<GoAhead>(1);
+        let restrict = move |cgroups: &Cgroups, cgroup: &CgroupPath| match &rules {
+            Some(rules) => devices::restrict(cgroups, cgroup, rules).map_err(|e| ContainerError::Build(e.to_string())),
+            None => Ok(()),
+        };
+        let description = format!("nidus container {id}");
         let (task, ended) = spawn_watched(move || {
-            if !ahead.is_some_and(|ahead| aheads.take(&ahead, &cgroup)) {
+            let scopes = cgroups.systemd.clone();
+            if scopes.is_none() && !ahead.is_some_and(|ahead| aheads.take(&ahead, &cgroup)) {
                 owned.create(&cgroup, cgroup.parent().as_ref())?;
-                if let Some(rules) = rules {
-                    devices::restrict(&cgroups, &cgroup, &rules).map_err(|e| ContainerError::Build(e.to_string()))?;
-                }
+                restrict(&cgroups, &cgroup)?;
             }
-            let Ok(GoAhead { resources, go }) = plan_written.recv() else { return Ok(()) };
+            let Ok(GoAhead { resources, go, monitor_pid }) = plan_written.recv() else { return Ok(()) };
+            // systemd: the scope starts around the monitor, which forks the
+            // init in it (see `MonitorAssignment::join_once_built`).
+            if let Some(scopes) = scopes {
+                scopes.start_blocking(&cgroup, monitor_pid, description, &resources)?;
+                restrict(&cgroups, &cgroup)?;
+            }
             cgroups.apply(&cgroup, &resources).map_err(apply_error("config.linux.resources"))?;
             // A monitor that died fails this; its empty reply says so.
             let _ = std::fs::File::from(go).write_all(format!("{}\n", BuildStep::Go.encode()).as_bytes());
@@ -830,6 +838,7 @@ impl Containers {
             run_dir: files.dir.clone(),
             bundle: paths.dir.clone(),
             pod_cgroup_procs: self.cgroups.procs_files(pod_cgroup),
+            join_once_built: self.cgroups.systemd.is_some(),
         };
         let monitor = self
             .monitors

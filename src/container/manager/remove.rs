@@ -36,14 +36,7 @@ impl Containers {
         if let Some(pidfd) = monitor.and_then(|m| m.open_pidfd()) {
             let _ = tokio::time::timeout(EXIT_RECORD_WAIT, pidfd.exited()).await;
         }
-        let owned = self.owned_cgroups.clone();
-        let cgroup = record.cgroup.clone();
-        tokio::task::spawn_blocking(move || {
-            owned.remove(&cgroup);
-            owned.prune_above(&cgroup);
-        })
-        .await
-        .map_err(|e| ContainerError::Build(e.to_string()))?;
+        self.remove_cgroup(&record.cgroup).await.map_err(|e| ContainerError::Build(e.to_string()))?;
         store::remove_tree(&paths.run_dir).map_err(io_err(format!("cannot remove {}", paths.run_dir.display())))?;
         match std::fs::remove_file(paths.record()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -57,5 +50,25 @@ impl Containers {
             .await
             .map_err(|e| ContainerError::Build(e.to_string()))??;
         Ok(())
+    }
+}
+
+impl Containers {
+    /// Removes a container's cgroup (what still runs there is killed; one
+    /// that cannot go now is retried later) and the parents nidus made for
+    /// it; with systemd its scope is stopped too (usually unloaded already,
+    /// once empty), so no unit stays behind.
+    pub(super) async fn remove_cgroup(&self, cgroup: &CgroupPath) -> Result<(), tokio::task::JoinError> {
+        let (owned, scopes, cgroup) = (self.owned_cgroups.clone(), self.cgroups.systemd.clone(), cgroup.clone());
+        tokio::task::spawn_blocking(move || {
+            owned.remove(&cgroup);
+            owned.prune_above(&cgroup);
+            if let Some(scopes) = scopes {
+                if let Err(e) = scopes.stop_blocking(&cgroup) {
+                    tracing::warn!(cgroup = %cgroup, error = %e, "cannot stop the container's scope");
+                }
+            }
+        })
+        .await
     }
 }

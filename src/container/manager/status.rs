@@ -28,9 +28,20 @@ impl Containers {
         views
     }
 
-    /// Ids of the containers of one sandbox.
+    /// Ids of the containers of one sandbox, oldest first (read from the
+    /// entries: no view, so no status check or exit record, is built).
     pub(crate) fn in_sandbox(&self, sandbox_id: &str) -> Vec<String> {
-        self.of_sandbox(sandbox_id).into_iter().map(|v| v.record.id.clone()).collect()
+        let mut ids: Vec<(i64, String)> = self
+            .index
+            .entries()
+            .iter()
+            .filter(|e| !e.is_removed())
+            .map(|e| e.live())
+            .filter(|live| live.record.sandbox_id == sandbox_id)
+            .map(|live| (live.record.created_at_ns, live.record.id.clone()))
+            .collect();
+        ids.sort();
+        ids.into_iter().map(|(_, id)| id).collect()
     }
 
     pub(super) fn view_of(&self, entry: &Entry) -> Option<ContainerView> {

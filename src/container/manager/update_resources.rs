@@ -23,10 +23,16 @@ impl Containers {
         self.cgroups.check_resources(&oci).map_err(resources_invalid("linux"))?;
         {
             let (cgroups, cgroup, oci) = (self.cgroups.clone(), view.record.cgroup.clone(), oci.clone());
-            tokio::task::spawn_blocking(move || cgroups.apply(&cgroup, &oci))
-                .await
-                .map_err(|e| ContainerError::Build(e.to_string()))?
-                .map_err(apply_error("linux"))?;
+            // systemd: the scope's properties first, then the exact values in the files.
+            tokio::task::spawn_blocking(move || {
+                if let Some(scopes) = &cgroups.systemd {
+                    scopes.update_blocking(&cgroup, &oci)?;
+                }
+                cgroups.apply(&cgroup, &oci)
+            })
+            .await
+            .map_err(|e| ContainerError::Build(e.to_string()))?
+            .map_err(apply_error("linux"))?;
         }
         match store::read_existing_json::<oci_spec::runtime::Spec>(&view.paths.spec()) {
             Ok(mut spec) => {

@@ -46,6 +46,10 @@ use words::{
 };
 
 const POLLIN: i16 = 1;
+const POLLPRI: i16 = 2;
+const F_DUPFD_CLOEXEC: usize = 1030;
+/// The lowest number the OOM counter's descriptor may take.
+const OOM_COUNTER_FD_MIN: usize = 64;
 const POLLERR: i16 = 8;
 const O_WRONLY: usize = 1;
 const O_CREAT: usize = 0o100;
@@ -477,17 +481,30 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
         attachers: [[-1; 2]; MAX_ATTACHERS],
     };
 
+    // The OOM kill count, held open (opened once the fixed descriptors are
+    // looked at, and moved above them): with the systemd driver the
+    // scope's cgroup goes as soon as it is empty, maybe before the exit
+    // record is written. v2 signals each change of memory.events
+    // (POLLPRI); the count is also read at once when the init is reaped.
+    let oom = open_oom_counter(memory_cgroup);
+    let mut oom_killed = read_oom_kills(oom).unwrap_or(0);
+
     let status = loop {
         let mut fds = [
             PollFd { fd: CONTROL, events: POLLIN, revents: 0 },
             PollFd { fd: SIGNALS, events: POLLIN, revents: 0 },
             PollFd { fd: if monitor.outputs[0].open { OUT } else { -1 }, events: POLLIN, revents: 0 },
             PollFd { fd: if monitor.outputs[1].open { ERR } else { -1 }, events: POLLIN, revents: 0 },
+            PollFd { fd: oom, events: POLLPRI, revents: 0 },
         ];
-        // SAFETY: fds is a valid array of 4 pollfds; -1 blocks.
-        let n = unsafe { sys::syscall(sys::POLL, fds.as_mut_ptr() as usize, 4, usize::MAX, 0) };
+        // SAFETY: fds is a valid array of 5 pollfds; -1 blocks.
+        let n = unsafe { sys::syscall(sys::POLL, fds.as_mut_ptr() as usize, 5, usize::MAX, 0) };
         if n < 0 {
             continue;
+        }
+        if fds[4].revents != 0 {
+            // Reading it again also clears the event.
+            oom_killed = oom_killed.max(read_oom_kills(oom).unwrap_or(0));
         }
         for i in 0..2 {
             if fds[2 + i].revents != 0 {
@@ -508,6 +525,7 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
             let mut info = [0u8; 128];
             while sys::read(SIGNALS, &mut info) > 0 {}
             if let Some(status) = monitor.reap() {
+                oom_killed = oom_killed.max(read_oom_kills(oom).unwrap_or(0));
                 break status;
             }
         }
@@ -553,7 +571,7 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
     }
 
     if monitor.start_error.len == 0 {
-        write_exit_record(status, finished_at, memory_cgroup);
+        write_exit_record(status, finished_at, oom_killed.max(read_oom_kills(oom).unwrap_or(0)));
         // SAFETY: the name is NUL-terminated, relative to RUN_DIR.
         unsafe { sys::syscall(sys::UNLINKAT, RUN_DIR as usize, b"monitor.sock\0".as_ptr() as usize, 0, 0) };
         sys::exit(0);
@@ -563,10 +581,10 @@ unsafe extern "C" fn main(stack: *const usize) -> ! {
 
 /// `exit.json` as `monitor::plan::ExitRecord` for an init that ran: exit code
 /// (128 + signal when killed), the signal, when, and the reason kubelet shows.
-fn write_exit_record(status: i32, finished_at: (u64, u32), memory_cgroup: &[u8]) {
+fn write_exit_record(status: i32, finished_at: (u64, u32), oom_kills: u64) {
     let signal = status & 0x7f;
     let code = if signal == 0 { (status >> 8) & 0xff } else { 128 + signal };
-    let reason: &[u8] = if oom_kills(memory_cgroup) > 0 {
+    let reason: &[u8] = if oom_kills > 0 {
         b"OOMKilled"
     } else if code == 0 {
         b"Completed"
@@ -591,12 +609,12 @@ fn write_exit_record(status: i32, finished_at: (u64, u32), memory_cgroup: &[u8])
     write_atomically(b".tmp-exit.json\0", b"exit.json\0", json.as_bytes());
 }
 
-/// The kernel's count of OOM kills in the memory cgroup directory (v2
-/// `memory.events`, v1 `memory.oom_control`: the `oom_kill` line); 0 when
-/// there is none to read. Read before anything removes the cgroup.
-fn oom_kills(dir: &[u8]) -> u64 {
+/// The file of the memory cgroup directory `dir` that counts its OOM kills
+/// (v2 `memory.events`, v1 `memory.oom_control`), opened; -1 when there is
+/// none (a poll then ignores it).
+fn open_oom_counter(dir: &[u8]) -> i32 {
     if dir.is_empty() {
-        return 0;
+        return -1;
     }
     for file in [&b"/memory.events\0"[..], &b"/memory.oom_control\0"[..]] {
         let mut path = Text::<4200>::new();
@@ -607,20 +625,30 @@ fn oom_kills(dir: &[u8]) -> u64 {
         if fd < 0 {
             continue;
         }
-        let mut buf = [0u8; 1024];
-        let n = sys::read(fd as i32, &mut buf);
+        // Above every fixed descriptor, so none is taken for a missing one.
+        // SAFETY: fcntl on our own descriptor.
+        let high = unsafe { sys::syscall(sys::FCNTL, fd as usize, F_DUPFD_CLOEXEC, OOM_COUNTER_FD_MIN, 0) };
         sys::close(fd as i32);
-        if n <= 0 {
-            return 0;
-        }
-        for line in buf[..n as usize].split(|b| *b == b'\n') {
-            if let Some(count) = line.strip_prefix(b"oom_kill ") {
-                return sys::parse_decimal(count).unwrap_or(0);
-            }
-        }
-        return 0;
+        return if high < 0 { -1 } else { high as i32 };
     }
-    0
+    -1
+}
+
+/// The kernel's count of OOM kills in the open counter `fd` (its
+/// `oom_kill` line); None when it cannot be read (the cgroup is gone).
+fn read_oom_kills(fd: i32) -> Option<u64> {
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 1024];
+    let n = sys::read_at_start(fd, &mut buf);
+    if n <= 0 {
+        return None;
+    }
+    buf[..n as usize]
+        .split(|b| *b == b'\n')
+        .find_map(|line| line.strip_prefix(b"oom_kill "))
+        .map(|count| sys::parse_decimal(count).unwrap_or(0))
 }
 
 /// Execs `nidus-monitor finish` (fd 11) for the StartError record, whose

@@ -4,6 +4,7 @@
 use core::arch::asm;
 
 pub const READ: usize = 0;
+pub const PREAD64: usize = 17;
 pub const WRITE: usize = 1;
 pub const OPEN: usize = 2;
 pub const CLOSE: usize = 3;
@@ -78,6 +79,12 @@ pub fn write_all(fd: i32, mut data: &[u8]) -> bool {
 pub fn read(fd: i32, buf: &mut [u8]) -> isize {
     // SAFETY: buf is a valid, writable buffer of the length passed.
     unsafe { syscall(READ, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0) }
+}
+
+/// Reads from offset 0 of `fd` (a file whose contents are made at each read, such as a cgroup's).
+pub fn read_at_start(fd: i32, buf: &mut [u8]) -> isize {
+    // SAFETY: buf is a valid, writable buffer of the length passed.
+    unsafe { syscall(PREAD64, fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0) }
 }
 
 /// The kernel's struct iovec.

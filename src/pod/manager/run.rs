@@ -43,10 +43,13 @@ impl Sandboxes {
         spec: SandboxSpec,
         undo: &Undo<'s>,
     ) -> Result<Live, SandboxError> {
-        let pod_cgroup = match &spec.cgroup_parent {
-            Some(parent) => parent.clone(),
-            None => CgroupPath::parse(&format!("{}/{id}", self.config.sandbox.default_cgroup_parent))?,
-        };
+        let pod_cgroup = self
+            .cgroups
+            .pod_cgroup(spec.cgroup_parent.as_ref(), id, &self.config.sandbox.default_cgroup_parent)
+            .map_err(|e| match e {
+                CgroupError::BadSlice(e) => SandboxError::Invalid(format!("config.linux.cgroup_parent: {e}")),
+                other => SandboxError::Cgroup(other),
+            })?;
         let mut record = SandboxRecord {
             id: id.to_string(),
             name_key: spec.name_key.clone(),
@@ -57,7 +60,7 @@ impl Sandboxes {
             namespaces: spec.namespaces,
             userns: spec.userns,
             hostname: spec.hostname.clone(),
-            pause_cgroup: pod_cgroup.join(id)?,
+            pause_cgroup: self.cgroups.leaf(&pod_cgroup, id)?,
             pod_cgroup,
             own_shm: spec.namespaces.ipc,
             resources: None,
@@ -65,8 +68,9 @@ impl Sandboxes {
         let paths = self.paths(id);
         let pause = self.make(&spec, &mut record, &paths, undo).await?;
         tracing::info!(pod_id = %id, name = %spec.name_key, pause_pid = pause.identity.pid, "sandbox ready");
-        // The first container's cgroup, made while the caller goes on.
-        if let Ok(path) = ahead::path(&record.pod_cgroup, id) {
+        // The first container's cgroup, made while the caller goes on
+        // (cgroupfs: systemd's scopes start around a process).
+        if let (None, Ok(path)) = (&self.cgroups.systemd, ahead::path(&record.pod_cgroup, id)) {
             self.ahead.start(path);
         }
         Ok(Live::new(record, Some(pause)))
@@ -147,8 +151,19 @@ impl Sandboxes {
             self.owned_cgroups.prune_above(&made.pod_cgroup);
             Ok::<_, SandboxError>(())
         });
-        self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?;
-        self.apply_pod_resources(&record.pod_cgroup, &record.pod_resources(), "config.linux.resources")?;
+        match &self.cgroups.systemd {
+            // The scope starts around the launcher, which then has the
+            // pause's cgroup (and the pod's slice) to join at `go`.
+            Some(scopes) => {
+                let description = format!("nidus pod {}", record.id);
+                let resources = oci_spec::runtime::LinuxResources::default();
+                scopes.start(&record.pause_cgroup, launcher.pid(), description, &resources).await?;
+            }
+            None => self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?,
+        }
+        let own_slice = record.owns_pod_cgroup();
+        self.apply_pod_resources(&record.pod_cgroup, own_slice, &record.pod_resources(), "config.linux.resources")
+            .await?;
 
         // The durable record is written and fsynced while the pause starts,
         // and put in place once it has: a crash before that leaves the
@@ -190,16 +205,22 @@ impl Sandboxes {
     }
 
     /// Limits the pod cgroup to the pod's resources plus its overhead;
-    /// `field` names them in errors.
-    pub(super) fn apply_pod_resources(
+    /// `field` names them in errors. With systemd, a slice of nidus's own
+    /// (`owned`) gets them as its unit properties too, so a `daemon-reload`
+    /// keeps them; a client's slice is the client's to set.
+    pub(super) async fn apply_pod_resources(
         &self,
         pod_cgroup: &CgroupPath,
+        owned: bool,
         pod: &PodResources,
         field: &str,
     ) -> Result<(), SandboxError> {
         let total = crate::resources::pod_total(&pod.resources, &pod.overhead);
         let oci = crate::resources::to_oci(&total, 0);
         self.cgroups.check_resources(&oci).map_err(|e| SandboxError::Invalid(format!("{field}.{e}")))?;
+        if let Some(scopes) = self.cgroups.systemd.as_ref().filter(|_| owned) {
+            scopes.update(pod_cgroup, &oci).await?;
+        }
         self.cgroups.apply(pod_cgroup, &oci).map_err(|e| match e {
             CgroupError::Unenforceable(e) => SandboxError::Invalid(format!("{field}.{e}")),
             other => SandboxError::Cgroup(other),

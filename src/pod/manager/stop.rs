@@ -48,13 +48,23 @@ impl Sandboxes {
         let (owned, aheads) = (self.owned_cgroups.clone(), self.ahead.clone());
         let (ahead, pause) = (ahead::path(&record.pod_cgroup, &record.id).ok(), record.pause_cgroup.clone());
         let own_pod_cgroup = record.owns_pod_cgroup().then(|| record.pod_cgroup.clone());
+        let scopes = self.cgroups.systemd.clone();
         tokio::task::spawn_blocking(move || {
             if let Some(ahead) = ahead {
                 aheads.discard(&ahead);
             }
             owned.remove(&pause);
-            if let Some(pod_cgroup) = own_pod_cgroup {
-                owned.remove(&pod_cgroup);
+            if let Some(pod_cgroup) = &own_pod_cgroup {
+                owned.remove(pod_cgroup);
+            }
+            // systemd: the emptied scope (usually unloaded already) and
+            // nidus's own slice are stopped, so no unit stays behind.
+            if let Some(scopes) = &scopes {
+                for path in std::iter::once(&pause).chain(own_pod_cgroup.as_ref()) {
+                    if let Err(e) = scopes.stop_blocking(path) {
+                        tracing::warn!(cgroup = %path, error = %e, "cannot stop the systemd unit");
+                    }
+                }
             }
         })
         .await

@@ -114,7 +114,8 @@ pub async fn serve(mut config: Config) -> Result<()> {
         image_source,
     )
     .reporting_to(events.emitter(Subject::container))
-    .observed_by(metrics.clone());
+    .observed_by(metrics.clone())
+    .confined_by_apparmor(apparmor);
     containers.load().await.context("reloading containers")?;
     crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;
     containers.refill_spares();

@@ -74,7 +74,7 @@ pub fn sandbox_view(id: &str, spec: &SandboxSpec) -> Result<SandboxView, String>
         resources: None,
     };
     Ok(SandboxView {
-        record,
+        record: record.into(),
         state: SandboxState::Ready,
         pause: Some(ProcessIdentity { pid: 1, start_time: 1, boot_id: String::new() }),
         paths: SandboxPaths::new(Path::new(ROOT), Path::new(STATE), id),
@@ -115,7 +115,7 @@ pub fn container_view(id: &str, create: &ContainerCreate) -> Result<ContainerVie
         image_volumes: Vec::new(),
     };
     Ok(ContainerView {
-        record,
+        record: record.into(),
         state: ContainerState::Running,
         started_at_ns: Some(2),
         exit: None,

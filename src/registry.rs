@@ -40,7 +40,9 @@ pub(crate) struct NameTaken {
 /// The live state of an entry, which holds the entry's persisted record.
 pub(crate) trait Tracked {
     type Record: Serialize + Clone;
-    fn record_mut(&mut self) -> &mut Self::Record;
+    /// The record, shared with the views made of it: a change copies it
+    /// only while a view still holds the old one.
+    fn record_mut(&mut self) -> &mut Arc<Self::Record>;
 }
 
 /// One object of the index.
@@ -80,10 +82,11 @@ impl<L: Tracked> Entry<L> {
     pub(crate) fn update_record(&self, path: &Path, change: impl FnOnce(&mut L::Record)) -> Result<(), StoreError> {
         let record = {
             let mut live = self.live();
-            change(live.record_mut());
-            live.record_mut().clone()
+            let record = live.record_mut();
+            change(Arc::make_mut(record));
+            record.clone()
         };
-        store::write_json(path, &record)
+        store::write_json(path, &*record)
     }
 }
 
@@ -229,18 +232,18 @@ mod tests {
     }
 
     struct Live {
-        record: Record,
+        record: Arc<Record>,
     }
 
     impl Tracked for Live {
         type Record = Record;
-        fn record_mut(&mut self) -> &mut Record {
+        fn record_mut(&mut self) -> &mut Arc<Record> {
             &mut self.record
         }
     }
 
     fn live(id: &str) -> Live {
-        Live { record: Record { id: id.into(), note: String::new() } }
+        Live { record: Arc::new(Record { id: id.into(), note: String::new() }) }
     }
 
     fn registry_of(ids: &[&str]) -> Registry<Live> {
@@ -350,7 +353,7 @@ mod tests {
         entry.update_record(&path, |r| r.note = "stopped".into()).unwrap();
         let on_disk: Record = store::read_existing_json(&path).unwrap();
         assert_eq!(on_disk, Record { id: "id1".into(), note: "stopped".into() });
-        assert_eq!(entry.live().record, on_disk);
+        assert_eq!(*entry.live().record, on_disk);
         // A write that fails is reported (the change stays in memory).
         let missing = scratch.path().join("no-such-dir").join("record.json");
         assert!(entry.update_record(&missing, |r| r.note = "removed".into()).is_err());

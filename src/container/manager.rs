@@ -136,7 +136,8 @@ pub(crate) enum ContainerState {
 /// A snapshot of one container for status and listing.
 #[derive(Debug, Clone)]
 pub struct ContainerView {
-    pub record: ContainerRecord,
+    /// Shared with the container's entry: a view copies no record.
+    pub record: Arc<ContainerRecord>,
     pub(crate) state: ContainerState,
     pub(crate) started_at_ns: Option<i64>,
     pub(crate) exit: Option<ExitRecord>,
@@ -153,7 +154,7 @@ struct InitProcess {
 
 /// A container in the index: its record, its init and its exit.
 struct Live {
-    record: ContainerRecord,
+    record: Arc<ContainerRecord>,
     init: Option<InitProcess>,
     /// Exit seen but perhaps not persisted yet.
     exit: Option<ExitRecord>,
@@ -164,13 +165,13 @@ struct Live {
 impl Live {
     fn new(record: ContainerRecord, init: Option<InitProcess>, cgroup_join: Option<CgroupJoin>) -> Self {
         let exit = record.exit.clone();
-        Self { record, init, exit, cgroup_join }
+        Self { record: Arc::new(record), init, exit, cgroup_join }
     }
 }
 
 impl Tracked for Live {
     type Record = ContainerRecord;
-    fn record_mut(&mut self) -> &mut ContainerRecord {
+    fn record_mut(&mut self) -> &mut Arc<ContainerRecord> {
         &mut self.record
     }
 }

@@ -140,11 +140,10 @@ pub(crate) fn response(daemon: &Daemon, event: &Event) -> ContainerEventResponse
     };
     let mut containers_statuses: Vec<_> = daemon
         .containers
-        .in_sandbox(pod_id)
+        .of_sandbox(pod_id)
         .iter()
-        .filter(|id| *id != event.subject.id())
-        .filter_map(|id| daemon.containers.get(id).ok())
-        .map(|view| convert::container_status(&view))
+        .filter(|view| view.record.id != event.subject.id())
+        .map(convert::container_status)
         .collect();
     if let Some(view) = changed {
         containers_statuses.push(convert::container_status(view));

@@ -146,13 +146,10 @@ impl ImageService for ImageApi {
             used_bytes: Some(UInt64Value { value: usage.used_bytes }),
             inodes_used: Some(UInt64Value { value: usage.inodes }),
         };
-        // The writable layers (and records) of every container.
-        let containers_dir = self.daemon.stats.containers_dir.clone();
-        let dir = containers_dir.clone();
-        let containers = tokio::task::spawn_blocking(move || crate::stats::disk::usage_of(&dir))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?
-            .unwrap_or_default();
+        // The writable layers (and records) of every container, as of the
+        // last walk (at most 10 s ago).
+        let containers_dir = &self.daemon.stats.containers_dir;
+        let containers = self.daemon.stats.containers_usage().await;
         let container_filesystem = FilesystemUsage {
             timestamp: crate::clock::now_ns(),
             fs_id: Some(FilesystemIdentifier { mountpoint: containers_dir.display().to_string() }),

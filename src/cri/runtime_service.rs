@@ -138,9 +138,8 @@ impl RuntimeService for RuntimeApi {
             containers_statuses: self
                 .daemon
                 .containers
-                .list()
+                .of_sandbox(&view.record.id)
                 .iter()
-                .filter(|c| c.record.sandbox_id == view.record.id)
                 .map(convert::container_status)
                 .collect(),
             timestamp: crate::clock::now_ns(),

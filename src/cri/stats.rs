@@ -6,6 +6,7 @@
 mod families;
 mod metrics;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -69,20 +70,30 @@ fn forget_the_gone(daemon: &Daemon, containers: &[ContainerView]) {
         .keep_only(containers.iter().map(|c| c.record.id.as_str()), sandboxes.iter().map(|s| s.record.id.as_str()));
 }
 
-fn pod_reading(daemon: &Daemon, sandbox: &SandboxView, all: &[ContainerView]) -> (PodUsage, Vec<ContainerView>) {
-    let own: Vec<ContainerView> = all
-        .iter()
-        .filter(|c| c.record.sandbox_id == sandbox.record.id && c.state != ContainerState::Exited)
-        .cloned()
-        .collect();
+/// A pod's usage, from its containers that have a cgroup (created or running).
+fn pod_reading(
+    daemon: &Daemon,
+    sandbox: &SandboxView,
+    containers: Vec<ContainerView>,
+) -> (PodUsage, Vec<ContainerView>) {
+    let own: Vec<ContainerView> = containers.into_iter().filter(|c| c.state != ContainerState::Exited).collect();
     (daemon.stats.pod(sandbox, &own), own)
+}
+
+/// The containers grouped by their sandbox's id, in one pass.
+fn by_sandbox(containers: Vec<ContainerView>) -> HashMap<String, Vec<ContainerView>> {
+    let mut groups: HashMap<String, Vec<ContainerView>> = HashMap::new();
+    for view in containers {
+        groups.entry(view.record.sandbox_id.clone()).or_default().push(view);
+    }
+    groups
 }
 
 /// PodSandboxStats of one pod.
 pub(crate) async fn one_pod(daemon: Arc<Daemon>, id: &str) -> Result<api::PodSandboxStats, Status> {
     let sandbox = daemon.sandboxes.get(id)?;
     blocking(move || {
-        let (usage, own) = pod_reading(&daemon, &sandbox, &daemon.containers.list());
+        let (usage, own) = pod_reading(&daemon, &sandbox, daemon.containers.of_sandbox(&sandbox.record.id));
         pod_stats(&usage, &sandbox, &own, &daemon.stats.containers_dir)
     })
     .await
@@ -95,6 +106,8 @@ pub(crate) async fn list_pods(
 ) -> Result<Vec<api::PodSandboxStats>, Status> {
     blocking(move || {
         let all = daemon.containers.list();
+        forget_the_gone(&daemon, &all);
+        let mut groups = by_sandbox(all);
         let out = daemon
             .sandboxes
             .list()
@@ -102,11 +115,11 @@ pub(crate) async fn list_pods(
             .filter(|s| s.state == SandboxState::Ready)
             .filter(|s| filter.as_ref().is_none_or(|f| pod_stats_matches(f, s)))
             .map(|s| {
-                let (usage, own) = pod_reading(&daemon, s, &all);
+                let own = groups.remove(s.record.id.as_str()).unwrap_or_default();
+                let (usage, own) = pod_reading(&daemon, s, own);
                 pod_stats(&usage, s, &own, &daemon.stats.containers_dir)
             })
             .collect();
-        forget_the_gone(&daemon, &all);
         out
     })
     .await

@@ -108,21 +108,33 @@ impl Leases {
     /// Every lease. A lease that cannot be read is an error: garbage
     /// collection must not guess what it protects.
     pub(crate) fn all(&self) -> Result<Vec<Lease>, ImageError> {
-        let entries =
-            fs::read_dir(&self.dir).map_err(|e| ImageError::io(format!("listing {}", self.dir.display()), e))?;
         let mut leases = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(holder) = name.strip_suffix(".json") else { continue };
-            if validate_holder(holder).is_err() {
-                continue;
-            }
-            if let Some(lease) = self.get(holder)? {
+        for holder in self.holders()? {
+            if let Some(lease) = self.get(&holder)? {
                 leases.push(lease);
             }
         }
         leases.sort_by(|a, b| a.holder.cmp(&b.holder));
         Ok(leases)
+    }
+
+    /// How many leases there are, from the directory alone (none is read).
+    pub(crate) fn count(&self) -> Result<usize, ImageError> {
+        Ok(self.holders()?.len())
+    }
+
+    /// The holders with a lease file, in directory order.
+    fn holders(&self) -> Result<Vec<String>, ImageError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| ImageError::io(format!("listing {}", self.dir.display()), e))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let holder = name.strip_suffix(".json")?;
+                validate_holder(holder).is_ok().then(|| holder.to_string())
+            })
+            .collect())
     }
 }
 
@@ -158,6 +170,7 @@ mod tests {
         fs::write(dir.join("torn.json"), b"").unwrap();
         leases.remove_interrupted_writes();
         assert_eq!(leases.all().unwrap(), vec![lease]);
+        assert_eq!(leases.count().unwrap(), 1);
         assert!(!dir.join("torn.json").exists());
         store::remove_tree(&dir).unwrap();
     }

@@ -558,7 +558,7 @@ impl ImageStore {
     pub(crate) fn usage(&self) -> StoreUsage {
         let (layer_bytes, layer_inodes) = self.layers.usage();
         let (blob_bytes, blob_inodes) = self.content.usage();
-        let leases = self.leases.all().map(|l| l.len() as u64).unwrap_or_default();
+        let leases = self.leases.count().map(|n| n as u64).unwrap_or_default();
         // The store's own directories (`pulling/` among them), index, lock files and leases.
         let own_inodes = 9 + leases;
         StoreUsage {

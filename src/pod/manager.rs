@@ -100,7 +100,8 @@ pub(crate) enum SandboxState {
 /// A snapshot of one sandbox for status and listing.
 #[derive(Debug, Clone)]
 pub struct SandboxView {
-    pub record: SandboxRecord,
+    /// Shared with the sandbox's entry: a view copies no record.
+    pub record: Arc<SandboxRecord>,
     pub(crate) state: SandboxState,
     pub(crate) pause: Option<ProcessIdentity>,
     pub(crate) paths: SandboxPaths,
@@ -115,19 +116,19 @@ struct PauseProcess {
 
 /// A sandbox in the index: its record and its pause.
 struct Live {
-    record: SandboxRecord,
+    record: Arc<SandboxRecord>,
     pause: Option<PauseProcess>,
 }
 
 impl Live {
     fn new(record: SandboxRecord, pause: Option<PauseProcess>) -> Self {
-        Self { record, pause }
+        Self { record: Arc::new(record), pause }
     }
 }
 
 impl Tracked for Live {
     type Record = SandboxRecord;
-    fn record_mut(&mut self) -> &mut SandboxRecord {
+    fn record_mut(&mut self) -> &mut Arc<SandboxRecord> {
         &mut self.record
     }
 }

@@ -9,6 +9,7 @@ pub mod disk;
 pub(crate) mod filesystem;
 pub(crate) mod network;
 pub(crate) mod processes;
+pub(crate) mod refreshed_usage;
 pub(crate) mod sampler;
 
 use std::collections::HashSet;
@@ -26,6 +27,7 @@ use disk::DiskUsage;
 use filesystem::Filesystem;
 use network::InterfaceUsage;
 use processes::ProcessCounts;
+use refreshed_usage::RefreshedUsage;
 use sampler::UsageSampler;
 
 /// One reading of a container.
@@ -82,13 +84,29 @@ pub(crate) struct Collector {
     device: OnceLock<String>,
     /// Whether the node's cgroups have pressure files (cgroup v2, PSI on).
     pressure: bool,
+    /// What `containers_dir` holds in all (ImageFsInfo's containers' filesystem).
+    containers_usage: Arc<RefreshedUsage>,
 }
 
 impl Collector {
     pub(crate) fn new(cgroups: Arc<Cgroups>, containers_dir: PathBuf) -> Self {
         let pressure = cgroups.version == CgroupVersion::V2
             && cgroups.hierarchies.first().is_some_and(|h| h.root_dir.join("cpu.pressure").is_file());
-        Self { cgroups, containers_dir, sampler: UsageSampler::default(), device: OnceLock::new(), pressure }
+        let containers_usage = Arc::new(RefreshedUsage::new(containers_dir.clone(), refreshed_usage::MAX_AGE));
+        Self {
+            cgroups,
+            containers_dir,
+            sampler: UsageSampler::default(),
+            device: OnceLock::new(),
+            pressure,
+            containers_usage,
+        }
+    }
+
+    /// What the containers' directories use in all: a figure at most
+    /// `refreshed_usage::MAX_AGE` old (see `RefreshedUsage`).
+    pub(crate) async fn containers_usage(&self) -> DiskUsage {
+        self.containers_usage.get().await
     }
 
     /// True when the node's cgroups report pressure (PSI), which decides

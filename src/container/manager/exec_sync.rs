@@ -28,7 +28,7 @@ impl Containers {
             argv,
             tty: false,
         };
-        Ok((view.record.id, request))
+        Ok((view.record.id.clone(), request))
     }
 
     /// Exec (streaming): checks the container runs and captures what the

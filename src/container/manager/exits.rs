@@ -58,10 +58,10 @@ impl Containers {
                     return;
                 }
                 live.exit = Some(exit.clone());
-                live.record.exit = Some(exit);
+                Arc::make_mut(&mut live.record).exit = Some(exit);
                 (live.record.clone(), live.cgroup_join)
             };
-            if let Err(e) = store::write_json(&record_path, &record) {
+            if let Err(e) = store::write_json(&record_path, &*record) {
                 tracing::warn!(container_id = %this.id, error = %e, "cannot record the container's exit");
             }
             tracing::info!(container_id = %this.id, exit_code = record.exit.as_ref().map(|e| e.exit_code), "container exited");

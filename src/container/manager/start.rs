@@ -20,7 +20,8 @@ impl Containers {
                 // The start time stays in the run dir (started.json, the
                 // monitor's) and in memory: like the init's pid it is a fact
                 // of this boot, folded into the durable record with the exit.
-                entry.live().record.started_at_ns = Some(recorded_start(&files).unwrap_or_else(now_ns));
+                Arc::make_mut(&mut entry.live().record).started_at_ns =
+                    Some(recorded_start(&files).unwrap_or_else(now_ns));
                 tracing::info!(container_id = %id, "container started");
                 self.emit(EventKind::Started, &entry);
                 self.run_poststart(&view.record, view.init.as_ref().map(|i| i.pid)).await;

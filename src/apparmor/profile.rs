@@ -4,10 +4,13 @@
 //! processes); writes to the kernel's knobs (`/proc/sys`, sysfs but the
 //! cgroup filesystem, `/proc/sysrq-trigger` and the like), reads of kernel
 //! memory and firmware, mounting and tracing processes outside the profile
-//! are denied. No includes: the profile holds every rule it needs.
+//! are denied, and each denial is audited (a bare `deny` rule is silent).
+//! No includes: the profile holds every rule it needs.
 
 /// The profile `name`, for `apparmor_parser` (deny rules win over the
-/// broad allows, whatever their order).
+/// broad allows, whatever their order). Every deny rule is `audit deny`:
+/// AppArmor keeps quiet about what a bare `deny` refuses, and a container
+/// refused a kernel knob is something the node's log should show.
 pub fn default_profile(name: &str) -> String {
     let mut rules: Vec<String> = vec![
         // What a container does.
@@ -20,22 +23,22 @@ pub fn default_profile(name: &str) -> String {
         "signal (receive) peer=unconfined,".into(),
         format!("ptrace (trace, read, tracedby, readby) peer={name},"),
         // No mounts: the container's file systems are the runtime's.
-        "deny mount,".into(),
-        "deny pivot_root,".into(),
+        "audit deny mount,".into(),
+        "audit deny pivot_root,".into(),
         // The kernel's settings, and whatever triggers kernel actions.
-        "deny /proc/sys/** wkl,".into(),
-        "deny /proc/sysrq-trigger rwkl,".into(),
-        "deny /proc/{irq,bus,acpi,scsi,driver,tty}/** wkl,".into(),
-        "deny /proc/{kcore,kmem,mem,kmsg,kpagecount,kpageflags} rwkl,".into(),
+        "audit deny /proc/sys/** wkl,".into(),
+        "audit deny /proc/sysrq-trigger rwkl,".into(),
+        "audit deny /proc/{irq,bus,acpi,scsi,driver,tty}/** wkl,".into(),
+        "audit deny /proc/{kcore,kmem,mem,kmsg,kpagecount,kpageflags} rwkl,".into(),
         // sysfs: readable, and writable only under the cgroup filesystem.
-        "deny /sys/firmware/** rwkl,".into(),
-        "deny /sys/kernel/security/** rwkl,".into(),
+        "audit deny /sys/firmware/** rwkl,".into(),
+        "audit deny /sys/kernel/security/** rwkl,".into(),
     ];
     for pattern in everything_but("/sys/", "fs") {
-        rules.push(format!("deny {pattern}/** wkl,"));
+        rules.push(format!("audit deny {pattern}/** wkl,"));
     }
     for pattern in everything_but("/sys/fs/", "cgroup") {
-        rules.push(format!("deny {pattern}/** wkl,"));
+        rules.push(format!("audit deny {pattern}/** wkl,"));
     }
     let mut text = format!(
         "# {name}: written by nidus for the containers that ask for RuntimeDefault.\n\
@@ -99,8 +102,12 @@ mod tests {
         assert!(text.contains("profile nidus-default flags=(attach_disconnected, mediate_deleted) {"));
         for rule in ["deny /proc/sys/** wkl,", "deny mount,", "deny /sys/[^f]*/** wkl,", "deny /sys/fs/c[^g]*/** wkl,"]
         {
-            assert!(text.contains(rule), "{rule} missing from\n{text}");
+            assert!(text.contains(&format!("  audit {rule}\n")), "audit {rule} missing from\n{text}");
         }
+        assert!(
+            text.lines().filter(|l| l.contains("deny ")).all(|l| l.trim_start().starts_with("audit deny ")),
+            "every denial is audited:\n{text}"
+        );
         assert!(!text.contains("/sys/fs/cgroup/**"));
         assert!(text.contains("ptrace (trace, read, tracedby, readby) peer=nidus-default,"));
         assert!(text.trim_end().ends_with('}'));

@@ -11,7 +11,8 @@
 //! confines the container and its ExecSync processes (a write it denies
 //! fails, `/proc/<pid>/attr/current` names it); RuntimeDefault runs under
 //! `nidus-default (enforce)`, which denies a write to `/proc/sys/kernel`
-//! an unconfined container makes, and audits the denial in the kernel's log.
+//! an unconfined container and a privileged one asking for nothing make,
+//! and audits the denial in the kernel's log.
 
 mod common;
 
@@ -216,6 +217,13 @@ async fn runtime_default_denies_writes_to_the_kernels_settings() {
     let unconfined =
         cri.run_container(&pod_id, &pod, with_apparmor(writable("unconfined"), ProfileType::Unconfined, "")).await;
     cri.exec_ok(&unconfined, &["sh", "-c", write]).await;
+    // A privileged container that asks for nothing runs unconfined (as in
+    // containerd and CRI-O), so it may still write the kernel's settings.
+    let mut privileged = container_config("privileged", &image, &["sleep", "3600"]);
+    security(&mut privileged).privileged = true;
+    let privileged = cri.run_container(&pod_id, &pod, privileged).await;
+    assert_eq!(confinement_of(cri.container_pid(&privileged).await), "unconfined");
+    cri.exec_ok(&privileged, &["sh", "-c", write]).await;
     let confined =
         cri.run_container(&pod_id, &pod, with_apparmor(writable("default"), ProfileType::RuntimeDefault, "")).await;
     assert_eq!(confinement_of(cri.container_pid(&confined).await), "nidus-default (enforce)");

@@ -119,6 +119,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     service.status("starting: opening the image store and importing new archives");
     let images = open_images(&config).await?;
     let image_source: Arc<dyn ImageSource> = images.clone();
+    let apparmor = apparmor_at_start()?;
     let containers = Containers::new(
         config.clone(),
         cgroups.clone(),
@@ -129,7 +130,8 @@ pub async fn serve(mut config: Config) -> Result<()> {
         image_source,
     )
     .reporting_to(events.emitter(Subject::container))
-    .observed_by(metrics.clone());
+    .observed_by(metrics.clone())
+    .confined_by_apparmor(apparmor);
     containers.load().await.context("reloading containers")?;
     if let Some(scopes) = &cgroups.systemd {
         // Scopes a daemon killed mid-create (or mid-removal) left behind.
@@ -169,6 +171,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
         runtime_programs: vec![pause_program, monitor_program],
         owned_cgroups,
         user_namespaces,
+        apparmor,
         events,
         _locks: locks,
     });
@@ -267,6 +270,24 @@ pub async fn serve(mut config: Config) -> Result<()> {
     served.context("gRPC server")?;
     tracing::info!("stopped serving; pods keep running");
     Ok(())
+}
+
+/// Whether containers are confined by AppArmor: when the kernel enforces
+/// it, with nidus's default profile loaded (now, unless it is already). A
+/// profile that cannot be loaded stops the start: nidus never runs
+/// unconfined the containers it would promise to confine.
+fn apparmor_at_start() -> anyhow::Result<bool> {
+    if !crate::apparmor::enabled() {
+        tracing::info!("AppArmor is not enabled on this node: containers run unconfined by it");
+        return Ok(false);
+    }
+    let loaded_now = crate::apparmor::ensure_default_loaded().context("AppArmor is enabled on this node")?;
+    tracing::info!(
+        profile = crate::apparmor::DEFAULT_PROFILE,
+        loaded_now,
+        "AppArmor is enabled: containers run under their profile (RuntimeDefault: the default profile)"
+    );
+    Ok(true)
 }
 
 /// How often cgroups whose removal failed are tried again.

@@ -17,6 +17,7 @@ pub(crate) mod api_v1alpha2 {
     include!(concat!(env!("OUT_DIR"), "/v1alpha2-server/runtime.v1alpha2.rs"));
 }
 
+pub mod apparmor;
 pub(crate) mod bounded_file;
 pub mod capabilities;
 pub(crate) mod cdi;

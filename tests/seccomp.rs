@@ -310,11 +310,14 @@ async fn legacy_strings_pod_settings_privileged_and_one_compile_per_profile() {
     assert_eq!(seccomp["profile"], "Unconfined");
     assert_eq!(seccomp["source"], "config.linux.security_context.privileged");
 
-    // AppArmor and SELinux options are accepted and reported, not enforced.
+    // SELinux options are accepted and reported, not enforced; AppArmor's
+    // RuntimeDefault is enforced where the node runs AppArmor (tests/apparmor.rs).
+    let apparmor_here =
+        std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").is_ok_and(|s| s.trim() == "Y");
     let mut lsm = sleeper("lsm", &image);
     let sc = security(&mut lsm);
-    sc.apparmor = Some(profile(ProfileType::Localhost, "k8s-apparmor-example"));
-    sc.apparmor_profile = "localhost/k8s-apparmor-example".into();
+    sc.apparmor = Some(profile(ProfileType::RuntimeDefault, ""));
+    sc.apparmor_profile = "unconfined".into();
     sc.selinux_options = Some(SeLinuxOption {
         user: "system_u".into(),
         role: "system_r".into(),
@@ -323,12 +326,10 @@ async fn legacy_strings_pod_settings_privileged_and_one_compile_per_profile() {
     });
     let lsm = cri.run_container(&pod_id, &pod, lsm).await;
     let report = cri.container_info(&lsm).await["security"].clone();
-    assert_eq!(report["apparmor"]["requested"], "localhost/k8s-apparmor-example");
-    assert_eq!(report["apparmor"]["enforced"], false);
+    assert_eq!(report["apparmor"]["requested"], "runtime/default", "the structured field wins");
+    assert_eq!(report["apparmor"]["enforced"], apparmor_here);
     assert_eq!(report["selinux"]["requested"], "system_u:system_r:container_t:s0:c1,c2");
     assert_eq!(report["selinux"]["enforced"], false);
-    let apparmor_here =
-        std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").is_ok_and(|s| s.trim() == "Y");
     assert_eq!(report["apparmor"]["hostHasModule"], apparmor_here);
     assert_eq!(report["selinux"]["hostHasModule"], std::path::Path::new("/sys/fs/selinux/enforce").exists());
 

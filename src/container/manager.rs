@@ -202,6 +202,9 @@ pub(crate) struct Containers {
     events: Emitter<ContainerView>,
     /// Counts OOM kills.
     metrics: crate::metrics::Metrics,
+    /// Whether the node enforces AppArmor (containers then run under their
+    /// profile; see `security::apparmor_profile`).
+    pub(super) apparmor: bool,
 }
 
 fn name_slot(sandbox_id: &str, name_key: &str) -> String {
@@ -244,7 +247,15 @@ impl Containers {
             cdi,
             events: Emitter::default(),
             metrics: crate::metrics::Metrics::off(),
+            apparmor: false,
         }
+    }
+
+    /// Confines containers with AppArmor (the node enforces it, and nidus's
+    /// default profile is loaded).
+    pub(crate) fn confined_by_apparmor(mut self, enabled: bool) -> Self {
+        self.apparmor = enabled;
+        self
     }
 
     /// Reports lifecycle events to `events` (instead of a hub of its own).

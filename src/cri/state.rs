@@ -37,6 +37,9 @@ pub(crate) struct Daemon {
     /// Whether pods with a user namespace of their own can work here (the
     /// probe at start), or why not.
     pub(crate) user_namespaces: Result<(), String>,
+    /// Whether containers run under AppArmor profiles (the node enforces
+    /// AppArmor and nidus's default profile is loaded).
+    pub(crate) apparmor: bool,
     /// Container and sandbox lifecycle events (GetContainerEvents).
     pub(crate) events: crate::events::EventHub<super::Subject>,
     /// The state directories' locks, held while the daemon runs.
@@ -110,6 +113,26 @@ impl Daemon {
             "sandboxes": self.sandboxes.list().len(),
             "network": self.network.describe(),
             "pulls": self.puller.in_flight(),
+            "appArmor": self.apparmor_info(),
+        })
+    }
+
+    /// Status(verbose)'s AppArmor part: enforced or not, and the default
+    /// profile's mode as the kernel lists it.
+    fn apparmor_info(&self) -> serde_json::Value {
+        if !self.apparmor {
+            return serde_json::json!({ "enabled": crate::apparmor::enabled(), "enforced": false });
+        }
+        let mode = crate::apparmor::loaded_mode(crate::apparmor::DEFAULT_PROFILE);
+        serde_json::json!({
+            "enabled": true,
+            "enforced": true,
+            "defaultProfile": crate::apparmor::DEFAULT_PROFILE,
+            "defaultProfileMode": match mode {
+                Ok(Some(mode)) => mode,
+                Ok(None) => "not loaded".to_string(),
+                Err(e) => e.to_string(),
+            },
         })
     }
 }

@@ -458,6 +458,10 @@ impl Containers {
         // The lease under way ends before its undo releases it (see `build`).
         let wanted = capabilities::container_set(sc.privileged, &c.add_capabilities, &c.drop_capabilities)
             .map_err(|e| ContainerError::Invalid(format!("config.linux.security_context.capabilities: {e}")))?;
+        let apparmor = security::apparmor_profile(&sc, self.apparmor, crate::apparmor::DEFAULT_PROFILE, |name| {
+            crate::apparmor::loaded_mode(name).map(|mode| mode.is_some()).map_err(|e| e.to_string())
+        })
+        .map_err(|e| ContainerError::Invalid(e.to_string()))?;
         let capabilities = {
             // Nobody can hand out a capability it lacks (this node's root may
             // lack CAP_SYS_RESOURCE): privileged means all the runtime has.
@@ -494,7 +498,7 @@ impl Containers {
         }
         (record.uid, record.gid, record.additional_gids) = (user.uid, user.gid, user.additional_gids.clone());
         let (seccomp_choice, seccomp_source, seccomp) = seccomp?;
-        record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref());
+        record.security = security_report(&sc, &seccomp_choice, seccomp_source, seccomp.as_ref(), apparmor.as_deref());
         let requested_adj = config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(|r| r.oom_score_adj as i32);
         let oom_score_adj = requested_adj.map(|want| (want, effective_oom_score_adj(want)));
         record.oom_score_adj = oom_score_adj;
@@ -537,6 +541,11 @@ impl Containers {
             image_volumes: &image_volumes,
         })
         .map_err(|e| ContainerError::Invalid(e.to_string()))?;
+        if let (Some(profile), Some(mut process)) = (&apparmor, oci.process().clone()) {
+            // The init and every exec ask for it just before their execve.
+            process.set_apparmor_profile(Some(profile.clone()));
+            oci.set_process(Some(process));
+        }
         if let Some(cdi) = cdi {
             crate::container::cdi_edits::to_spec(&mut oci, cdi)
                 .map_err(|e| ContainerError::Invalid(format!("CDI devices: {e}")))?;
@@ -922,6 +931,7 @@ fn security_report(
     choice: &security::SeccompChoice,
     source: &str,
     program: Option<&SeccompProgram>,
+    apparmor: Option<&str>,
 ) -> SecurityReport {
     let seccomp = SeccompReport {
         profile: choice.kind().into(),
@@ -932,7 +942,7 @@ fn security_report(
         source: source.into(),
         program: program.map(|p| p.program.summary()),
     };
-    let (apparmor, selinux) = security::lsm_reports(sc, HostModules::detect());
+    let (apparmor, selinux) = security::lsm_reports(sc, HostModules::detect(), apparmor);
     SecurityReport { seccomp, apparmor, selinux }
 }
 

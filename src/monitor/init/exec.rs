@@ -1,7 +1,7 @@
 //! The last steps before execve, for a container's init and for a command
 //! run in a running container (`nidus-monitor exec`): the process's limits,
-//! its user and capabilities, its seccomp filter, and the lookup of its
-//! command in `$PATH`.
+//! its user and capabilities, its AppArmor profile and seccomp filter, and
+//! the lookup of its command in `$PATH`.
 
 use std::ffi::CString;
 use std::fs;
@@ -12,6 +12,7 @@ use nix::sched::CloneFlags;
 use oci_spec::runtime::Spec;
 
 use super::{load_seccomp, InContainerHooks};
+use crate::apparmor::ExecProfile;
 use crate::linux::capability_sets::CapabilitySets;
 use crate::linux::seccomp::PreparedFilters;
 
@@ -31,13 +32,28 @@ pub(super) struct Exec {
 /// the default) the process keeps CAP_SYS_ADMIN in its effective set until
 /// the filter is in, and drops to its own sets right after — so the filter
 /// also judges that capset(2), the ambient prctl(2)s and the execve(2).
+///
+/// The AppArmor profile is asked for first (it takes effect at the execve):
+/// the write to `/proc` must come before the seccomp filter, which may deny
+/// it, and needs no capability of an unconfined process, so the drops before
+/// it do not matter; nor does no_new_privs, which only bounds transitions
+/// of a process already confined.
 pub(super) struct Confinement {
+    apparmor: Option<ExecProfile>,
     seccomp: Option<PreparedFilters>,
     capabilities_after: Option<CapabilitySets>,
 }
 
 impl Confinement {
+    /// The AppArmor profile to ask for at the execve.
+    pub(super) fn with_apparmor(self, apparmor: Option<ExecProfile>) -> Self {
+        Self { apparmor, ..self }
+    }
+
     fn apply(&self) -> Result<(), String> {
+        if let Some(profile) = &self.apparmor {
+            profile.apply().map_err(|e| e.to_string())?;
+        }
         if let Some(filters) = &self.seccomp {
             filters.install().map_err(|e| format!("installing the seccomp filter: {e}"))?;
         }
@@ -154,10 +170,10 @@ pub(super) fn become_user(
                 "installing a seccomp filter without no_new_privs needs CAP_SYS_ADMIN, which the runtime lacks: {e}"
             )
         })?;
-        return Ok(Confinement { seccomp, capabilities_after: Some(sets) });
+        return Ok(Confinement { apparmor: None, seccomp, capabilities_after: Some(sets) });
     }
     sets.apply().map_err(|e| format!("setting capabilities: {e}"))?;
-    Ok(Confinement { seccomp, capabilities_after: None })
+    Ok(Confinement { apparmor: None, seccomp, capabilities_after: None })
 }
 
 /// The bounding set, supplementary groups, gid and uid (capabilities kept
@@ -220,6 +236,15 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
         Ok(seccomp) => seccomp,
         Err(e) => return fail(&errors, e),
     };
+    // Asked for through the node's procfs, opened before joining the
+    // container, whose processes could have mounted over its /proc.
+    let apparmor = match process.apparmor_profile() {
+        Some(profile) => match ExecProfile::open(std::path::Path::new("/proc"), profile) {
+            Ok(exec_profile) => Some(exec_profile),
+            Err(e) => return fail(&errors, e.to_string()),
+        },
+        None => None,
+    };
     if let Err(e) = join_running(request) {
         return fail(&errors, e);
     }
@@ -247,7 +272,7 @@ pub fn exec_in(request: &crate::monitor::plan::ExecRequest, errors: fs::File) ->
             if let Err(e) = hygiene {
                 std::process::exit(fail(&errors, e));
             }
-            let code = match prepare_exec(&process, seccomp, &alive_r) {
+            let code = match prepare_exec(&process, seccomp, apparmor, &alive_r) {
                 Ok(exec) => {
                     let error = exec.run();
                     let _ = (&errors).write_all(error.message.as_bytes());
@@ -316,18 +341,19 @@ fn join_running(request: &crate::monitor::plan::ExecRequest) -> Result<(), Strin
 }
 
 /// In the exec child: the container process's oom_score_adj, rlimits and
-/// umask, working directory, user, capabilities, no_new_privs, and its seccomp
-/// filter as the last step before execve.
+/// umask, working directory, user, capabilities, no_new_privs, and its
+/// AppArmor profile and seccomp filter as the last steps before execve.
 /// `helper_alive` is the read end of a pipe only the helper holds open.
 fn prepare_exec(
     process: &oci_spec::runtime::Process,
     seccomp: Option<PreparedFilters>,
+    apparmor: Option<ExecProfile>,
     helper_alive: &OwnedFd,
 ) -> Result<Exec, String> {
     apply_process_limits(process)?;
     let cwd = process.cwd();
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
-    let confinement = become_user(process, seccomp)?;
+    let confinement = become_user(process, seccomp)?.with_apparmor(apparmor);
     // Die with the helper, so a timed-out exec does not linger. Set after the
     // uid change, which clears it; a helper gone before that means give up.
     // (Its pid cannot tell: from inside the container's PID namespace the

@@ -355,7 +355,15 @@ fn build(spec: &Spec, plan: &MonitorPlan, cgroup: CgroupEntry) -> Result<Exec, S
     let cwd = process.cwd();
     fs::create_dir_all(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
     std::env::set_current_dir(cwd).map_err(|e| format!("working directory {}: {e}", cwd.display()))?;
-    let confinement = become_user(&process, seccomp)?;
+    // Through the container's /proc, which this init mounted itself and
+    // nothing of the container has run beside yet.
+    let apparmor = match process.apparmor_profile() {
+        Some(profile) => {
+            Some(crate::apparmor::ExecProfile::open(Path::new("/proc"), profile).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
+    let confinement = become_user(&process, seccomp)?.with_apparmor(apparmor);
     if process.no_new_privileges().unwrap_or(false) {
         crate::linux::process::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     }

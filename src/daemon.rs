@@ -278,7 +278,11 @@ pub async fn serve(mut config: Config) -> Result<()> {
 /// unconfined the containers it would promise to confine.
 fn apparmor_at_start() -> anyhow::Result<bool> {
     if !crate::apparmor::enabled() {
-        tracing::info!("AppArmor is not enabled on this node: containers run unconfined by it");
+        if crate::apparmor::kernel_enabled() {
+            tracing::warn!("the kernel runs AppArmor but securityfs is not mounted at /sys/kernel/security: containers run unconfined by it");
+        } else {
+            tracing::info!("AppArmor is not enabled on this node: containers run unconfined by it");
+        }
         return Ok(false);
     }
     let loaded_now = crate::apparmor::ensure_default_loaded().context("AppArmor is enabled on this node")?;

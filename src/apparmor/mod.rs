@@ -16,6 +16,8 @@ use std::process::{Command, Stdio};
 pub const DEFAULT_PROFILE: &str = "nidus-default";
 
 const ENABLED: &str = "/sys/module/apparmor/parameters/enabled";
+/// AppArmor's directory in securityfs: without it no profile can be listed or loaded.
+const SECURITYFS_DIR: &str = "/sys/kernel/security/apparmor";
 const PROFILES: &str = "/sys/kernel/security/apparmor/profiles";
 
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +35,16 @@ pub enum AppArmorError {
 }
 
 /// Whether the kernel runs AppArmor (its module parameter reads `Y`).
-pub fn enabled() -> bool {
+pub fn kernel_enabled() -> bool {
     std::fs::read_to_string(ENABLED).is_ok_and(|s| s.trim().eq_ignore_ascii_case("y"))
+}
+
+/// Whether AppArmor can confine containers here: the kernel runs it and
+/// its securityfs directory is there to list and load profiles (runc's
+/// test too; a system without securityfs mounted, such as a bare
+/// initramfs, has AppArmor in the kernel but no way to use it).
+pub fn enabled() -> bool {
+    kernel_enabled() && Path::new(SECURITYFS_DIR).is_dir()
 }
 
 /// The loaded profiles and their modes (`name (mode)` lines), as listed.

@@ -135,13 +135,7 @@ pub async fn serve(mut config: Config) -> Result<()> {
     containers.load().await.context("reloading containers")?;
     if let Some(scopes) = &cgroups.systemd {
         // Scopes a daemon killed mid-create (or mid-removal) left behind.
-        let known: std::collections::HashSet<String> = sandboxes
-            .list()
-            .into_iter()
-            .map(|v| v.record.id.clone())
-            .chain(containers.list().into_iter().map(|v| v.record.id.clone()))
-            .collect();
-        scopes.stop_leftovers(|id| known.contains(id)).await;
+        scopes.stop_leftovers(|id| sandboxes.knows(id) || containers.knows(id)).await;
     }
     crate::cri::pod_checkpoint::remove_abandoned(&config.root, &sandboxes, &containers).await;
     containers.refill_spares();

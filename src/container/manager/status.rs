@@ -8,6 +8,11 @@ impl Containers {
         self.view_of(&entry).ok_or(ContainerError::NotFound(id))
     }
 
+    /// Whether `id` (a full id) is a container's here, without building its view.
+    pub(crate) fn knows(&self, id: &str) -> bool {
+        self.index.contains(id)
+    }
+
     pub(crate) fn list(&self) -> Vec<ContainerView> {
         let mut views: Vec<ContainerView> = self.index.entries().iter().filter_map(|e| self.view_of(e)).collect();
         views.sort_by_key(|v| v.record.created_at_ns);

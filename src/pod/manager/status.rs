@@ -12,6 +12,11 @@ impl Sandboxes {
         Ok(view)
     }
 
+    /// Whether `id` (a full id) is a pod's here, without building its view.
+    pub(crate) fn knows(&self, id: &str) -> bool {
+        self.index.contains(id)
+    }
+
     pub(crate) fn list(&self) -> Vec<SandboxView> {
         let mut views: Vec<SandboxView> =
             self.index.entries().iter().filter(|e| !e.is_removed()).map(|e| self.view(&e.live())).collect();

@@ -28,11 +28,13 @@ pub struct CgroupTree {
 struct Hierarchy {
     own_dir: PathBuf,
     cpuset: bool,
+    cgroup2: bool,
 }
 
 impl CgroupTree {
-    /// Creates `<own cgroup>/<name>` in every hierarchy the harness is in.
-    pub fn create_own_child(name: &str) -> Result<Self> {
+    /// Creates `<own cgroup>/<name>` in every hierarchy the harness is in
+    /// (in cgroup2, beside the leaf the harness moved into, if it did).
+    pub fn create_own_child(name: &str, leaf: Option<&HarnessLeaf>) -> Result<Self> {
         check_name(name)?;
         let hierarchies = own_hierarchies()?;
         if hierarchies.is_empty() {
@@ -40,11 +42,20 @@ impl CgroupTree {
         }
         let mut made = Self { relative: name.to_string(), dirs: Vec::new() };
         for h in hierarchies {
-            let dir = h.own_dir.join(name);
+            let own_dir = match leaf {
+                Some(leaf) if h.cgroup2 => leaf.own.clone(),
+                _ => h.own_dir.clone(),
+            };
+            let dir = own_dir.join(name);
             fs::create_dir(&dir).with_context(|| format!("creating cgroup {}", dir.display()))?;
             made.dirs.push(dir.clone());
             if h.cpuset {
                 inherit_cpuset(&dir)?;
+            }
+            // cgroup v2: the runtimes' cgroups below get every controller
+            // this one has (it holds no process itself).
+            if h.cgroup2 {
+                enable_controllers(&dir)?;
             }
         }
         Ok(made)
@@ -88,6 +99,12 @@ impl CgroupTree {
         });
         let first = sets.next().unwrap_or_default();
         sets.fold(first, |all, set| all.intersection(&set).copied().collect())
+    }
+
+    /// The processes in the child `name` of this cgroup (not below it), in
+    /// any hierarchy where it exists.
+    pub fn own_processes_of_child(&self, name: &str) -> BTreeSet<i32> {
+        self.dirs.iter().flat_map(|d| pids_in(&d.join(name))).collect()
     }
 
     /// Every process in this cgroup or below it, in any hierarchy.
@@ -169,6 +186,84 @@ impl CgroupTree {
     }
 }
 
+/// On a cgroup2 hierarchy whose controllers reach the harness's cgroup (a
+/// pure cgroup v2 node), a cgroup that hands controllers to its children
+/// cannot hold processes: the harness moves into a leaf of its own cgroup,
+/// beside the workplace `CgroupTree::create_own_child` makes there, and
+/// enables its own cgroup's controllers for both. Dropping it undoes that
+/// (the controllers it enabled, the move, the leaf).
+pub struct HarnessLeaf {
+    own: PathBuf,
+    leaf: PathBuf,
+    enabled: Vec<String>,
+}
+
+impl HarnessLeaf {
+    /// None where nothing needs it: no cgroup2 controllers in the harness's
+    /// cgroup (cgroup v1, or a hybrid host's empty cgroup2).
+    pub fn enter(label: &str) -> Result<Option<Self>> {
+        check_name(label)?;
+        let Some(own) = own_hierarchies()?.into_iter().find(|h| h.cgroup2).map(|h| h.own_dir) else {
+            return Ok(None);
+        };
+        let controllers = fs::read_to_string(own.join("cgroup.controllers")).unwrap_or_default();
+        if controllers.trim().is_empty() {
+            return Ok(None);
+        }
+        let me = std::process::id() as i32;
+        let others: Vec<i32> = pids_in(&own).into_iter().filter(|p| *p != me).collect();
+        if !others.is_empty() {
+            bail!(
+                "cgroup v2: the harness's cgroup {} holds other processes too ({others:?}), so it cannot hand its \
+                 controllers to the runtimes' cgroups; start nidus-bench in a cgroup of its own \
+                 (e.g. `systemd-run --scope nidus-bench`)",
+                own.display()
+            );
+        }
+        let leaf = own.join(format!("{label}-harness"));
+        fs::create_dir(&leaf).with_context(|| format!("creating cgroup {}", leaf.display()))?;
+        let mut entered = Self { own: own.clone(), leaf: leaf.clone(), enabled: Vec::new() };
+        fs::write(leaf.join("cgroup.procs"), me.to_string())
+            .with_context(|| format!("moving the harness into {}", leaf.display()))?;
+        entered.enabled = enable_controllers(&own)?;
+        Ok(Some(entered))
+    }
+}
+
+impl Drop for HarnessLeaf {
+    fn drop(&mut self) {
+        let control = self.own.join("cgroup.subtree_control");
+        for controller in self.enabled.iter().rev() {
+            if let Err(e) = fs::write(&control, format!("-{controller}")) {
+                eprintln!("warning: cannot disable {controller} in {}: {e}", control.display());
+            }
+        }
+        let me = std::process::id().to_string();
+        if let Err(e) = fs::write(self.own.join("cgroup.procs"), &me) {
+            eprintln!("warning: cannot move the harness back to {}: {e}", self.own.display());
+            return;
+        }
+        if let Err(e) = fs::remove_dir(&self.leaf) {
+            eprintln!("warning: cannot remove {}: {e}", self.leaf.display());
+        }
+    }
+}
+
+/// Enables for `dir`'s children every controller `dir` has (cgroup v2);
+/// returns those it enabled.
+fn enable_controllers(dir: &Path) -> Result<Vec<String>> {
+    let available = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    let enabled = fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+    let mut added = Vec::new();
+    for controller in available.split_whitespace().filter(|c| !enabled.split_whitespace().any(|e| e == *c)) {
+        let control = dir.join("cgroup.subtree_control");
+        fs::write(&control, format!("+{controller}"))
+            .with_context(|| format!("enabling {controller} in {}", control.display()))?;
+        added.push(controller.to_string());
+    }
+    Ok(added)
+}
+
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         bail!("bad cgroup name {name:?}");
@@ -188,7 +283,8 @@ fn inherit_cpuset(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn walk_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every cgroup directory below `dir` (not `dir`), parents first.
+pub fn walk_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
@@ -196,6 +292,20 @@ fn walk_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
             walk_dirs(&entry.path(), out);
         }
     }
+}
+
+/// The processes in the cgroup `dir` (not below it).
+fn pids_in(dir: &Path) -> BTreeSet<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|text| text.lines().filter_map(|l| l.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Every process in the cgroup `dir` or below it.
+pub fn processes_below(dir: &Path) -> BTreeSet<i32> {
+    let mut dirs = vec![dir.to_path_buf()];
+    walk_dirs(dir, &mut dirs);
+    dirs.iter().flat_map(|d| pids_in(d)).collect()
 }
 
 /// One cgroup mount: mount point, the root of the hierarchy it shows, and its
@@ -284,7 +394,7 @@ fn own_hierarchies() -> Result<Vec<Hierarchy>> {
     let text = fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
     Ok(resolve_lines(&text)?
         .into_iter()
-        .map(|(mount, own_dir)| Hierarchy { own_dir, cpuset: mount.key.contains("cpuset") })
+        .map(|(mount, own_dir)| Hierarchy { own_dir, cpuset: mount.key.contains("cpuset"), cgroup2: mount.cgroup2 })
         .collect())
 }
 

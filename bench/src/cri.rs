@@ -307,10 +307,37 @@ pub enum PodNetwork {
 /// The host port of `PodNetwork::OwnWithHostPort` pods (one at a time).
 const BENCH_HOST_PORT: i32 = 18500;
 
-/// A pod config like kubelet's: the pod's log directory, a relative
-/// `cgroup_parent` (`<cgroup_prefix>pod<uid>`, which each runtime nests under
-/// its own cgroup), the pod's IPC namespace, a PID namespace per container.
-pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_prefix: &str) -> PodSandboxConfig {
+/// How a pod's `cgroup_parent` is written for a runtime, as kubelet writes
+/// it for each cgroup driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodCgroupParent {
+    /// cgroupfs: the path `<prefix>pod<uid>`, relative (each runtime nests it
+    /// under its own cgroup, see `Runtime::pod_cgroup_parent`).
+    Path(String),
+    /// systemd: the slice `<prefix>-pod<uid>.slice`, the uid's dashes written
+    /// as underscores as kubelet does (a dash separates the levels of a slice
+    /// name: `<prefix>.slice/<prefix>-pod<uid>.slice`).
+    Slice(String),
+}
+
+impl PodCgroupParent {
+    pub fn for_pod(&self, uid: &str) -> String {
+        match self {
+            PodCgroupParent::Path(prefix) => format!("{prefix}pod{uid}"),
+            PodCgroupParent::Slice(prefix) => format!("{prefix}-pod{}.slice", uid.replace('-', "_")),
+        }
+    }
+}
+
+/// A pod config like kubelet's: the pod's log directory, a `cgroup_parent`
+/// (see `PodCgroupParent`), the pod's IPC namespace, a PID namespace per
+/// container.
+pub fn pod_config(
+    name: &str,
+    log_directory: &Path,
+    network: PodNetwork,
+    cgroup_parent: &PodCgroupParent,
+) -> PodSandboxConfig {
     let uid = format!("{name}-uid");
     PodSandboxConfig {
         metadata: Some(PodSandboxMetadata {
@@ -335,7 +362,7 @@ pub fn pod_config(name: &str, log_directory: &Path, network: PodNetwork, cgroup_
         log_directory: log_directory.display().to_string(),
         labels: HashMap::from([("bench".into(), "nidus-bench".into())]),
         linux: Some(LinuxPodSandboxConfig {
-            cgroup_parent: format!("{cgroup_prefix}pod{uid}"),
+            cgroup_parent: cgroup_parent.for_pod(&uid),
             security_context: Some(LinuxSandboxSecurityContext {
                 namespace_options: Some(NamespaceOption {
                     network: match network {

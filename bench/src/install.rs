@@ -2,7 +2,8 @@
 //! missing: containerd with runc and crun (the references), the CNI plugins
 //! and iptables (the networked variants), Debian's dynamic busybox (the test
 //! image), gcc (the static pause program), iproute2, util-linux,
-//! docker-registry and skopeo (the pull step). Nothing is started as a
+//! docker-registry and skopeo (the pull step); the cgroup-driver step needs
+//! only containerd, runc, gcc, busybox and the tools. Nothing is started as a
 //! service: while apt runs, a `policy-rc.d` that refuses service starts is in
 //! place unless one exists.
 
@@ -14,6 +15,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use crate::host;
+use crate::options::OnlyStep;
 
 /// (program that must be on PATH, Debian package providing it)
 const NEEDED: &[(&str, &str)] = &[
@@ -31,17 +33,42 @@ const NEEDED: &[(&str, &str)] = &[
     ("skopeo", "skopeo"),
 ];
 
+/// What the cgroup-driver step needs (it runs where apt may have no
+/// network: the node lane's VM image holds these).
+const NEEDED_BY_DRIVERS: &[&str] = &[
+    "containerd",
+    "ctr",
+    "containerd-shim-runc-v2",
+    "runc",
+    "gcc",
+    "ip",
+    "nsenter",
+    "unshare",
+    "python3",
+    "systemctl",
+];
+
 const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";
 
-pub fn ensure_packages() -> Result<()> {
-    let mut missing: Vec<&str> = NEEDED.iter().filter(|(bin, _)| !host::on_path(bin)).map(|(_, pkg)| *pkg).collect();
+/// Installs what the run (`only` a step of it, or all) needs and misses.
+pub fn ensure_packages(only: Option<OnlyStep>) -> Result<()> {
+    let drivers = only == Some(OnlyStep::Drivers);
+    let mut missing: Vec<&str> = NEEDED
+        .iter()
+        .filter(|(bin, _)| !drivers || NEEDED_BY_DRIVERS.contains(bin))
+        .filter(|(bin, _)| !host::on_path(bin))
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    if drivers && !host::on_path("systemctl") {
+        missing.push("systemd");
+    }
     if !dynamic_busybox() {
         missing.push("busybox");
     }
-    if !Path::new("/usr/lib/cni/bridge").exists() || !Path::new("/usr/lib/cni/portmap").exists() {
+    if !drivers && (!Path::new("/usr/lib/cni/bridge").exists() || !Path::new("/usr/lib/cni/portmap").exists()) {
         missing.push("containernetworking-plugins");
     }
-    if !host::on_path("iptables") {
+    if !drivers && !host::on_path("iptables") {
         missing.push("iptables");
     }
     if !Path::new("/usr/lib/x86_64-linux-gnu/libc.a").exists()

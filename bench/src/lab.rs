@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use nix::mount::{mount, MsFlags};
 
-use crate::cgroups::CgroupTree;
+use crate::cgroups::{CgroupTree, HarnessLeaf};
 use crate::host;
 
 /// Where the harness keeps everything of one run.
@@ -27,6 +27,9 @@ pub struct Places {
 
 pub struct Lab {
     pub places: Places,
+    /// cgroup v2: the leaf the harness moved into (dropped after the
+    /// workplace's cgroups are removed).
+    leaf: Option<HarnessLeaf>,
 }
 
 impl Lab {
@@ -36,6 +39,7 @@ impl Lab {
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let run_dir = dir.join("run");
         let made = (|| {
+            let leaf = HarnessLeaf::enter(&label)?;
             fs::create_dir(&run_dir)?;
             mount(
                 Some("nidus-bench"),
@@ -45,10 +49,10 @@ impl Lab {
                 Some("mode=0755,size=1g"),
             )
             .with_context(|| format!("mounting a tmpfs on {}", run_dir.display()))?;
-            CgroupTree::create_own_child(&label)
+            Ok((CgroupTree::create_own_child(&label, leaf.as_ref())?, leaf))
         })();
         match made {
-            Ok(cgroup) => Ok(Self { places: Places { dir, run_dir, cgroup, label } }),
+            Ok((cgroup, leaf)) => Ok(Self { places: Places { dir, run_dir, cgroup, label }, leaf }),
             Err(e) => {
                 host::unmount_under(&dir);
                 if host::mounts_under("self", &dir).is_empty() {
@@ -88,6 +92,7 @@ impl Drop for Lab {
         if !left.is_empty() {
             eprintln!("warning: cgroups could not be removed: {left:?}");
         }
+        drop(self.leaf.take());
         let mounts = host::mounts_under("self", &places.dir);
         if mounts.is_empty() {
             let _ = fs::remove_dir_all(&places.dir);

@@ -72,8 +72,8 @@ pub struct Target {
     /// Pod log directories go below this.
     pub logs: PathBuf,
     pub image: &'static str,
-    /// Put before `pod<uid>` in `cgroup_parent` (see `Runtime::cgroup_prefix`).
-    pub cgroup_prefix: String,
+    /// How its pods' `cgroup_parent` is written (see `Runtime::pod_cgroup_parent`).
+    pub cgroup_parent: crate::cri::PodCgroupParent,
 }
 
 /// Sets a handler, prints one line, then exits 0 on SIGTERM (`wait` returns
@@ -91,7 +91,7 @@ const LOG_LIMIT: Duration = Duration::from_secs(20);
 /// Runs one pod through every timed step; on failure the pod is removed.
 pub async fn timed_lifecycle(target: &Target, name: &str, network: PodNetwork) -> Result<Vec<(Step, Duration)>> {
     let log_dir = pod_log_dir(target, name)?;
-    let pod = pod_config(name, &log_dir, network, &target.cgroup_prefix);
+    let pod = pod_config(name, &log_dir, network, &target.cgroup_parent);
     let mut pod_id = None;
     let result = timed_steps(target, &pod, &log_dir, &mut pod_id).await;
     if result.is_err() {
@@ -210,7 +210,7 @@ pub struct SleepingPod {
 /// Starts a pod with one `sleep` container; on failure the pod is removed.
 pub async fn start_sleeping_pod(target: &Target, name: &str) -> Result<SleepingPod> {
     let log_dir = pod_log_dir(target, name)?;
-    let pod = pod_config(name, &log_dir, PodNetwork::Node, &target.cgroup_prefix);
+    let pod = pod_config(name, &log_dir, PodNetwork::Node, &target.cgroup_parent);
     let pod_id = target.cri.run_pod(&pod).await.with_context(|| format!("pod {name}"))?;
     let made = async {
         let id = target.cri.create_container(&pod_id, &pod, &container_config("sleep", target.image, SLEEPING)).await?;

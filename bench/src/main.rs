@@ -10,6 +10,7 @@
 mod cgroups;
 mod cri;
 mod density;
+mod drivers;
 mod exec_stream;
 mod host;
 mod images;
@@ -84,11 +85,14 @@ async fn run() -> Result<bool> {
         bail!("the benchmark needs root (namespaces, mounts, cgroups)");
     }
     let options = Options::from_env()?;
-    install::ensure_packages()?;
+    install::ensure_packages(options.only)?;
     images::check_sources()?;
     runtime::nidus_binary()?;
     if options.profile {
         return profile::run(&options).await;
+    }
+    if options.only == Some(OnlyStep::Drivers) {
+        return drivers::run(&options).await;
     }
 
     let lab = Lab::new()?;
@@ -178,7 +182,7 @@ async fn run() -> Result<bool> {
         cri: rt.cri().clone(),
         logs: rt.logs.clone(),
         image: busybox.reference,
-        cgroup_prefix: rt.cgroup_prefix(),
+        cgroup_parent: rt.pod_cgroup_parent(),
     };
     let (mut nidus_target, mut containerd_target) = (target(&nidus), target(&containerd));
     let other_targets: Vec<Target> = others.iter().map(target).collect();

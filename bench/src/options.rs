@@ -11,7 +11,8 @@
 //! default 20; 0 skips them) and `BENCH_SCALE_FLOOR_MIB` (no pod is added
 //! while MemAvailable is below it, default 3072); `BENCH_ONLY=pull`,
 //! `BENCH_ONLY=exec` or `BENCH_ONLY=scale` runs that step alone (the pull
-//! step, the streaming exec round trip of `exec_stream`, or the scale step);
+//! step, the streaming exec round trip of `exec_stream`, or the scale step),
+//! `BENCH_ONLY=drivers` the cgroup-driver step of a systemd node (`drivers`);
 //! `BENCH_PROFILE=1` runs nidus alone (see `profile`). nidus's log
 //! filter is `BENCH_NIDUS_LOG` (default `info`; `nidus=debug` shows the
 //! timings of each create).
@@ -58,6 +59,8 @@ pub enum OnlyStep {
     Exec,
     /// The scale step.
     Scale,
+    /// The cgroup drivers on a systemd node (see `drivers`).
+    Drivers,
 }
 
 impl Options {
@@ -75,7 +78,10 @@ impl Options {
                 "pull" => Some(OnlyStep::Pull),
                 "exec" => Some(OnlyStep::Exec),
                 "scale" => Some(OnlyStep::Scale),
-                other => bail!("BENCH_ONLY={other:?}: the steps that run alone are `pull`, `exec` and `scale`"),
+                "drivers" => Some(OnlyStep::Drivers),
+                other => {
+                    bail!("BENCH_ONLY={other:?}: the steps that run alone are `pull`, `exec`, `scale` and `drivers`")
+                }
             },
             scale: ScaleOptions {
                 counts: pod_counts(&std::env::var("BENCH_SCALE").unwrap_or_default())?,

@@ -36,7 +36,7 @@ pub async fn run(target: &Target, dir: &Path, iterations: usize) -> Result<Check
         let name = format!("ckpt-{i}");
         let logs = target.logs.join(&name);
         std::fs::create_dir_all(&logs)?;
-        let pod = pod_config(&name, &logs, PodNetwork::Own, &target.cgroup_prefix);
+        let pod = pod_config(&name, &logs, PodNetwork::Own, &target.cgroup_parent);
         let pod_id = target.cri.run_pod(&pod).await?;
         let one = as_kubelet_for(&pod, container_config("counter", target.image, COUNTER));
         let counter = target.cri.create_container(&pod_id, &pod, &one).await?;

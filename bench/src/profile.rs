@@ -41,7 +41,7 @@ pub async fn run(options: &Options) -> Result<bool> {
             cri: rt.cri().clone(),
             logs: rt.logs.clone(),
             image: busybox.reference,
-            cgroup_prefix: rt.cgroup_prefix(),
+            cgroup_parent: rt.pod_cgroup_parent(),
         };
         variants.push(Variant { label, target, network: PodNetwork::Node });
     }

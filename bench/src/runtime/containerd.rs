@@ -7,8 +7,10 @@
 //! CAP_SYS_RESOURCE), and the harness's pause image as `sandbox_image`.
 //! Images are imported with `ctr images import` into the `k8s.io` namespace;
 //! the pull step's registry (127.0.0.1, plain HTTP) is configured as a mirror.
-//! Two more flavours: `containerd-cni` (the bench's bridge CNI list and
-//! Debian's plugins) and `containerd-crun` (crun instead of runc).
+//! Three more flavours: `containerd-cni` (the bench's bridge CNI list and
+//! Debian's plugins), `containerd-crun` (crun instead of runc) and
+//! `containerd-systemd` (runc's systemd cgroup driver, `SystemdCgroup =
+//! true`: a scope per pause and container in the pod's slice).
 
 use std::fs;
 use std::path::PathBuf;
@@ -97,7 +99,7 @@ disabled_plugins = [{disabled}]
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = {systemd_cgroup}
         Root = {runc_root}{binary_name}
 "#,
         root = toml_str(root(rt)),
@@ -108,6 +110,7 @@ disabled_plugins = [{disabled}]
         cni_conf = toml_str(cni.join("conf")),
         runc_root = toml_str(runc_root(rt)),
         pull_port = crate::pull::REGISTRY_PORT,
+        systemd_cgroup = rt.kind.is_systemd(),
     );
     fs::write(config_path(rt), config)?;
     Ok(("containerd".into(), vec!["--config".into(), config_path(rt).display().to_string()], true))

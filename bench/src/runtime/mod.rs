@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::Signal;
 
-use crate::cgroups::CgroupTree;
-use crate::cri::Cri;
+use crate::cgroups::{self, CgroupTree};
+use crate::cri::{Cri, PodCgroupParent};
 use crate::host;
 use crate::images::Image;
 use crate::lab::Places;
@@ -43,6 +43,11 @@ pub enum Kind {
     ContainerdCrun,
     /// nidus as `Nidus`, with one GetContainerEvents subscriber all along.
     NidusEvents,
+    /// nidus with the systemd cgroup driver (a scope per pause and container
+    /// in the pod's slice; needs systemd as PID 1).
+    NidusSystemd,
+    /// containerd + runc with `SystemdCgroup = true`.
+    ContainerdSystemd,
 }
 
 impl Kind {
@@ -56,23 +61,48 @@ impl Kind {
             Kind::ContainerdCni => "containerd-cni",
             Kind::ContainerdCrun => "containerd-crun",
             Kind::NidusEvents => "nidus-events",
+            Kind::NidusSystemd => "nidus-systemd",
+            Kind::ContainerdSystemd => "containerd-systemd",
         }
     }
 
     /// nidus (any build or network), as opposed to containerd.
     pub fn is_nidus(self) -> bool {
-        matches!(self, Kind::Nidus | Kind::NidusB | Kind::NidusCni | Kind::NidusBuiltin | Kind::NidusEvents)
+        matches!(
+            self,
+            Kind::Nidus | Kind::NidusB | Kind::NidusCni | Kind::NidusBuiltin | Kind::NidusEvents | Kind::NidusSystemd
+        )
+    }
+
+    /// Pods in systemd slices and scopes (the systemd cgroup driver), outside
+    /// the harness's cgroup: below `/<systemd_slice()>.slice`.
+    pub fn is_systemd(self) -> bool {
+        matches!(self, Kind::NidusSystemd | Kind::ContainerdSystemd)
+    }
+
+    /// The slice a systemd-driven runtime's pods go below (as kubelet's
+    /// `kubepods.slice`): one per runtime, so that what one leaves is told
+    /// from the other's.
+    pub fn systemd_slice(self) -> &'static str {
+        match self {
+            Kind::ContainerdSystemd => "benchcontainerd",
+            _ => "benchnidus",
+        }
     }
 }
 
 /// Joins the cgroups named in `BENCH_CGROUP_PROCS` (colon-separated
-/// `cgroup.procs` files), optionally gives the process a private `/run`
-/// (it must already be in a private mount namespace), then execs the daemon.
+/// `cgroup.procs` files), optionally mounts a private tmpfs on the directory
+/// `BENCH_PRIVATE_RUN` names (the process must already be in a private mount
+/// namespace), then execs the daemon.
 const LAUNCH_SCRIPT: &str = r#"set -e
 IFS=:
 for procs in $BENCH_CGROUP_PROCS; do echo $$ > "$procs"; done
 unset IFS
-if [ -n "$BENCH_PRIVATE_RUN" ]; then mount -t tmpfs -o mode=0755,size=16m nidus-bench-run /run; fi
+if [ -n "$BENCH_PRIVATE_RUN" ]; then
+  mkdir -p "$BENCH_PRIVATE_RUN"
+  mount -t tmpfs -o mode=0755,size=16m nidus-bench-run "$BENCH_PRIVATE_RUN"
+fi
 exec "$@""#;
 
 pub struct Runtime {
@@ -160,7 +190,10 @@ impl Runtime {
                 // Own mount namespace: the daemon's mounts (and its shims') are
                 // its own, and vanish with its last process.
                 cmd.args(["--", "unshare", "--mount", "--propagation", "private"]);
-                cmd.env("BENCH_PRIVATE_RUN", "1");
+                // containerd's shim sockets are in `/run/containerd/s`. With
+                // systemd cgroups runc needs the system bus in
+                // `/run/dbus`: only `/run/containerd` is made private then.
+                cmd.env("BENCH_PRIVATE_RUN", if self.kind.is_systemd() { "/run/containerd" } else { "/run" });
             }
             (true, true) => {
                 let held = self.mount_ns.as_ref().context("the daemon's mount namespace was not kept")?;
@@ -347,10 +380,14 @@ impl Runtime {
         self.state_entries().into_iter().filter(|e| !self.baseline.contains(e)).collect()
     }
 
-    /// Processes in the runtime's cgroups other than the daemon: what it
-    /// started (pause, monitors, shims, containers).
+    /// Processes in the runtime's cgroups (and, with the systemd driver, its
+    /// slice) other than the daemon: what it started (pause, monitors, shims,
+    /// containers).
     pub fn processes(&self) -> BTreeSet<i32> {
         let mut pids = self.cgroup.processes();
+        if let Some(slice) = self.systemd_slice_dir() {
+            pids.extend(cgroups::processes_below(&slice));
+        }
         if let Some(daemon) = self.daemon_pid() {
             pids.remove(&daemon);
         }
@@ -363,7 +400,12 @@ impl Runtime {
     /// still in its own cgroup in every hierarchy.
     pub fn helpers(&self) -> BTreeSet<i32> {
         let Some(daemon) = self.daemon_pid() else { return BTreeSet::new() };
-        let own = self.cgroup.own_processes();
+        let mut own = self.cgroup.own_processes();
+        // On cgroup v2 nidus moves into a leaf of its cgroup (to delegate
+        // controllers), and its helpers with it.
+        if self.kind.is_nidus() {
+            own.extend(self.cgroup.own_processes_of_child(nidus::DAEMON_LEAF));
+        }
         let children: BTreeSet<i32> =
             own.iter().copied().filter(|&pid| pid != daemon && host::parent_of(pid) == Some(daemon)).collect();
         let grandchildren =
@@ -389,25 +431,40 @@ impl Runtime {
         found
     }
 
-    /// What goes before `pod<uid>` in a pod's `cgroup_parent`. nidus nests
-    /// any `cgroup_parent` below its (relative) cgroup root. runc (cgroupfs
-    /// driver, relative cgroupsPath) nests it below its own cgroup in each v1
-    /// hierarchy — the shim's, which is the daemon's harness-made cgroup —
-    /// but below the mount's root in the cgroup2 hierarchy of a hybrid host;
-    /// there the harness's own cgroup is the root, so starting the path with
-    /// the daemon's cgroup keeps the pod inside it in every hierarchy (in v1
-    /// the pod cgroup then sits at `<daemon cgroup>/<daemon cgroup>/pod<uid>`).
-    pub fn cgroup_prefix(&self) -> String {
-        match self.kind.is_nidus() {
-            true => String::new(),
-            false => format!("{}/", self.cgroup.relative),
+    /// How this runtime's pods' `cgroup_parent` is written. With the
+    /// systemd driver it is a slice below `Kind::systemd_slice`. Otherwise it
+    /// is a path: nidus nests any `cgroup_parent` below its (relative) cgroup
+    /// root. runc (cgroupfs driver, relative cgroupsPath) nests it below its
+    /// own cgroup in each v1 hierarchy — the shim's, which is the daemon's
+    /// harness-made cgroup — but below the mount's root in the cgroup2
+    /// hierarchy of a hybrid host; there the harness's own cgroup is the
+    /// root, so starting the path with the daemon's cgroup keeps the pod
+    /// inside it in every hierarchy (in v1 the pod cgroup then sits at
+    /// `<daemon cgroup>/<daemon cgroup>/pod<uid>`).
+    pub fn pod_cgroup_parent(&self) -> PodCgroupParent {
+        if self.kind.is_systemd() {
+            return PodCgroupParent::Slice(self.kind.systemd_slice().to_string());
         }
+        match self.kind.is_nidus() {
+            true => PodCgroupParent::Path(String::new()),
+            false => PodCgroupParent::Path(format!("{}/", self.cgroup.relative)),
+        }
+    }
+
+    /// The slice this runtime's pods go below, in the cgroup2 hierarchy
+    /// (systemd driver only).
+    pub fn systemd_slice_dir(&self) -> Option<PathBuf> {
+        self.kind.is_systemd().then(|| PathBuf::from(format!("/sys/fs/cgroup/{}.slice", self.kind.systemd_slice())))
     }
 
     /// Where the runtime puts pods' `cgroup_parent`s, in every hierarchy
     /// (directories that do not exist in a hierarchy are left out).
     pub fn pod_cgroup_parents(&self) -> Vec<PathBuf> {
         let mut parents = Vec::new();
+        if let Some(slice) = self.systemd_slice_dir() {
+            parents.extend(slice.is_dir().then_some(slice));
+            return parents;
+        }
         for dir in &self.cgroup.dirs {
             match self.kind.is_nidus() {
                 true => parents.push(dir.join(nidus::CGROUP_ROOT)),
@@ -423,10 +480,24 @@ impl Runtime {
     }
 
     /// Cgroups below the daemon's own, other than where pod cgroups go and
-    /// the directories above that.
+    /// the directories above that, and nidus's own leaf (cgroup v2); with the
+    /// systemd driver, also any cgroup below the runtime's slice but its
+    /// pods' slices (a scope left behind).
     pub fn cgroups(&self) -> Vec<PathBuf> {
         let parents = self.pod_cgroup_parents();
-        self.cgroup.descendants().into_iter().filter(|d| !parents.iter().any(|p| p.starts_with(d))).collect()
+        let mut left: Vec<PathBuf> = self
+            .cgroup
+            .descendants()
+            .into_iter()
+            .filter(|d| !parents.iter().any(|p| p.starts_with(d)))
+            .filter(|d| !(self.kind.is_nidus() && d.file_name().is_some_and(|n| n == nidus::DAEMON_LEAF)))
+            .collect();
+        if let Some(slice) = self.systemd_slice_dir() {
+            let mut below = Vec::new();
+            cgroups::walk_dirs(&slice, &mut below);
+            left.extend(below.into_iter().filter(|d| d.parent() != Some(slice.as_path()) || !is_slice(d)));
+        }
+        left
     }
 
     /// Stops the daemon (SIGTERM, then SIGKILL after 10 s), then kills
@@ -460,7 +531,19 @@ impl Runtime {
 
     /// Checks that `pid` (a pod's process) is inside this runtime's cgroups in
     /// every hierarchy: runc and nidus must nest below the harness's cgroup.
+    /// With the systemd driver: that `pid` is in a scope below the runtime's
+    /// slice instead.
     pub fn check_contained(&self, pid: i32, what: &str) -> Result<()> {
+        if self.kind.is_systemd() {
+            let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .with_context(|| format!("reading /proc/{pid}/cgroup"))?;
+            let unified = cgroups.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or_default();
+            let slice = format!("/{}.slice/", self.kind.systemd_slice());
+            if !unified.starts_with(&slice) || !unified.ends_with(".scope") {
+                bail!("{what} (pid {pid}) of {} is not in a scope below {slice}: {unified}", self.name());
+            }
+            return Ok(());
+        }
         if !self.cgroup.contains(pid)? {
             let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
             bail!(
@@ -506,4 +589,9 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.shut_down();
     }
+}
+
+/// A directory named `*.slice`.
+fn is_slice(dir: &std::path::Path) -> bool {
+    dir.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".slice"))
 }

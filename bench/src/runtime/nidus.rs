@@ -15,6 +15,11 @@ use crate::images::Image;
 /// nidus's cgroup root, relative to the daemon's own cgroup.
 pub const CGROUP_ROOT: &str = "pods";
 
+/// The leaf of its cgroup a nidus moves into on cgroup v2, so that the
+/// cgroup can hand its controllers to the pods' (see nidus's
+/// `cgroups::delegation`).
+pub const DAEMON_LEAF: &str = "nidus-daemon";
+
 /// The nidus binary: `NIDUS_BIN`, else `nidus` beside this harness (both in
 /// `target/release` after `make bench`).
 pub fn binary() -> Result<PathBuf> {
@@ -45,14 +50,20 @@ fn config_path(rt: &Runtime) -> PathBuf {
 
 /// Writes the config; returns the daemon's command line.
 pub fn prepare(rt: &Runtime) -> Result<(String, Vec<String>, bool)> {
+    // The systemd driver makes scopes in the pods' slices, from the
+    // hierarchy's root.
+    let cgroup_root = match rt.kind {
+        super::Kind::NidusSystemd => "/",
+        _ => CGROUP_ROOT,
+    };
     let config = format!(
-        "socket = {:?}\nroot = {:?}\nstate = {:?}\ncgroup_root = {CGROUP_ROOT:?}\nlog_level = {:?}\n",
+        "socket = {:?}\nroot = {:?}\nstate = {:?}\ncgroup_root = {cgroup_root:?}\nlog_level = {:?}\n",
         rt.socket.display().to_string(),
         rt.dir.join("root").display().to_string(),
         rt.state.join("state").display().to_string(),
         std::env::var("BENCH_NIDUS_LOG").unwrap_or_else(|_| "info".into()),
     );
-    let config = config + &extra_config(rt)? + &network_section(rt)?;
+    let config = config + &extra_config(rt)? + &network_section(rt)? + &cgroup_section(rt);
     fs::write(config_path(rt), config)?;
     let program = binary_of(rt)?.display().to_string();
     Ok((program, vec!["serve".into(), "--config".into(), config_path(rt).display().to_string()], false))
@@ -96,6 +107,15 @@ fn network_section(rt: &Runtime) -> Result<String> {
         conf_dir.display().to_string(),
         super::network::CNI_BIN_DIR,
     ))
+}
+
+/// The `[cgroup]` section: the systemd driver for `NidusSystemd`, none
+/// otherwise (a relative cgroup root makes nidus's `auto` choose cgroupfs).
+fn cgroup_section(rt: &Runtime) -> String {
+    match rt.kind {
+        super::Kind::NidusSystemd => "[cgroup]\ndriver = \"systemd\"\n".to_string(),
+        _ => String::new(),
+    }
 }
 
 pub fn import(rt: &Runtime, image: &Image) -> Result<()> {

@@ -97,7 +97,7 @@ impl Side<'_> {
             cri: self.rt.cri().clone(),
             logs: self.rt.logs.clone(),
             image: self.image,
-            cgroup_prefix: self.rt.cgroup_prefix(),
+            cgroup_parent: self.rt.pod_cgroup_parent(),
         }
     }
 

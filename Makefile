@@ -1,11 +1,12 @@
 # nidus: `make run` builds and starts the runtime with embedded defaults;
 # `make test` installs what the tests need and runs the whole suite (as root),
-# on this host's cgroups and then in a cgroup v2 VM (`make test-v2` alone);
-# `make test-node` runs tests in a Debian VM with systemd, AppArmor and
-# cgroup v2 only, with the package installed, and `make test-kubelet` a
-# small cluster on nidus (neither is part of `make test`);
+# on this host's cgroups, then in a cgroup v2 VM (`make test-v2` alone), then
+# in a Debian VM with systemd, AppArmor and cgroup v2 only, with the package
+# installed (`make test-node` alone); `make test-kubelet` runs a small
+# cluster on nidus (not part of `make test`);
 # `make deb` builds the Debian package (the binaries and the systemd unit);
-# `make bench` compares nidus with containerd + runc (bench/, as root);
+# `make bench` compares nidus with containerd + runc (bench/, as root), and
+# `make bench-node` the cgroup drivers in the node lane's VM;
 # `make fuzz` runs the cargo-fuzz targets of fuzz/ (not part of `make test`).
 
 CARGO ?= cargo
@@ -14,7 +15,7 @@ TEST_THREADS ?= 4
 # The daemon imports the archives here at start (`[image] import_dir`).
 IMPORT_DIR ?= /var/lib/nidus/import
 
-.PHONY: all build run deb test test-v2 test-node test-kubelet test-deps bench lint fuzz clean
+.PHONY: all build run deb test test-v2 test-node test-kubelet test-deps bench bench-node lint fuzz clean
 
 all: build
 
@@ -37,7 +38,9 @@ test-deps:
 test: test-deps
 	CARGO_INCREMENTAL=0 $(CARGO) build --workspace --all-targets
 	CARGO_INCREMENTAL=0 $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS)
-	./scripts/vm-lane
+	CARGO_INCREMENTAL=0 ./scripts/vm-lane
+	deb=$$(CARGO_INCREMENTAL=0 DEB_PROFILE=debug DEB_LINTIAN=0 ./scripts/build-deb) && \
+	  CARGO_INCREMENTAL=0 NODE_LANE_DEBS="$$deb" ./scripts/node-lane
 
 # The cgroup v2 lane alone: the resource and v2-sensitive lifecycle tests in a
 # throwaway qemu VM with a pure cgroup v2 kernel (see scripts/vm-lane).
@@ -48,7 +51,8 @@ test-v2:
 # with mmdebstrap (cached in target/node-lane) with systemd as PID 1,
 # AppArmor enabled and cgroup v2 only, the tests run from a systemd unit
 # (see scripts/node-lane), with the package of `make deb` installed first
-# for tests/service.rs. Not part of `make test` yet.
+# for tests/service.rs. `make test` runs it with the package of the debug
+# build it has made (DEB_PROFILE=debug), this target with the release one.
 test-node:
 	deb=$$(DEB_LINTIAN=0 ./scripts/build-deb) && NODE_LANE_DEBS="$$deb" ./scripts/node-lane
 
@@ -67,6 +71,15 @@ bench:
 	$(CARGO) build --release --bins
 	$(CARGO) build --release -p nidus-bench
 	./target/release/nidus-bench
+
+# The benchmark's cgroup-driver step (BENCH_ONLY=drivers) in the node lane's
+# VM (systemd as PID 1, cgroup v2): nidus's systemd driver against its
+# cgroupfs driver, and containerd + runc with SystemdCgroup = true, in one
+# run; BENCH_N (default 20 here) and BENCH_CONCURRENCY size it. Results in
+# bench-results/node/ (see scripts/node-lane, docs/benchmarks.md).
+bench-node:
+	$(CARGO) build --release --bins -p nidus -p nidus-bench
+	BENCH_N=$${BENCH_N:-20} NODE_LANE_BENCH=1 ./scripts/node-lane
 
 # cargo-fuzz targets (fuzz/, its own workspace), built together then run one
 # after another in one process each, FUZZ_SECONDS (default 60) apiece;

@@ -92,6 +92,7 @@ const LOG_LIMIT: Duration = Duration::from_secs(20);
 pub async fn timed_lifecycle(target: &Target, name: &str, network: PodNetwork) -> Result<Vec<(Step, Duration)>> {
     let log_dir = pod_log_dir(target, name)?;
     let pod = pod_config(name, &log_dir, network, &target.cgroup_parent);
+    make_pod_slice(&pod).await.with_context(|| format!("pod {name}"))?;
     let mut pod_id = None;
     let result = timed_steps(target, &pod, &log_dir, &mut pod_id).await;
     if result.is_err() {
@@ -211,6 +212,7 @@ pub struct SleepingPod {
 pub async fn start_sleeping_pod(target: &Target, name: &str) -> Result<SleepingPod> {
     let log_dir = pod_log_dir(target, name)?;
     let pod = pod_config(name, &log_dir, PodNetwork::Node, &target.cgroup_parent);
+    make_pod_slice(&pod).await.with_context(|| format!("pod {name}"))?;
     let pod_id = target.cri.run_pod(&pod).await.with_context(|| format!("pod {name}"))?;
     let made = async {
         let id = target.cri.create_container(&pod_id, &pod, &container_config("sleep", target.image, SLEEPING)).await?;
@@ -225,6 +227,54 @@ pub async fn start_sleeping_pod(target: &Target, name: &str) -> Result<SleepingP
             Err(e.context(format!("pod {name}")))
         }
     }
+}
+
+/// How long systemd may take to make a pod's slice.
+const SLICE_LIMIT: Duration = Duration::from_secs(10);
+
+/// With the systemd driver, kubelet makes the pod's slice (a transient
+/// unit, over D-Bus) before RunPodSandbox, and stops it once the pod is
+/// removed: the harness does the same, untimed (`busctl`, systemd's own
+/// client), so that the runtimes' figures do not include it. The leak check
+/// stops the empty slices (see `leaks`). Nothing for a cgroupfs parent.
+async fn make_pod_slice(pod: &nidus::api::PodSandboxConfig) -> Result<()> {
+    let parent = pod.linux.as_ref().map(|l| l.cgroup_parent.as_str()).unwrap_or_default();
+    let Some(prefix) = parent.strip_suffix(".slice").and_then(|name| name.rsplit_once("-pod")).map(|(p, _)| p) else {
+        return Ok(());
+    };
+    let dir = PathBuf::from(format!("/sys/fs/cgroup/{prefix}.slice/{parent}"));
+    let name = parent.to_string();
+    // Off the harness's thread: concurrent lifecycles go on meanwhile.
+    tokio::task::spawn_blocking(move || {
+        crate::host::run(
+            "busctl",
+            &[
+                "call",
+                "org.freedesktop.systemd1",
+                "/org/freedesktop/systemd1",
+                "org.freedesktop.systemd1.Manager",
+                "StartTransientUnit",
+                "ssa(sv)a(sa(sv))",
+                &name,
+                "fail",
+                "1",
+                "DefaultDependencies",
+                "b",
+                "false",
+                "0",
+            ],
+        )
+    })
+    .await?
+    .with_context(|| format!("making the pod slice {parent}"))?;
+    let began = Instant::now();
+    while !dir.is_dir() {
+        if began.elapsed() > SLICE_LIMIT {
+            bail!("systemd did not make {} within {SLICE_LIMIT:?}", dir.display());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
 }
 
 /// StopPodSandbox then RemovePodSandbox (which removes its containers), as

@@ -2,7 +2,8 @@
 //! harness's own, never the system's — its own config, root (on disk) and
 //! state and runc root (on the harness's tmpfs), socket, network namespace
 //! and a private mount namespace with its own `/run` (shim sockets live in
-//! `/run/containerd/s`). CRI plugin: cgroupfs driver, overlayfs snapshotter,
+//! `/run/containerd/s`; with systemd cgroups only `/run/containerd` is its
+//! own). CRI plugin: cgroupfs driver, overlayfs snapshotter,
 //! no CNI config, `restrict_oom_score_adj` (root here lacks
 //! CAP_SYS_RESOURCE), and the harness's pause image as `sandbox_image`.
 //! Images are imported with `ctr images import` into the `k8s.io` namespace;

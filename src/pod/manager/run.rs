@@ -4,7 +4,6 @@
 
 use std::convert::Infallible;
 
-use crate::pod::launch::PendingLauncher;
 use crate::undo::Undo;
 
 use super::*;
@@ -99,52 +98,6 @@ impl Sandboxes {
         // Dropped without `go` (a failure before it), its input closes and
         // it ends: it has made nothing yet.
         let launcher = start_launcher(&self.pause_binary, &args)?;
-        // Registered first: parents made before a failure go too.
-        let made = record.clone();
-        undo.push_async("pod cgroups", move || async move {
-            self.remove_cgroups(&made).await?;
-            self.owned_cgroups.prune_above(&made.pause_cgroup);
-            self.owned_cgroups.prune_above(&made.pod_cgroup);
-            Ok::<_, SandboxError>(())
-        });
-        // systemd: the scope starts around the launcher, which then has the
-        // pause's cgroup (and the pod's slice) to join at `go`. systemd's
-        // job runs while the pod's files are written; both are waited for,
-        // whichever fails, so nothing is still being made when an undo runs.
-        let scope = self.cgroups.systemd.clone().map(|scopes| {
-            let (path, pid) = (record.pause_cgroup.clone(), launcher.pid());
-            let description = format!("nidus pod {}", record.id);
-            tokio::spawn(async move {
-                scopes.start(&path, pid, description, &oci_spec::runtime::LinuxResources::default()).await
-            })
-        });
-        let written = self.write_pod_files(spec, record, paths, undo);
-        match scope {
-            Some(scope) => {
-                let started = scope.await.map_err(|e| io_err("pause scope task")(io::Error::other(e)));
-                written?;
-                started??;
-            }
-            None => {
-                written?;
-                self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?;
-            }
-        }
-        let own_slice = record.owns_pod_cgroup();
-        self.apply_pod_resources(&record.pod_cgroup, own_slice, &record.pod_resources(), "config.linux.resources")
-            .await?;
-        self.launch(record, paths, launcher, undo).await
-    }
-
-    /// The pod's directories, its first record and the files its containers
-    /// get (hostname, hosts, resolv.conf, the /dev/shm tmpfs), each with its undo.
-    fn write_pod_files<'s>(
-        &'s self,
-        spec: &SandboxSpec,
-        record: &SandboxRecord,
-        paths: &SandboxPaths,
-        undo: &Undo<'s>,
-    ) -> Result<(), SandboxError> {
         store::create_dir_new(&paths.dir, 0o700).map_err(io_err(format!("cannot create {}", paths.dir.display())))?;
         let dir = paths.dir.clone();
         undo.push("pod directory", move || store::remove_tree(&dir));
@@ -189,18 +142,29 @@ impl Sandboxes {
             let mounted = paths.clone();
             undo.push("pod /dev/shm mount", move || release_mounts(&mounted));
         }
-        Ok(())
-    }
 
-    /// Starts the pause (the launcher was told nothing yet) and the pod
-    /// network; the durable record is written meanwhile.
-    async fn launch<'s>(
-        &'s self,
-        record: &mut SandboxRecord,
-        paths: &SandboxPaths,
-        launcher: PendingLauncher,
-        undo: &Undo<'s>,
-    ) -> Result<PauseProcess, SandboxError> {
+        // Registered first: parents made before a failure go too.
+        let made = record.clone();
+        undo.push_async("pod cgroups", move || async move {
+            self.remove_cgroups(&made).await?;
+            self.owned_cgroups.prune_above(&made.pause_cgroup);
+            self.owned_cgroups.prune_above(&made.pod_cgroup);
+            Ok::<_, SandboxError>(())
+        });
+        match &self.cgroups.systemd {
+            // The scope starts around the launcher, which then has the
+            // pause's cgroup (and the pod's slice) to join at `go`.
+            Some(scopes) => {
+                let description = format!("nidus pod {}", record.id);
+                let resources = oci_spec::runtime::LinuxResources::default();
+                scopes.start(&record.pause_cgroup, launcher.pid(), description, &resources).await?;
+            }
+            None => self.owned_cgroups.create(&record.pause_cgroup, spec.cgroup_parent.as_ref())?,
+        }
+        let own_slice = record.owns_pod_cgroup();
+        self.apply_pod_resources(&record.pod_cgroup, own_slice, &record.pod_resources(), "config.linux.resources")
+            .await?;
+
         // The durable record is written and fsynced while the pause starts,
         // and put in place once it has: a crash before that leaves the
         // CREATING record, which the next start undoes. Its undo is the

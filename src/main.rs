@@ -331,9 +331,18 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// libcgroups warns at every cgroup v2 apply of each controller the kernel
+/// has and it does not know (`rdma`, `misc`): noise in an operator's
+/// journal at every pod. Quieted unless `log_level` names libcgroups.
+const QUIET_LIBCGROUPS: &str = "libcgroups::v2::util=error";
+
 fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let level = match config.log_level.contains("libcgroups") {
+        true => config.log_level.clone(),
+        false => format!("{},{QUIET_LIBCGROUPS}", config.log_level),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,{QUIET_LIBCGROUPS}")));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -70,7 +70,7 @@ test-kubelet: build
 bench:
 	$(CARGO) build --release --bins
 	$(CARGO) build --release -p nidus-bench
-	./target/release/nidus-bench
+	$${CARGO_TARGET_DIR:-target}/release/nidus-bench
 
 # The benchmark's cgroup-driver step (BENCH_ONLY=drivers) in the node lane's
 # VM (systemd as PID 1, cgroup v2): nidus's systemd driver against its

@@ -29,6 +29,9 @@ struct Hierarchy {
     own_dir: PathBuf,
     cpuset: bool,
     cgroup2: bool,
+    /// The harness is in the hierarchy's root cgroup, which may hold
+    /// processes and hand controllers down at once.
+    at_root: bool,
 }
 
 impl CgroupTree {
@@ -200,10 +203,12 @@ pub struct HarnessLeaf {
 
 impl HarnessLeaf {
     /// None where nothing needs it: no cgroup2 controllers in the harness's
-    /// cgroup (cgroup v1, or a hybrid host's empty cgroup2).
+    /// cgroup (cgroup v1, or a hybrid host's cgroup2 with none), or the
+    /// harness in the hierarchy's root, which the rule does not bind (and
+    /// which the harness leaves alone).
     pub fn enter(label: &str) -> Result<Option<Self>> {
         check_name(label)?;
-        let Some(own) = own_hierarchies()?.into_iter().find(|h| h.cgroup2).map(|h| h.own_dir) else {
+        let Some(own) = own_hierarchies()?.into_iter().find(|h| h.cgroup2 && !h.at_root).map(|h| h.own_dir) else {
             return Ok(None);
         };
         let controllers = fs::read_to_string(own.join("cgroup.controllers")).unwrap_or_default();
@@ -394,7 +399,12 @@ fn own_hierarchies() -> Result<Vec<Hierarchy>> {
     let text = fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
     Ok(resolve_lines(&text)?
         .into_iter()
-        .map(|(mount, own_dir)| Hierarchy { own_dir, cpuset: mount.key.contains("cpuset"), cgroup2: mount.cgroup2 })
+        .map(|(mount, own_dir)| Hierarchy {
+            at_root: own_dir == mount.mount_point,
+            cpuset: mount.key.contains("cpuset"),
+            cgroup2: mount.cgroup2,
+            own_dir,
+        })
         .collect())
 }
 

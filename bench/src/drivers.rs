@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::json;
 
 use crate::cri::PodNetwork;
@@ -19,7 +19,7 @@ use crate::images;
 use crate::lab::Lab;
 use crate::latency::{self, Samples, Variant};
 use crate::leaks;
-use crate::lifecycle::{self, Step, Target};
+use crate::lifecycle::{Step, Target};
 use crate::options::Options;
 use crate::runtime::{Kind, Runtime};
 use crate::stats;
@@ -73,7 +73,7 @@ pub async fn run(options: &Options) -> Result<bool> {
             image: busybox.reference,
             cgroup_parent: rt.pod_cgroup_parent(),
         };
-        check_placement(rt, &target).await?;
+        crate::check_nesting(rt, &target).await?;
         variants.push(Variant { label, target, network: PodNetwork::Node });
     }
 
@@ -110,24 +110,6 @@ pub async fn run(options: &Options) -> Result<bool> {
         eprintln!("error: {e}");
     }
     Ok(errors.is_empty())
-}
-
-/// Checks where one pod's pause and container run: below the harness's
-/// cgroup (cgroupfs), or in scopes below the runtime's slice (systemd).
-async fn check_placement(rt: &Runtime, target: &Target) -> Result<()> {
-    let pod = lifecycle::start_sleeping_pod(target, &format!("placement-{}", rt.name())).await?;
-    let checked = async {
-        let pause =
-            target.cri.pod_info(&pod.pod_id).await?["pid"].as_i64().context("no pause pid in the pod status")?;
-        let container = target.cri.container_info(&pod.container_id).await?["pid"]
-            .as_i64()
-            .context("no pid in the container status")?;
-        rt.check_contained(pause as i32, "the sandbox process")?;
-        rt.check_contained(container as i32, "the container process")
-    }
-    .await;
-    lifecycle::remove_pod(target, &pod.pod_id).await?;
-    checked
 }
 
 /// The slices the systemd-driven runtimes' pods go below, stopped (with
